@@ -1,0 +1,78 @@
+"""The ``idyn`` command: one subcommand per step of a model's life.
+
+    record -> dataset -> identify / train -> evaluate -> export -> bringup (1 kHz nodes)
+
+Each subcommand lives in ``idyn_ros/commands/<name>.py`` and defines ``HELP`` (one line),
+``configure(parser)`` and ``run(args) -> int``. Command modules import only argparse-level things
+at import time, so ``idyn --help`` stays fast; heavy imports (torch, mujoco) happen inside ``run``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+from idyn_ros.errors import IdynError
+
+# Order = the order a user meets them in.
+COMMANDS: tuple[str, ...] = (
+    "record",
+    "dataset",
+    "excite",
+    "identify",
+    "train",
+    "evaluate",
+    "export",
+    "bringup",
+    "demo",
+    "bench",
+    "robots",
+)
+
+
+def _available_commands() -> dict[str, object]:
+    modules = {}
+    for name in COMMANDS:
+        try:
+            modules[name] = importlib.import_module(f"idyn_ros.commands.{name}")
+        except ModuleNotFoundError as exc:
+            if exc.name != f"idyn_ros.commands.{name}":
+                raise
+    return modules
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="idyn",
+        description=__doc__.split("\n\n")[0],
+        epilog="Run `idyn COMMAND --help` for the options of one command.",
+    )
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for name, module in _available_commands().items():
+        sub = subparsers.add_parser(
+            name,
+            help=module.HELP,
+            description=(module.__doc__ or module.HELP).strip(),
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+        )
+        module.configure(sub)
+        sub.set_defaults(_run=module.run)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args._run(args) or 0)
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+    except IdynError as exc:  # expected, user-fixable problems: one clear line, no traceback
+        print(f"idyn {args.command}: error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""Subcommands of the `idyn` CLI (see idyn_ros/cli.py for the contract)."""
