@@ -1,0 +1,92 @@
+"""Benchmarks behind `make bench` / `idyn bench`.
+
+Each topic is a module ``idyn_ros.bench.<topic>`` with ``run_benchmarks(**options) -> dict``; the runner
+writes the dict to ``bench/results/<name>.json`` (one file per result, see README "Benchmark results")
+together with the command that produced it, the machine and the git revision. Speed targets live
+here, not in unit tests: a noisy 2-core machine makes timed tests flaky, so figures are compared as
+ratios measured in one run.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import platform
+import subprocess
+import sys
+import time
+import traceback
+from pathlib import Path
+
+# Topic -> one line on what it measures. Order = the order `idyn bench` runs them.
+TOPICS: dict[str, str] = {
+    "dynamics": "pinocchio vs torch vs ONNX RNEA, per robot",
+    "models": "torque-prediction accuracy on the real KUKA data, runtime model step, training throughput",
+    "gp": "LIP-kernel GP vs baselines: accuracy, data efficiency, latency",
+    "recorder": "rosbag2 recorder loss at 1 kHz",
+    "sim": "embedded plant: lockstep speed, real-time jitter",
+    "latency": "joint state -> command latency at 1 kHz, composed and separate processes",
+    "experiments": "tracking table (Table III analogue), DOOMED sweep, wrench observer on the plant",
+}
+
+
+def results_dir() -> Path:
+    from idyn_ros.paths import share_dir
+
+    path = Path(os.environ.get("IDYN_BENCH_RESULTS", share_dir() / "bench" / "results"))
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def _provenance(command: str) -> dict:
+    try:
+        revision = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                                  cwd=Path(__file__).parent, timeout=5).stdout.strip()
+        dirty = bool(subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], capture_output=True,
+                                    text=True, cwd=Path(__file__).parent, timeout=5).stdout.strip())
+    except (OSError, subprocess.SubprocessError):
+        revision, dirty = "unknown", False
+    return {
+        "command": command,
+        "git_revision": revision + ("-dirty" if dirty else ""),
+        "date_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "machine": {"cpus": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version()},
+    }
+
+
+def write_result(name: str, payload: dict, command: str) -> Path:
+    """Write ``bench/results/<name>.json``: the payload's keys at top level plus ``_provenance``."""
+    path = results_dir() / f"{name}.json"
+    path.write_text(json.dumps({**payload, "_provenance": _provenance(command)}, indent=2, default=float) + "\n")
+    return path
+
+
+def run_topic(topic: str, quick: bool = False) -> dict:
+    """Run one topic; its module returns {result_name: payload}, or one payload named after the topic."""
+    module = importlib.import_module(f"idyn_ros.bench.{topic}")
+    started = time.perf_counter()
+    results = module.run_benchmarks(quick=quick)
+    elapsed = time.perf_counter() - started
+    files = results.pop("_files", None) if isinstance(results, dict) else None
+    named = files if files is not None else {topic: results}
+    command = f"idyn bench --only {topic}" + (" --quick" if quick else "")
+    for name, payload in named.items():
+        path = write_result(name, payload, command)
+        print(f"[bench] {topic}: wrote {path} ({elapsed:.0f} s)", flush=True)
+    return named
+
+
+def run_all(topics: list[str] | None = None, quick: bool = False) -> int:
+    failures = []
+    for topic in topics or list(TOPICS):
+        print(f"\n=== {topic}: {TOPICS.get(topic, '')} ===", flush=True)
+        try:
+            run_topic(topic, quick=quick)
+        except Exception:  # one broken topic must not hide the others' numbers
+            traceback.print_exc()
+            failures.append(topic)
+    if failures:
+        print(f"\n[bench] FAILED topics: {', '.join(failures)}", file=sys.stderr)
+        return 1
+    return 0

@@ -1,0 +1,32 @@
+"""Run the benchmarks: print tables and write bench/results/*.json (keys documented in the README).
+
+Each JSON file carries `_provenance` (command, git revision, date, machine). Topics:
+  dynamics     pinocchio vs torch vs ONNX RNEA
+  models       accuracy on the real KUKA LWR4+ data, runtime model step (model_step.json), training speed
+  gp           LIP-kernel GP vs SE/GIP/LSE
+  recorder     rosbag2 recorder loss at 1 kHz
+  sim          plant lockstep speed and real-time jitter
+  latency      joint state -> command latency at 1 kHz (latency.json)
+  experiments  tracking tables (tracking_<robot>.json), DOOMED sweep, wrench observer
+"""
+
+from __future__ import annotations
+
+import argparse
+
+HELP = "benchmarks: print tables and write bench/results/*.json"
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    from idyn_ros.bench import TOPICS
+
+    parser.add_argument("--only", nargs="+", choices=list(TOPICS), metavar="TOPIC",
+                        help=f"run only these topics (default: all): {', '.join(TOPICS)}")
+    parser.add_argument("--quick", action="store_true",
+                        help="shorter runs (fewer samples/seeds) for a smoke check; numbers are noisier")
+
+
+def run(args: argparse.Namespace) -> int:
+    from idyn_ros.bench import run_all
+
+    return run_all(args.only, quick=args.quick)
