@@ -110,3 +110,18 @@ def test_colcon_build_installs_a_working_package(tmp_path: Path) -> None:
     result = subprocess.run([sys.executable, "-c", f"import sys; sys.path.insert(0, {str(site)!r})\n" + check],
                             cwd=tmp_path, env=run_env, capture_output=True, text=True)
     assert result.returncode == 0, result.stderr[-3000:]
+
+
+@pytest.mark.parametrize("robot", ["panda", "iiwa14", "ur5"])
+def test_controller_manager_config_matches_robot(robot: str) -> None:
+    """The ros2_control controllers file names the robot's joints and the effort controller we command."""
+    import yaml
+
+    from idyn_ros.robots import get_robot
+
+    spec = get_robot(robot)
+    config = yaml.safe_load((ROOT / "config" / f"{robot}_controllers.yaml").read_text())
+    manager = config["controller_manager"]["ros__parameters"]
+    assert manager[spec.effort_controller]["type"] == "effort_controllers/JointGroupEffortController"
+    assert manager["joint_state_broadcaster"]["type"] == "joint_state_broadcaster/JointStateBroadcaster"
+    assert tuple(config[spec.effort_controller]["ros__parameters"]["joints"]) == spec.joint_names
