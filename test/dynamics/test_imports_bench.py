@@ -1,0 +1,33 @@
+"""Layering guards and the benchmark entry point."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+
+def test_dynamics_import_does_not_pull_torch() -> None:
+    """runtime/control/nodes import idyn_ros.dynamics; it must not import torch (only torch_rnea does)."""
+    code = (
+        "import sys; import idyn_ros.dynamics, idyn_ros.dynamics.inertia, idyn_ros.dynamics.base_parameters; "
+        "from idyn_ros.dynamics import RobotModel; "
+        "print('torch' in sys.modules)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
+    assert out.stdout.strip() == "False"
+
+
+@pytest.mark.slow
+def test_run_benchmarks_returns_json_numbers() -> None:
+    from idyn_ros.bench.dynamics import run_benchmarks
+
+    res = run_benchmarks(robots=("ur5",))
+    json.dumps(res)
+    r = res["ur5"]
+    assert r["dof"] == 6 and r["base_parameters"] == 36
+    assert r["torch_f64_max_abs_err_1000"] < 1e-9
+    assert r["onnx_f32_rel_err_1000"] < 1e-5
+    assert 0 < r["pinocchio_rnea_us_p50"] < r["onnx_ort_b1_us_p50"]
