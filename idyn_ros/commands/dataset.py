@@ -1,0 +1,215 @@
+"""Convert recordings to the dataset contract and inspect datasets.
+
+  idyn dataset import SRC... -o OUT.npz    rosbag2 folder / .db3 / .mcap / .csv / .npz -> dataset .npz
+  idyn dataset info FILE [--plot out.png]  rate, duration, joint ranges, torque std, gaps
+
+Imported data is reordered to the robot's joint order by name, sorted, de-duplicated, split at
+gaps (> 3 sample periods) and resampled onto a uniform grid (rate = median spacing, or --rate).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+HELP = "import recordings (rosbag2, CSV, NPZ) into the dataset .npz contract; inspect and plot datasets"
+
+_EPILOG_IMPORT = """\
+examples:
+  idyn dataset import ur10_exciting_trajectory.db3 --robot path/to/ur10_robot.urdf --effort-kind current -o ur10.npz
+  idyn dataset import panda_exciting_trajectory.db3 --robot panda --joint-map fer_=panda_ -o panda.npz
+  idyn dataset import run1/ run2/ -o runs.npz        (several sources -> runs_0.npz, runs_1.npz)
+  idyn dataset import crashed_bag/ --recover -o part.npz
+
+CSV layouts: wide `t,q1..qn,dq1..,tau1..` or `t,<joint>_pos,<joint>_vel,<joint>_eff`
+(time in s; a t_ns column in ns), or long `t,joint,position,velocity,effort`.
+NPZ: the dataset contract, or named columns (times, positions, velocities, accelerations,
+torques, target_positions, ...). Units: SI, radians.
+"""
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    sub = parser.add_subparsers(dest="dataset_command", metavar="ACTION", required=True)
+    imp = sub.add_parser(
+        "import",
+        help="convert recordings to dataset .npz files",
+        description="Convert recordings to dataset .npz files (one file per source: splits stay by recording).",
+        epilog=_EPILOG_IMPORT,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    imp.add_argument("sources", nargs="+", metavar="SRC", help="rosbag2 folder, .db3, .mcap, .csv or .npz")
+    imp.add_argument(
+        "-o",
+        "--output",
+        required=True,
+        metavar="OUT.npz",
+        help="output file; with several sources, OUT_0.npz, OUT_1.npz, ...",
+    )
+    imp.add_argument(
+        "--robot",
+        help="preset (panda, iiwa14, ur5) or URDF path: joint order and names (default: keep the source's order)",
+    )
+    imp.add_argument("--joints", help="explicit comma-separated joint order (overrides --robot's)")
+    imp.add_argument(
+        "--joint-map",
+        action="append",
+        default=[],
+        metavar="OLD=NEW",
+        help="rename joints before matching; repeatable or comma-separated; a prefix form "
+        "such as fer_=panda_ renames every fer_* joint",
+    )
+    imp.add_argument("--rate", type=float, help="output sample rate in Hz (default: 1 / median sample spacing)")
+    imp.add_argument(
+        "--effort-kind",
+        choices=("torque", "current"),
+        help="what the effort column is (default torque; UR drivers report current-based effort)",
+    )
+    imp.add_argument("--topic", help="joint-state or JointTrajectory topic in a bag (default /joint_states)")
+    imp.add_argument(
+        "--wrench-topic",
+        help="geometry_msgs/WrenchStamped or idyn_ros/PlantGroundTruth topic stored as wrench [f; n] "
+        "(default: the single PlantGroundTruth topic, if any)",
+    )
+    imp.add_argument(
+        "--recover", action="store_true", help="import the readable part of a truncated bag or of a killed recording"
+    )
+    imp.set_defaults(_action=_run_import)
+
+    info = sub.add_parser(
+        "info",
+        help="print rate, duration, ranges, torque std, gaps; optionally plot",
+        description="Print a dataset summary (any readable source; bags/CSV are imported on the fly).",
+        epilog="example:\n  idyn dataset info ur10.npz --plot ur10.png\n  idyn dataset info bag/ --robot panda --json",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    info.add_argument("file", help="dataset .npz, or any importable source")
+    info.add_argument("--robot", help="preset or URDF path (for sources that need a joint order)")
+    info.add_argument("--joint-map", action="append", default=[], metavar="OLD=NEW", help="as for import")
+    info.add_argument("--recover", action="store_true", help="as for import")
+    info.add_argument("--plot", metavar="OUT.png", help="write a PNG of q, dq, tau over time (one subplot each)")
+    info.add_argument("--json", action="store_true", help="print the summary as JSON")
+    info.set_defaults(_action=_run_info)
+
+
+def run(args: argparse.Namespace) -> int:
+    return args._action(args)
+
+
+def _options(args: argparse.Namespace) -> dict:
+    return {
+        "robot": args.robot,
+        "joint_map": args.joint_map or None,
+        "recover": args.recover,
+    }
+
+
+def _run_import(args: argparse.Namespace) -> int:
+    import warnings
+    from pathlib import Path
+
+    from tqdm import tqdm
+
+    from idyn_ros.data.importers import import_source
+
+    out = Path(args.output)
+    many = len(args.sources) > 1
+    for i, src in enumerate(tqdm(args.sources, desc="import", unit="file", disable=not many)):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # the report lists them
+            dataset, report = import_source(
+                src,
+                joint_names=args.joints.split(",") if args.joints else None,
+                rate=args.rate,
+                effort_kind=args.effort_kind,
+                topic=args.topic,
+                wrench_topic=args.wrench_topic,
+                **_options(args),
+            )
+        target = out.with_name(f"{out.stem}_{i}{out.suffix or '.npz'}") if many else out
+        path = dataset.save(target)
+        for line in report.lines():
+            print(line)
+        print(
+            f"wrote {path}: {len(dataset)} samples x {dataset.n} joints at {dataset.rate_hz:.4g} Hz, "
+            f"{len(dataset.segments())} segment(s), effort_kind={dataset.effort_kind}"
+        )
+    return 0
+
+
+def _run_info(args: argparse.Namespace) -> int:
+    import warnings
+
+    from idyn_ros.data.importers import import_source
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        dataset, report = import_source(args.file, **_options(args))
+    summary = dataset.summary()
+    if args.json:
+        print(json.dumps(summary, indent=2))
+    else:
+        print(format_summary(summary))
+        for w in report.warnings:
+            print(f"warning: {w}")
+    if args.plot:
+        path = plot_dataset(dataset, args.plot)
+        print(f"plot: {path}")
+    return 0
+
+
+def format_summary(s: dict) -> str:
+    """Human-readable ``idyn dataset info`` text."""
+    unit = "Nm" if s["effort_kind"] == "torque" else "driver units, current-based"
+    lines = [
+        f"source:      {s['source']}",
+        f"robot:       {s['robot'] or '(unknown)'}",
+        f"samples:     {s['samples']}  rate {s['rate_hz']:.4g} Hz  duration {s['duration_s']:.3f} s",
+        f"segments:    {s['segments']}  gaps: "
+        + (", ".join(f"{g['length_s']:.3g} s at {g['at_s']:.3g} s" for g in s["gaps"]) or "none"),
+        f"effort_kind: {s['effort_kind']}"
+        + ("  (UR effort is motor-current based, not joint torque)" if s["effort_kind"] == "current" else ""),
+        f"optional:    {', '.join(s['optional']) or 'none'}",
+        f"{'joint':<24}{'q min':>10}{'q max':>10}{'|dq| max':>10}  tau std [{unit}]",
+    ]
+    for j, name in enumerate(s["joints"]):
+        lines.append(
+            f"{name:<24}{s['q_min'][j]:>10.3f}{s['q_max'][j]:>10.3f}{s['dq_absmax'][j]:>10.3f}  {s['tau_std'][j]:.4g}"
+        )
+    lines += [f"note: {n}" for n in s["notes"]]
+    return "\n".join(lines)
+
+
+def plot_dataset(dataset, path: str):
+    """PNG with three stacked subplots (q rad, dq rad/s, tau) sharing the time axis; joints in the legend."""
+    from pathlib import Path
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    unit = "Nm" if dataset.effort_kind == "torque" else "current-based, driver units"
+    fig, axes = plt.subplots(3, 1, sharex=True, figsize=(11, 8.5), constrained_layout=True)
+    for ax, values, label in zip(
+        axes, (dataset.q, dataset.dq, dataset.tau), ("q [rad]", "dq [rad/s]", f"effort [{unit}]"), strict=True
+    ):
+        for seg in dataset.segments():
+            for j in range(dataset.n):
+                ax.plot(
+                    dataset.t[seg],
+                    values[seg, j],
+                    lw=0.8,
+                    color=f"C{j % 10}",
+                    label=dataset.joint_names[j] if seg.start == 0 else None,
+                )
+        ax.set_ylabel(label)
+        ax.grid(alpha=0.3)
+    axes[0].legend(loc="upper right", fontsize=8, ncol=min(dataset.n, 4))
+    axes[-1].set_xlabel("t [s]")
+    name = Path(dataset.source.split(":/")[0]).name  # "file.db3:/joint_states" -> "file.db3"
+    axes[0].set_title(f"{name}  ({dataset.robot or 'robot?'}, {dataset.rate_hz:.4g} Hz, {len(dataset)} samples)")
+    out = Path(path)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(out, dpi=110)
+    plt.close(fig)
+    return out

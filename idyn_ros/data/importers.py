@@ -1,0 +1,725 @@
+"""Turn recordings (rosbag2, CSV, foreign NPZ) into a :class:`~idyn_ros.data.dataset.Dataset`.
+
+Every source is first read into a :class:`RawRecording` (stamps in integer ns, per-joint columns
+named by joint, NaN where a signal is absent), then :func:`to_dataset` does the same cleaning for
+all of them: rename joints (``--joint-map``), reorder to the robot's joint order, sort and
+de-duplicate stamps, split at gaps, resample each segment onto a uniform grid, estimate missing
+velocities. One path means a CSV and a bag of the same motion give the same dataset.
+
+Grid decision: the grid is built in integer nanoseconds (start + k * period_ns, period = median
+sample spacing rounded to 1 ns, or ``1e9 / rate``) and values are linearly interpolated, so a
+recording whose stamps already lie on the grid comes back bit-exact (tested by the round trip).
+"""
+
+from __future__ import annotations
+
+import csv
+import itertools
+import re
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from idyn_ros.data.dataset import EFFORT_KINDS, JOINT_SIGNALS, Dataset
+from idyn_ros.errors import BagReadError, DatasetError
+
+__all__ = ["ImportReport", "RawRecording", "import_source", "parse_joint_map", "resolve_robot_joints", "to_dataset"]
+
+#: A gap longer than this many sample periods splits the recording into segments (issue 3).
+GAP_PERIODS = 3.0
+_PER_JOINT = ("q", "dq", "ddq", "tau", "tau_cmd", "q_d", "dq_d", "ddq_d")
+
+
+@dataclass
+class RawRecording:
+    """Samples as found in a source, before cleaning.
+
+    ``stamps_ns`` (M,) int64 (any order, duplicates allowed); ``signals[name]`` (M, n) float with
+    columns in ``joint_names`` order (NaN = not present in that sample); ``wrench`` (M, 6) or None.
+    Numbered columns without names use placeholders ``#1..#n`` resolved by position.
+    """
+
+    stamps_ns: np.ndarray
+    joint_names: list[str]
+    signals: dict[str, np.ndarray]
+    source: str
+    wrench: np.ndarray | None = None
+    extra: dict[str, tuple[np.ndarray, list[str], np.ndarray]] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+    effort_hint: str | None = None
+
+
+@dataclass
+class ImportReport:
+    """What the import did, for ``idyn dataset import`` to print."""
+
+    source: str
+    samples_in: int = 0
+    samples_out: int = 0
+    duplicates_dropped: int = 0
+    out_of_order: int = 0
+    period_ns: int = 0
+    gaps: list[tuple[float, float]] = field(default_factory=list)  # (at s, length s)
+    warnings: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    def lines(self) -> list[str]:
+        out = [
+            f"source: {self.source}",
+            f"samples: {self.samples_in} read -> {self.samples_out} on a {1e9 / self.period_ns:.4g} Hz grid"
+            if self.period_ns
+            else f"samples: {self.samples_in}",
+            f"duplicate stamps dropped: {self.duplicates_dropped}; out-of-order stamps sorted: {self.out_of_order}",
+        ]
+        out += [f"gap of {length:.4g} s at t = {at:.4g} s (new segment)" for at, length in self.gaps]
+        out += [f"warning: {w}" for w in self.warnings]
+        out += [f"note: {n}" for n in self.notes]
+        return out
+
+
+# ------------------------------------------------------------------------------------ joint names
+def parse_joint_map(spec: dict[str, str] | list[str] | tuple[str, ...] | str | None) -> dict[str, str]:
+    """Normalise ``--joint-map`` input to ``{old: new}``.
+
+    Accepts a dict, a list of ``"old=new"`` strings, or one comma-separated string. An entry whose
+    old side ends in ``_`` or ``/`` is a prefix map (``fer_=panda_`` renames ``fer_joint1`` to
+    ``panda_joint1``); exact entries win over prefix entries.
+    """
+    if spec is None:
+        return {}
+    if isinstance(spec, dict):
+        return {str(k): str(v) for k, v in spec.items()}
+    items = spec.split(",") if isinstance(spec, str) else [x for s in spec for x in str(s).split(",")]
+    out: dict[str, str] = {}
+    for raw_item in items:
+        item = raw_item.strip()
+        if not item:
+            continue
+        if item.count("=") != 1:
+            raise DatasetError(
+                f"bad --joint-map entry {item!r}: write old=new, e.g. fer_joint1=panda_joint1 or fer_=panda_"
+            )
+        old, new = (x.strip() for x in item.split("="))
+        out[old] = new
+    return out
+
+
+def apply_joint_map(names: list[str], mapping: dict[str, str]) -> list[str]:
+    """Rename ``names`` with an exact-or-prefix map (see :func:`parse_joint_map`)."""
+    prefixes = [(k, v) for k, v in mapping.items() if k.endswith(("_", "/"))]
+    out = []
+    for name in names:
+        if name in mapping:
+            out.append(mapping[name])
+            continue
+        renamed = name
+        for old, new in prefixes:
+            if name.startswith(old):
+                renamed = new + name[len(old) :]
+                break
+        out.append(renamed)
+    return out
+
+
+def resolve_robot_joints(robot: str | Path | None) -> tuple[tuple[str, ...] | None, str]:
+    """Joint names (model order) and a label for ``robot`` (preset name, URDF path, or None)."""
+    if robot is None or robot == "":
+        return None, ""
+    text = str(robot)
+    if text.endswith((".urdf", ".xacro", ".xml")) or Path(text).is_file():
+        path = Path(text)
+        if not path.is_file():
+            raise DatasetError(f"URDF {path} does not exist")
+        try:
+            from idyn_ros.dynamics import RobotModel
+
+            model = RobotModel.from_urdf(path)
+            return tuple(model.joint_names), path.stem
+        except ImportError:  # dynamics layer not installed in this checkout: read the URDF with pinocchio
+            import pinocchio as pin
+
+            model = pin.buildModelFromUrdf(str(path))
+            return tuple(model.names[1:]), path.stem
+    from idyn_ros.robots import get_robot
+
+    return tuple(get_robot(text).joint_names), text
+
+
+# ------------------------------------------------------------------------------------ cleaning
+def to_dataset(
+    raw: RawRecording,
+    robot: str | Path | None = None,
+    joint_map: dict[str, str] | list[str] | str | None = None,
+    joint_names: list[str] | tuple[str, ...] | None = None,
+    rate: float | None = None,
+    effort_kind: str | None = None,
+) -> tuple[Dataset, ImportReport]:
+    """Clean a :class:`RawRecording` into a :class:`Dataset` (see module docstring for the steps)."""
+    report = ImportReport(source=raw.source, samples_in=int(raw.stamps_ns.size), notes=list(raw.notes))
+    if raw.stamps_ns.size == 0:
+        raise DatasetError(f"{raw.source}: no samples found")
+    target, robot_label = resolve_robot_joints(robot)
+    if joint_names:
+        target = tuple(joint_names)
+    mapping = parse_joint_map(joint_map)
+    names = apply_joint_map(list(raw.joint_names), mapping)
+    if any(n.startswith("#") for n in names):  # numbered columns: position decides
+        if target is not None and len(target) != len(names):
+            raise DatasetError(
+                f"{raw.source} has {len(names)} unnamed joint columns but the robot has {len(target)} joints "
+                f"{list(target)}; pass --joints with {len(names)} names"
+            )
+        names = list(target) if target is not None else [f"joint{i + 1}" for i in range(len(names))]
+        report.notes.append("columns carry no joint names: assigned by position to " + ", ".join(names))
+    if target is None:
+        target = tuple(names)
+    missing = [j for j in target if j not in names]
+    if missing:
+        raise DatasetError(
+            f"{raw.source} lacks joints {missing} required by {robot_label or 'the joint list'} "
+            f"(it has {names}); rename with --joint-map old=new or a prefix map like "
+            f"{_prefix_hint(names, list(target))}"
+        )
+    col = np.array([names.index(j) for j in target])
+
+    # sort, de-duplicate
+    stamps = np.asarray(raw.stamps_ns, dtype=np.int64)
+    report.out_of_order = int(np.count_nonzero(np.diff(stamps) < 0))
+    order = np.argsort(stamps, kind="stable")
+    stamps = stamps[order]
+    keep = np.concatenate([[True], np.diff(stamps) > 0])
+    report.duplicates_dropped = int(np.count_nonzero(~keep))
+    order = order[keep]
+    stamps = stamps[keep]
+
+    # rate and gaps
+    period = round(1e9 / rate) if rate else _median_period(stamps)
+    if period <= 0:
+        raise DatasetError(f"{raw.source}: cannot estimate a sample rate (median spacing {period} ns)")
+    report.period_ns = period
+    gap_idx = np.flatnonzero(np.diff(stamps) > GAP_PERIODS * period) + 1
+    bounds = [0, *gap_idx.tolist(), stamps.size]
+    t0 = int(stamps[0])
+
+    grid_parts: list[np.ndarray] = []
+    seg_starts: list[int] = []
+    for a, b in itertools.pairwise(bounds):
+        s0, s1 = int(stamps[a]), int(stamps[b - 1])
+        k = int(np.floor((s1 - s0) / period + 0.5)) if b - a > 1 else 0
+        seg_starts.append(sum(p.size for p in grid_parts))
+        grid_parts.append(s0 + period * np.arange(k + 1, dtype=np.int64))
+    grid = np.concatenate(grid_parts)
+    for a in gap_idx:
+        report.gaps.append(((int(stamps[a]) - t0) / 1e9, (int(stamps[a]) - int(stamps[a - 1])) / 1e9))
+
+    def resample(values: np.ndarray) -> np.ndarray:
+        """Linear interpolation of (M, k) values (sorted, de-duplicated) onto the grid, per segment."""
+        values = values[order]
+        out = np.empty((grid.size, values.shape[1]))
+        for i, (a, b) in enumerate(itertools.pairwise(bounds)):
+            g0 = seg_starts[i]
+            g1 = seg_starts[i + 1] if i + 1 < len(seg_starts) else grid.size
+            x = (stamps[a:b] - t0).astype(np.float64)
+            xg = (grid[g0:g1] - t0).astype(np.float64)
+            for c in range(values.shape[1]):
+                out[g0:g1, c] = np.interp(xg, x, values[a:b, c]) if b - a > 1 else values[a, c]
+        return out
+
+    signals: dict[str, np.ndarray | None] = {}
+    for name in _PER_JOINT:
+        values = raw.signals.get(name)
+        if values is None or np.all(np.isnan(values[:, col])):
+            signals[name] = None
+            continue
+        values = values[:, col]
+        _check_nan(values, stamps_ns=raw.stamps_ns, name=name, joints=target, source=raw.source)
+        signals[name] = resample(values)
+    if signals["q"] is None:
+        raise DatasetError(f"{raw.source}: no joint positions found")
+    if signals["tau"] is None:
+        raise DatasetError(f"{raw.source}: no joint efforts found (JointState.effort empty / no torque column)")
+    t = (grid - t0) / 1e9
+    starts = np.array(seg_starts, dtype=np.int64)
+    if signals["dq"] is None:
+        from idyn_ros.data.filters import savgol_derivative
+
+        dq = np.empty_like(signals["q"])
+        for i, a in enumerate(seg_starts):
+            b = seg_starts[i + 1] if i + 1 < len(seg_starts) else grid.size
+            dq[a:b] = savgol_derivative(signals["q"][a:b], period / 1e9, order=1)
+        signals["dq"] = dq
+        report.notes.append("no velocities in the source: dq estimated from q (Savitzky-Golay, zero-phase)")
+    wrench = None
+    if raw.wrench is not None:
+        _check_nan(raw.wrench, stamps_ns=raw.stamps_ns, name="wrench", joints=None, source=raw.source)
+        wrench = resample(raw.wrench)
+    for name, (x_ns, joints, values) in raw.extra.items():
+        if name == "wrench":  # (M, 6) [f; n], no joints
+            wrench = _resample_other(name, x_ns, None, values, grid, target, raw.source, report)
+        else:
+            renamed = apply_joint_map(list(joints), mapping) if joints else joints
+            signals[name] = _resample_other(name, x_ns, renamed, values, grid, target, raw.source, report)
+
+    kind = effort_kind or raw.effort_hint or "torque"
+    if kind not in EFFORT_KINDS:
+        raise DatasetError(f"--effort-kind must be one of {EFFORT_KINDS}, got {kind!r}")
+    if kind == "current":
+        report.notes.append("effort_kind=current: efforts are motor-current based (e.g. UR drivers), not joint torques")
+    if report.duplicates_dropped:
+        report.notes.append(f"{report.duplicates_dropped} duplicate stamps dropped")
+    if report.out_of_order:
+        report.notes.append(f"{report.out_of_order} out-of-order stamps sorted")
+    report.samples_out = int(grid.size)
+    dataset = Dataset(
+        t=t,
+        q=signals["q"],
+        dq=signals["dq"],
+        tau=signals["tau"],
+        joint_names=tuple(target),
+        robot=robot_label,
+        effort_kind=kind,
+        source=raw.source,
+        wrench=wrench,
+        segment_starts=starts,
+        notes=tuple(report.notes),
+        **{k: signals[k] for k in JOINT_SIGNALS},
+    )
+    return dataset, report
+
+
+def _median_period(stamps: np.ndarray, baseline: int = 16) -> int:
+    """Sample period (ns): median of (t[i+k] - t[i]) / k over k-sample baselines.
+
+    A median ignores gaps and jitter; the k-sample baseline divides the quantisation of stamps that
+    were stored as float seconds (1e9-scale epochs keep only ~0.24 us) by k. Exact grids give the
+    exact period.
+    """
+    if stamps.size < 2:
+        return 1
+    diffs = np.diff(stamps)
+    p1 = float(np.median(diffs))
+    k = int(min(baseline, diffs.size))
+    gaps = np.concatenate([[0], np.cumsum(diffs > GAP_PERIODS * p1)])
+    clean = gaps[k:] == gaps[:-k]  # baselines that do not span a gap
+    if k < 2 or not clean.any():
+        return round(p1)
+    return round(float(np.median(((stamps[k:] - stamps[:-k]) / k)[clean])))
+
+
+def _prefix_hint(have: list[str], want: list[str]) -> str:
+    if have and want:
+        a, b = have[0], want[0]
+        i = 0
+        while i < min(len(a), len(b)) and a[-1 - i] == b[-1 - i]:
+            i += 1
+        if i and a[: len(a) - i] and b[: len(b) - i]:
+            return f"{a[: len(a) - i]}={b[: len(b) - i]}"
+    return "fer_=panda_"
+
+
+def _check_nan(values: np.ndarray, stamps_ns: np.ndarray, name: str, joints, source: str) -> None:
+    bad = np.isnan(values)
+    if bad.any() and not bad.all(axis=0).any():
+        r, c = np.argwhere(bad)[0]
+        where = f"joint {joints[c]!r}" if joints is not None else f"component {c}"
+        raise DatasetError(
+            f"{source}: {int(bad.sum())} NaN value(s) in {name}, first at sample {r} "
+            f"(stamp {int(stamps_ns[r])} ns), {where}; cut or clean the recording"
+        )
+    if bad.all(axis=0).any() and not bad.all():
+        c = int(np.flatnonzero(bad.all(axis=0))[0])
+        where = f"joint {joints[c]!r}" if joints is not None else f"component {c}"
+        raise DatasetError(f"{source}: {name} is missing entirely for {where} but present for others")
+
+
+def _resample_other(name, x_ns, joints, values, grid, target, source, report) -> np.ndarray | None:
+    """Put a secondary signal (reference, commands) recorded at its own stamps on the grid."""
+    if values.size == 0:
+        return None
+    order = np.argsort(x_ns, kind="stable")
+    x = x_ns[order]
+    keep = np.concatenate([[True], np.diff(x) > 0])
+    x, v = x[keep], values[order][keep]
+    if joints:
+        missing = [j for j in target if j not in joints]
+        if missing:
+            report.warnings.append(f"{name}: joints {missing} absent; signal dropped")
+            return None
+        v = v[:, [joints.index(j) for j in target]]
+    elif joints is not None and v.shape[1] != len(target):
+        report.warnings.append(f"{name}: {v.shape[1]} values per sample for {len(target)} joints; dropped")
+        return None
+    if grid[0] < x[0] or grid[-1] > x[-1]:
+        report.notes.append(f"{name} covers only part of the recording; held at its first/last value outside it")
+    xg = (grid - grid[0]).astype(np.float64)
+    xs = (x - grid[0]).astype(np.float64)
+    return np.stack([np.interp(xg, xs, v[:, c]) for c in range(v.shape[1])], axis=1)
+
+
+# ------------------------------------------------------------------------------------ sources
+def import_source(
+    path: str | Path,
+    robot: str | Path | None = None,
+    joint_map: dict[str, str] | list[str] | str | None = None,
+    joint_names: list[str] | tuple[str, ...] | None = None,
+    rate: float | None = None,
+    effort_kind: str | None = None,
+    recover: bool = False,
+    topic: str | None = None,
+    wrench_topic: str | None = None,
+) -> tuple[Dataset, ImportReport]:
+    """Read any supported source and return ``(Dataset, ImportReport)``.
+
+    Args:
+        path: rosbag2 folder, ``.db3``, ``.mcap``, ``.csv`` or ``.npz``.
+        robot: preset name or URDF path (joint order); None keeps the source order.
+        joint_map: renames (see :func:`parse_joint_map`).
+        joint_names: explicit target joint order (overrides ``robot``'s).
+        rate: output rate (Hz); default from the median sample spacing.
+        effort_kind: ``torque`` or ``current`` (default: torque, or what the source says).
+        recover: read the readable part of a damaged/killed bag instead of failing.
+        topic: the joint-state (or JointTrajectory) topic of a bag; default ``/joint_states``.
+        wrench_topic: WrenchStamped / PlantGroundTruth topic for ``wrench`` (see :func:`read_bag`).
+    """
+    from idyn_ros.data.bag import BagWarning, is_bag
+
+    path = Path(path)
+    if not path.exists():
+        raise DatasetError(f"{path}: no such file or folder")
+    caught: list[str] = []
+    if path.suffix == ".npz":
+        data = dict(np.load(path, allow_pickle=False))
+        if {"t", "q", "dq", "tau", "joint_names"} <= set(data):
+            dataset = Dataset.from_npz_arrays(data, str(path))
+            target, label = resolve_robot_joints(robot)
+            names = apply_joint_map(list(dataset.joint_names), parse_joint_map(joint_map))
+            dataset.joint_names = tuple(names)
+            if joint_names or target:
+                dataset = dataset.reorder(list(joint_names or target))
+                dataset.robot = label or dataset.robot
+            report = ImportReport(str(path), len(dataset), len(dataset))
+            return dataset, report
+        raw = read_npz_columns(path, data)
+    elif path.suffix == ".csv":
+        raw = read_csv(path)
+    elif is_bag(path):
+        with warnings.catch_warnings(record=True) as got:
+            warnings.simplefilter("always", BagWarning)
+            raw = read_bag(path, topic=topic, recover=recover, wrench_topic=wrench_topic)
+        caught = [str(w.message) for w in got if issubclass(w.category, BagWarning)]
+        for message in caught:
+            warnings.warn(message, BagWarning, stacklevel=2)
+    else:
+        raise DatasetError(
+            f"{path}: unknown format (expected a rosbag2 folder, .db3, .mcap, .csv or .npz; "
+            f"got {path.suffix or 'no suffix'})"
+        )
+    dataset, report = to_dataset(
+        raw, robot=robot, joint_map=joint_map, joint_names=joint_names, rate=rate, effort_kind=effort_kind
+    )
+    report.warnings[:0] = caught
+    return dataset, report
+
+
+def read_npz_columns(path: Path, data: dict[str, np.ndarray]) -> RawRecording:
+    """A foreign NPZ with named columns (e.g. FloBaRoID ``times/positions/torques/target_*``)."""
+    aliases = {
+        "t": ("t", "time", "times", "timestamps", "stamp"),
+        "q": ("q", "positions", "position", "pos"),
+        "dq": ("dq", "velocities", "velocity", "qd", "vel"),
+        "ddq": ("ddq", "accelerations", "acceleration", "qdd", "acc"),
+        "tau": ("tau", "torques", "torque", "efforts", "effort"),
+        "q_d": ("q_d", "target_positions", "positions_desired"),
+        "dq_d": ("dq_d", "target_velocities", "velocities_desired"),
+        "ddq_d": ("ddq_d", "target_accelerations", "accelerations_desired"),
+        "tau_cmd": ("tau_cmd", "target_torques", "commanded_torques"),
+    }
+    found = {k: next((data[a] for a in names if a in data), None) for k, names in aliases.items()}
+    if found["t"] is None or found["q"] is None:
+        raise DatasetError(
+            f"{path}: unknown NPZ layout (keys {sorted(data)}); need a time key (t/times) and positions (q/positions)"
+        )
+    t = np.asarray(found["t"], dtype=np.float64).reshape(-1)
+    q = np.atleast_2d(np.asarray(found["q"], dtype=np.float64))
+    n = q.shape[1]
+    names_arr = next((data[k] for k in ("joint_names", "names", "joints") if k in data), None)
+    names = [str(x) for x in names_arr] if names_arr is not None else [f"#{i + 1}" for i in range(n)]
+    signals = {k: np.asarray(v, dtype=np.float64) for k, v in found.items() if k != "t" and v is not None}
+    for k, v in signals.items():
+        if v.shape != (t.size, n):
+            raise DatasetError(f"{path}: {k} has shape {v.shape}, expected ({t.size}, {n})")
+    return RawRecording(np.round(t * 1e9).astype(np.int64), names, signals, str(path))
+
+
+_TIME_COLS = ("t", "time", "times", "timestamp", "stamp", "time_s", "t_s", "sec")
+_SUFFIX = {
+    "q": ("pos", "position", "q"),
+    "dq": ("vel", "velocity", "dq"),
+    "ddq": ("acc", "acceleration", "ddq"),
+    "tau": ("eff", "effort", "torque", "tau"),
+    "q_d": ("pos_d", "position_desired", "q_d"),
+    "dq_d": ("vel_d", "velocity_desired", "dq_d"),
+    "ddq_d": ("acc_d", "acceleration_desired", "ddq_d"),
+    "tau_cmd": ("eff_cmd", "effort_command", "tau_cmd"),
+}
+_NUMBERED = {
+    "q": ("q", "pos", "position"),
+    "dq": ("dq", "qd", "vel", "velocity"),
+    "ddq": ("ddq", "qdd", "acc", "acceleration"),
+    "tau": ("tau", "eff", "effort", "torque"),
+    "q_d": ("q_d", "qdes", "q_des"),
+    "dq_d": ("dq_d", "dqdes", "dq_des"),
+    "ddq_d": ("ddq_d", "ddq_des"),
+    "tau_cmd": ("tau_cmd", "tau_c"),
+}
+
+
+def read_csv(path: Path) -> RawRecording:
+    """CSV, wide (``t, q1..qn`` / ``<joint>_pos, <joint>_vel, <joint>_eff``) or long (``t,joint,position,...``).
+
+    Time is in seconds (column ``t``/``time``/``timestamp``; ``*_ns`` columns in nanoseconds).
+    """
+    try:
+        return _read_csv(path)
+    except ValueError as exc:
+        raise DatasetError(f"{path}: a cell is not a number ({exc}); fix or remove that row") from None
+
+
+def _read_csv(path: Path) -> RawRecording:
+    with path.open(newline="") as f:
+        rows = list(csv.reader(f))
+    rows = [r for r in rows if r and not r[0].startswith("#")]
+    if len(rows) < 2:
+        raise DatasetError(f"{path}: CSV has no data rows")
+    header = [h.strip() for h in rows[0]]
+    lower = [h.lower() for h in header]
+    tcol = next((i for i, h in enumerate(lower) if h in _TIME_COLS or h in ("t_ns", "time_ns", "stamp_ns")), None)
+    if tcol is None:
+        raise DatasetError(f"{path}: no time column (one of {', '.join(_TIME_COLS)} or t_ns) in header {header}")
+    scale = 1.0 if lower[tcol].endswith("_ns") else 1e9
+    body = rows[1:]
+
+    if "joint" in lower and "position" in lower:  # long layout: one row per joint and sample
+        jcol = lower.index("joint")
+        cols = {k: lower.index(c) for k, c in (("q", "position"), ("dq", "velocity"), ("tau", "effort")) if c in lower}
+        if "tau" not in cols and "torque" in lower:
+            cols["tau"] = lower.index("torque")
+        if "ddq" not in cols and "acceleration" in lower:
+            cols["ddq"] = lower.index("acceleration")
+        names: list[str] = []
+        stamps_raw = [r[tcol] for r in body]
+        uniq = sorted(set(stamps_raw), key=stamps_raw.index)
+        index = {s: i for i, s in enumerate(uniq)}
+        for r in body:
+            if r[jcol] not in names:
+                names.append(r[jcol])
+        signals = {k: np.full((len(uniq), len(names)), np.nan) for k in cols}
+        for r in body:
+            i, j = index[r[tcol]], names.index(r[jcol])
+            for k, c in cols.items():
+                signals[k][i, j] = _num(r[c])
+        stamps = np.array([round(float(s) * scale) for s in uniq], dtype=np.int64)
+        return RawRecording(stamps, names, signals, str(path))
+
+    values = np.array([[_num(x) for x in r] for r in body], dtype=np.float64)
+    stamps = np.round(values[:, tcol] * scale).astype(np.int64)
+    per: dict[str, dict[str, int]] = {k: {} for k in _SUFFIX}
+    for i, h in enumerate(header):
+        if i == tcol:
+            continue
+        sig, joint = _classify_column(h)
+        if sig is not None:
+            per[sig][joint] = i
+    if not per["q"]:
+        raise DatasetError(
+            f"{path}: no position columns recognised in {header}; name them q1..qn, <joint>_pos or use the long "
+            "layout t,joint,position,velocity,effort"
+        )
+    names = list(per["q"])
+    signals = {}
+    for sig, mapping in per.items():
+        if mapping:
+            arr = np.full((values.shape[0], len(names)), np.nan)
+            for j, name in enumerate(names):
+                if name in mapping:
+                    arr[:, j] = values[:, mapping[name]]
+            signals[sig] = arr
+    return RawRecording(stamps, names, signals, str(path))
+
+
+def _num(text: str) -> float:
+    text = text.strip()
+    return float(text) if text else float("nan")
+
+
+def _classify_column(header: str) -> tuple[str | None, str]:
+    """(signal, joint) for a wide-CSV column; numbered columns give joint ``#i``."""
+    h = header.strip()
+    low = h.lower()
+    # longest prefixes first so "ddq1" is not read as "dq" of joint "d..."
+    for sig, prefixes in sorted(_NUMBERED.items(), key=lambda kv: -max(len(p) for p in kv[1])):
+        for p in sorted(prefixes, key=len, reverse=True):
+            m = re.fullmatch(rf"{re.escape(p)}_?(\d+)", low)
+            if m:
+                return sig, f"#{int(m.group(1))}"
+    for sig, suffixes in sorted(_SUFFIX.items(), key=lambda kv: -max(len(s) for s in kv[1])):
+        for s in sorted(suffixes, key=len, reverse=True):
+            for sep in ("_", ".", "/"):
+                if low.endswith(sep + s) and len(h) > len(s) + 1:
+                    return sig, h[: -(len(s) + 1)]
+    return None, ""
+
+
+def read_bag(
+    path: Path, topic: str | None = None, recover: bool = False, wrench_topic: str | None = None
+) -> RawRecording:
+    """A rosbag2 bag: joint states (or one JointTrajectory) plus known secondary topics.
+
+    Secondary topics, put on the joint-state grid: ``idyn_ros/msg/JointReference`` -> q_d, dq_d,
+    ddq_d (by joint name); ``std_msgs/msg/Float64MultiArray`` on ``*/commands`` -> tau_cmd (the
+    controller's joint order = the robot's); wrench [f; n] from ``wrench_topic``
+    (``geometry_msgs/msg/WrenchStamped`` or ``idyn_ros/msg/PlantGroundTruth``), default: the one
+    PlantGroundTruth topic if there is exactly one (estimates are not ground truth, so a
+    WrenchStamped topic is only used when named).
+    """
+    from idyn_ros.data.bag import BagReader, idyn_typestore, register_bag_types
+
+    reader = BagReader(path, recover=recover)
+    topics = reader.topics()
+    store = idyn_typestore()
+    register_bag_types(store, topics)
+    if topic is None:
+        js = [t for t in topics.values() if t.msgtype == "sensor_msgs/msg/JointState"]
+        jt = [t for t in topics.values() if t.msgtype == "trajectory_msgs/msg/JointTrajectory"]
+        if "/joint_states" in topics:
+            topic = "/joint_states"
+        elif len(js) == 1:
+            topic = js[0].name
+        elif not js and len(jt) == 1:
+            topic = jt[0].name
+        else:
+            raise DatasetError(
+                f"{path}: choose the joint-state topic with --topic; topics: "
+                + ", ".join(f"{t.name} ({t.msgtype})" for t in topics.values())
+            )
+    if topic not in topics:
+        raise DatasetError(f"{path}: no topic {topic}; topics: {', '.join(topics)}")
+    main_type = topics[topic].msgtype
+    secondary = {
+        t.name: t.msgtype
+        for t in topics.values()
+        if t.msgtype in ("idyn_ros/msg/JointReference", "std_msgs/msg/Float64MultiArray") and t.name != topic
+    }
+    if wrench_topic is None:
+        truth = [t.name for t in topics.values() if t.msgtype == "idyn_ros/msg/PlantGroundTruth"]
+        wrench_topic = truth[0] if len(truth) == 1 else None
+    if wrench_topic is not None:
+        if wrench_topic not in topics:
+            raise DatasetError(f"{path}: no wrench topic {wrench_topic}; topics: {', '.join(topics)}")
+        secondary[wrench_topic] = topics[wrench_topic].msgtype
+    wanted = [topic, *secondary]
+    rows: list[tuple[int, int, tuple[str, ...], object, object, object]] = []
+    other: dict[str, list] = {n: [] for n in secondary}
+    trajectory = None
+    for index, (name, log_ns, raw) in enumerate(reader.messages(wanted)):
+        if name == topic:
+            try:
+                msg = store.deserialize_cdr(raw, main_type)
+            except Exception as exc:  # damaged bytes inside a structurally intact file
+                if recover:
+                    warnings.warn(f"{path}: message {index} on {topic} is damaged ({exc}); stopped there", stacklevel=2)
+                    break
+                raise BagReadError(
+                    f"{path}: message {index} on {topic} (log time {log_ns} ns) cannot be decoded ({exc}); "
+                    "the bag is damaged there; --recover imports the messages before it"
+                ) from None
+            if main_type == "sensor_msgs/msg/JointState":
+                stamp = msg.header.stamp.sec * 1_000_000_000 + msg.header.stamp.nanosec
+                rows.append((stamp, log_ns, tuple(msg.name), msg.position, msg.velocity, msg.effort))
+            elif main_type == "trajectory_msgs/msg/JointTrajectory":
+                trajectory = msg if trajectory is None else trajectory
+            else:
+                raise DatasetError(f"{path}: {topic} is {main_type}, not a JointState or JointTrajectory")
+        else:
+            other[name].append((log_ns, store.deserialize_cdr(raw, secondary[name])))
+    if trajectory is not None:
+        return _trajectory_recording(trajectory, path, topic)
+    if not rows:
+        raise DatasetError(f"{path}: topic {topic} holds no messages")
+    use_header = any(r[0] for r in rows)
+    notes = [f"topic {topic}; stamps from " + ("message headers" if use_header else "bag log times (headers are 0)")]
+    stamps = np.array([r[0] if use_header else r[1] for r in rows], dtype=np.int64)
+    names: list[str] = []
+    for r in rows:
+        for j in r[2]:
+            if j not in names:
+                names.append(j)
+    m, n = len(rows), len(names)
+    q, dq, tau = (np.full((m, n), np.nan) for _ in range(3))
+    col_cache: dict[tuple[str, ...], np.ndarray] = {}
+    for i, (_s, _l, jn, pos, vel, eff) in enumerate(rows):
+        cols = col_cache.get(jn)
+        if cols is None:
+            cols = col_cache.setdefault(jn, np.array([names.index(j) for j in jn], dtype=int))
+        if len(pos) == len(cols):
+            q[i, cols] = pos
+        if len(vel) == len(cols):
+            dq[i, cols] = vel
+        if len(eff) == len(cols):
+            tau[i, cols] = eff
+    raw_rec = RawRecording(stamps, names, {"q": q, "dq": dq, "tau": tau}, f"{path}:{topic}", notes=notes)
+    for name, items in other.items():
+        if not items:
+            continue
+        typ = secondary[name]
+        x = np.array([t for t, _ in items], dtype=np.int64)
+        if typ == "idyn_ros/msg/JointReference":
+            hx = np.array([m.header.stamp.sec * 1_000_000_000 + m.header.stamp.nanosec for _, m in items])
+            x = hx if use_header and hx.any() else x
+            jn = list(items[0][1].joint_names)
+            for sig, attr in (("q_d", "positions"), ("dq_d", "velocities"), ("ddq_d", "accelerations")):
+                vals = np.array([getattr(m, attr) for _, m in items])
+                if vals.ndim == 2 and vals.shape[1] == len(jn):
+                    raw_rec.extra[sig] = (x, jn, vals)
+        elif name == wrench_topic:
+            w = [m.wrench for _, m in items]
+            vals = np.array([[a.force.x, a.force.y, a.force.z, a.torque.x, a.torque.y, a.torque.z] for a in w])
+            hx = np.array([m.header.stamp.sec * 1_000_000_000 + m.header.stamp.nanosec for _, m in items])
+            raw_rec.extra["wrench"] = (hx if use_header and hx.any() else x, [], vals)
+            raw_rec.notes.append(f"wrench from {name} ({typ})")
+        elif typ == "std_msgs/msg/Float64MultiArray" and name.endswith("/commands"):
+            vals = np.array([m.data for _, m in items])
+            raw_rec.extra["tau_cmd"] = (x, [], vals)
+            raw_rec.notes.append(f"tau_cmd from {name} (ros2_control command order = robot joint order)")
+    return raw_rec
+
+
+def _trajectory_recording(msg, path: Path, topic: str) -> RawRecording:
+    """One trajectory_msgs/JointTrajectory: its points become the samples (time_from_start)."""
+    pts = msg.points
+    if not pts:
+        raise DatasetError(f"{path}: the JointTrajectory on {topic} has no points")
+    stamps = np.array([p.time_from_start.sec * 1_000_000_000 + p.time_from_start.nanosec for p in pts], dtype=np.int64)
+    n = len(msg.joint_names)
+
+    def stack(attr: str) -> np.ndarray:
+        rows = [getattr(p, attr) for p in pts]
+        if all(len(r) == n for r in rows):
+            return np.array(rows, dtype=np.float64)
+        return np.full((len(pts), n), np.nan)
+
+    signals = {
+        "q": stack("positions"),
+        "dq": stack("velocities"),
+        "ddq": stack("accelerations"),
+        "tau": stack("effort"),
+    }
+    return RawRecording(
+        stamps,
+        list(msg.joint_names),
+        signals,
+        f"{path}:{topic}",
+        notes=[f"one JointTrajectory on {topic}: {len(pts)} points, time from time_from_start"],
+    )

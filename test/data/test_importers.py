@@ -1,0 +1,181 @@
+"""CSV / NPZ import, joint mapping, cleaning (sort, de-duplicate, gaps, grid) and Dataset files."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from idyn_ros.data import Dataset, load_dataset
+from idyn_ros.data.importers import RawRecording, import_source, parse_joint_map, to_dataset
+from idyn_ros.errors import DatasetError
+
+from .helpers import JOINTS, synthetic_motion
+
+
+def _write_wide_csv(path: Path, names: list[str] | None, n_samples: int = 200) -> tuple:
+    stamps, q, dq, tau = synthetic_motion(n_samples, rate=500.0, t0_ns=0)
+    n = q.shape[1]
+    if names is None:
+        header = (
+            ["t"]
+            + [f"q{i + 1}" for i in range(n)]
+            + [f"dq{i + 1}" for i in range(n)]
+            + [f"tau{i + 1}" for i in range(n)]
+        )
+    else:
+        header = ["time"] + [f"{j}_pos" for j in names] + [f"{j}_vel" for j in names] + [f"{j}_eff" for j in names]
+    rows = np.concatenate([stamps[:, None] / 1e9, q, dq, tau], axis=1)
+    with path.open("w") as f:
+        f.write(",".join(header) + "\n")
+        for r in rows:
+            f.write(",".join(repr(float(x)) for x in r) + "\n")
+    return stamps, q, dq, tau
+
+
+def test_wide_csv_numbered_columns_map_by_position(tmp_path: Path) -> None:
+    _s, q, _dq, tau = _write_wide_csv(tmp_path / "a.csv", None)
+    ds, report = import_source(tmp_path / "a.csv", robot="panda")
+    assert ds.joint_names == tuple(JOINTS) and ds.robot == "panda"
+    np.testing.assert_allclose(ds.q, q, atol=1e-12)
+    np.testing.assert_allclose(ds.tau, tau, atol=1e-12)
+    assert abs(ds.rate_hz - 500.0) < 1e-6
+    assert any("by position" in n for n in report.notes)
+
+
+def test_wide_csv_named_columns_reordered_and_renamed(tmp_path: Path) -> None:
+    fer = [f"fer_joint{i}" for i in range(1, 8)]
+    shuffled = [fer[i] for i in (3, 0, 6, 1, 5, 2, 4)]
+    stamps, q, _dq, _tau = synthetic_motion(200, rate=500.0, t0_ns=0)
+    perm = [fer.index(j) for j in shuffled]
+    path = tmp_path / "b.csv"
+    with path.open("w") as f:
+        f.write(
+            "t," + ",".join(f"{j}_position" for j in shuffled) + "," + ",".join(f"{j}_effort" for j in shuffled) + "\n"
+        )
+        for k in range(len(stamps)):
+            vals = [stamps[k] / 1e9, *q[k, perm], *q[k, perm] * 2]
+            f.write(",".join(repr(float(v)) for v in vals) + "\n")
+    with pytest.raises(DatasetError, match=r"lacks joints.*--joint-map.*fer_=panda_"):
+        import_source(path, robot="panda")
+    ds, report = import_source(path, robot="panda", joint_map="fer_=panda_")
+    np.testing.assert_allclose(ds.q, q, atol=1e-12)
+    np.testing.assert_allclose(ds.tau, 2 * q, atol=1e-12)
+    assert any("dq estimated" in n for n in report.notes)  # no velocity columns: Savitzky-Golay
+    np.testing.assert_allclose(ds.dq[10:-10], _dq[10:-10], rtol=0, atol=2e-3)
+    # exact renames work too and win over prefix maps
+    ds2, _ = import_source(path, robot="panda", joint_map=[f"fer_joint{i}=panda_joint{i}" for i in range(1, 8)])
+    np.testing.assert_array_equal(ds2.q, ds.q)
+
+
+def test_long_csv_layout(tmp_path: Path) -> None:
+    stamps, q, dq, tau = synthetic_motion(50, rate=100.0, n=3, t0_ns=0)
+    names = ["a", "b", "c"]
+    path = tmp_path / "long.csv"
+    with path.open("w") as f:
+        f.write("t,joint,position,velocity,effort\n")
+        for k in range(len(stamps)):
+            for j in (2, 0, 1):
+                row = [float(stamps[k]) / 1e9, names[j], float(q[k, j]), float(dq[k, j]), float(tau[k, j])]
+                f.write(",".join(x if isinstance(x, str) else repr(x) for x in row) + "\n")
+    ds, _ = import_source(path, joint_names=names)
+    np.testing.assert_allclose(ds.q, q, atol=1e-12)
+    np.testing.assert_allclose(ds.dq, dq, atol=1e-12)
+
+
+def _raw(stamps, n=2, names=("j1", "j2")) -> RawRecording:
+    stamps = np.asarray(stamps, dtype=np.int64)
+    values = np.stack([stamps / 1e9 * (i + 1) for i in range(n)], axis=1)
+    return RawRecording(stamps, list(names), {"q": values, "dq": values, "tau": values}, "synthetic")
+
+
+def test_duplicates_out_of_order_and_gaps() -> None:
+    ms = 1_000_000
+    stamps = [0, 2 * ms, 1 * ms, 2 * ms, 3 * ms, 4 * ms, 20 * ms, 21 * ms, 22 * ms]  # dup, swap, 16 ms gap
+    ds, report = to_dataset(_raw(stamps))
+    assert report.duplicates_dropped == 1 and report.out_of_order == 1
+    assert report.period_ns == ms
+    assert ds.segment_starts.tolist() == [0, 5]
+    assert len(ds) == 8 and len(report.gaps) == 1 and report.gaps[0][1] == pytest.approx(0.016)
+    np.testing.assert_allclose(ds.q[:, 0], ds.t)  # values follow their stamps after sorting
+    assert [s.stop - s.start for s in ds.segments()] == [5, 3]
+
+
+def test_jittered_stamps_resampled_onto_grid_and_rate_option() -> None:
+    rng = np.random.default_rng(0)
+    stamps = (np.arange(1000) * 8e6 + rng.normal(0, 2e5, 1000)).astype(np.int64)  # 125 Hz with jitter
+    ds, report = to_dataset(_raw(stamps))
+    assert report.period_ns == pytest.approx(8e6, rel=0.01)
+    assert np.ptp(np.diff(ds.t)) < 1e-12
+    np.testing.assert_allclose(ds.q[:, 1], 2 * (ds.t + stamps[0] / 1e9), atol=1e-9)  # linear data: exact
+    ds2, _ = to_dataset(_raw(stamps), rate=250.0)
+    assert abs(ds2.rate_hz - 250.0) < 1e-9 and abs(len(ds2) - 2 * len(ds)) <= 2
+
+
+def test_nan_error_names_sample_and_joint() -> None:
+    raw = _raw(np.arange(10) * 1_000_000)
+    raw.signals["tau"] = raw.signals["tau"].copy()
+    raw.signals["tau"][4, 1] = np.nan
+    with pytest.raises(DatasetError, match=r"NaN value\(s\) in tau, first at sample 4.*joint 'j2'"):
+        to_dataset(raw)
+
+
+def test_foreign_npz_columns_and_contract_roundtrip(tmp_path: Path) -> None:
+    stamps, q, dq, tau = synthetic_motion(300, rate=200.0, n=7, t0_ns=1_460_000_000_000_000_000)
+    np.savez(
+        tmp_path / "kuka.npz",
+        times=stamps / 1e9,
+        positions=q,
+        velocities=dq,
+        accelerations=q,
+        torques=tau,
+        target_positions=q,
+        target_velocities=dq,
+        target_accelerations=q,
+    )
+    names = [f"lwr_{i}_joint" for i in range(7)]
+    ds, _ = import_source(tmp_path / "kuka.npz", joint_names=names)
+    assert ds.ddq is not None and ds.q_d is not None and len(ds) == 300
+    np.testing.assert_allclose(ds.q, q, atol=5e-5)  # epoch seconds in float64: ~0.24 us stamp rounding
+    path = ds.save(tmp_path / "out.npz")
+    back = load_dataset(path)
+    for key in ("t", "q", "dq", "tau", "ddq", "q_d", "dq_d", "ddq_d"):
+        np.testing.assert_array_equal(getattr(back, key), getattr(ds, key))
+    assert back.joint_names == ds.joint_names and back.effort_kind == "torque"
+    # a contract npz can be reordered by name on load
+    rev = load_dataset(path, joint_names=names[::-1])
+    np.testing.assert_array_equal(rev.q, ds.q[:, ::-1])
+
+
+def test_dataset_validation_and_select() -> None:
+    t = np.arange(5) * 0.1
+    with pytest.raises(DatasetError, match="shape"):
+        Dataset(t=t, q=np.zeros((5, 2)), dq=np.zeros((5, 2)), tau=np.zeros((4, 2)), joint_names=("a", "b"))
+    with pytest.raises(DatasetError, match="strictly increasing"):
+        Dataset(t=t[::-1], q=np.zeros((5, 2)), dq=np.zeros((5, 2)), tau=np.zeros((5, 2)), joint_names=("a", "b"))
+    with pytest.raises(DatasetError, match="effort_kind"):
+        Dataset(
+            t=t,
+            q=np.zeros((5, 2)),
+            dq=np.zeros((5, 2)),
+            tau=np.zeros((5, 2)),
+            joint_names=("a", "b"),
+            effort_kind="volts",
+        )
+    ds = Dataset(
+        t=t,
+        q=np.zeros((5, 2)),
+        dq=np.zeros((5, 2)),
+        tau=np.zeros((5, 2)),
+        joint_names=("a", "b"),
+        segment_starts=[0, 3],
+    )
+    part = ds.select(slice(2, 5))
+    assert part.segment_starts.tolist() == [0, 1] and len(part) == 3
+
+
+def test_parse_joint_map_errors() -> None:
+    assert parse_joint_map("a=b, c=d") == {"a": "b", "c": "d"}
+    with pytest.raises(DatasetError, match="old=new"):
+        parse_joint_map(["nonsense"])

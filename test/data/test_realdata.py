@@ -1,0 +1,65 @@
+"""Every recording in ../shared/data imports (issue 3 acceptance)."""
+
+from __future__ import annotations
+
+import sysconfig
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from idyn_ros.data.bag import BagWarning
+from idyn_ros.data.importers import import_source
+
+pytestmark = pytest.mark.realdata
+
+UR10_URDF = (
+    Path(sysconfig.get_paths()["purelib"])
+    / "cmeel.prefix/share/example-robot-data/robots/ur_description/urdf/ur10_robot.urdf"
+)
+UR_JOINTS = (
+    "shoulder_pan_joint",
+    "shoulder_lift_joint",
+    "elbow_joint",
+    "wrist_1_joint",
+    "wrist_2_joint",
+    "wrist_3_joint",
+)
+
+
+def test_ur10_exciting_bag_without_metadata(shared_data: Path) -> None:
+    src = shared_data / "ur10_bags/exciting/ur10_exciting_trajectory.db3"
+    ds, _ = import_source(src, robot=str(UR10_URDF), effort_kind="current")
+    assert ds.q.shape == (3441, 6) and ds.rate_hz == pytest.approx(125.0)
+    assert ds.joint_names == UR_JOINTS and ds.effort_kind == "current" and ds.robot == "ur10_robot"
+    ds2, _ = import_source(src, joint_names=list(UR_JOINTS))  # explicit joint list works the same
+    np.testing.assert_array_equal(ds2.q, ds.q)
+
+
+def test_ur10_validation_folder_with_wrong_file_name(shared_data: Path) -> None:
+    with pytest.warns(BagWarning, match=r"names \['ros2.db3'\], which is not in the folder.*validation_trajectory.db3"):
+        ds, _ = import_source(shared_data / "ur10_bags/validation", robot=str(UR10_URDF))
+    assert ds.q.shape == (3441, 6) and ds.ddq is not None
+    assert ds.rate_hz == pytest.approx(125.0) and ds.duration == pytest.approx(27.52)
+
+
+def test_panda_30hz_with_fer_names(shared_data: Path) -> None:
+    ds, _ = import_source(
+        shared_data / "panda_bag_30hz/panda_exciting_trajectory.db3", robot="panda", joint_map="fer_=panda_"
+    )
+    assert ds.joint_names == tuple(f"panda_joint{i}" for i in range(1, 8))
+    assert len(ds) == 727 and ds.rate_hz == pytest.approx(30.0, rel=0.01)
+
+
+@pytest.mark.parametrize("k", [1, 2, 3])
+def test_kuka_npz(shared_data: Path, k: int) -> None:
+    folder = shared_data / "kuka_lwr4"
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a clean source: nothing to warn about
+        ds, _ = import_source(folder / f"measurements_{k}.npz", robot=str(folder / "kuka_lwr4.urdf"))
+    assert ds.q.shape == (5027, 7) and ds.rate_hz == pytest.approx(200.0, rel=1e-3)
+    assert ds.joint_names == tuple(f"lwr_{i}_joint" for i in range(7))
+    assert ds.ddq is not None and ds.q_d is not None
+    if k == 1:  # README: torque std per joint of file 1
+        np.testing.assert_allclose(ds.tau.std(axis=0), [0.99, 25.2, 3.05, 10.67, 0.81, 0.28, 0.25], atol=0.02)
