@@ -1,0 +1,298 @@
+"""Benchmarks of the embedded plant: physics cost, lockstep speed with a controller in another
+process over DDS, and real-time mode period jitter.
+
+Why separate processes: the acceptance question is "how fast does the loop run with the plant
+node in it", and two rclpy nodes in one process share the GIL, which measures Python, not the loop.
+
+``run_benchmarks()`` is called by ``make bench``; ``python -m idyn_ros.bench.sim`` prints the numbers.
+The echo controller (``python -m idyn_ros.bench.sim controller ...``) answers every /joint_states
+with a joint-space PD hold (no model: cheap and deterministic) and stamps the state it answers in
+the command's layout label (the latency probe of idyn_ros.nodes.common).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from typing import Any
+
+import numpy as np
+
+
+def physics_step_cost(robot: str = "panda", profile: str = "true", steps: int = 2000) -> dict[str, float]:
+    """Wall time of Plant.step (one 1 kHz control period incl. friction and state readout), us."""
+    from idyn_ros.sim import Plant
+
+    plant = Plant(robot, profile=profile)
+    tau = np.zeros(plant.n)
+    for _ in range(100):
+        plant.step(tau)
+    samples = np.empty(steps)
+    for k in range(steps):
+        t0 = time.perf_counter()
+        plant.step(tau)
+        samples[k] = time.perf_counter() - t0
+    return {"p50_us": float(np.percentile(samples, 50) * 1e6), "p99_us": float(np.percentile(samples, 99) * 1e6)}
+
+
+def node_tick_cost(robot: str = "panda", ticks: int = 2000) -> dict[str, float]:
+    """The plant node's own work per lockstep tick (command callback: validate, step, publish
+    /clock + /joint_states), called directly without DDS delivery, us. The rest of a loop period is
+    rclpy executor + DDS + the controller."""
+    import rclpy
+    from rclpy.context import Context
+    from std_msgs.msg import Float64MultiArray
+
+    from idyn_ros.nodes.plant import PlantNode
+
+    context = Context()
+    rclpy.init(context=context)
+    try:
+        node = PlantNode(context=context, robot=robot, profile="true")
+        msg = Float64MultiArray(data=[0.0] * node.plant.n)
+        for _ in range(100):
+            node._on_command(msg)
+        samples = np.empty(ticks)
+        for k in range(ticks):
+            t0 = time.perf_counter()
+            node._on_command(msg)
+            samples[k] = time.perf_counter() - t0
+        node.destroy_node()
+    finally:
+        rclpy.shutdown(context=context)
+    return {"p50_us": float(np.percentile(samples, 50) * 1e6), "p99_us": float(np.percentile(samples, 99) * 1e6)}
+
+
+def drift_breakdown(seconds: float = 4.0) -> dict[str, list[float]]:
+    """Joint RMSE (deg) of nominal-RNEA feedforward + weak PD (Kp 10, Kd 2 sqrt(10)) on a 3 s
+    minimum-jerk move (+1 s hold) on the Panda, for the true profile and for each of its effects
+    alone: which part of the "true robot" the nominal model misses most."""
+    import dataclasses
+
+    import pinocchio as pin
+
+    from idyn_ros.sim import Plant, load_profile
+
+    base = Plant("panda", profile="ideal")
+    model = pin.buildModelFromXML(base.true_urdf())
+    data = model.createData()
+    idx = np.array([model.joints[model.getJointId(j)].idx_v for j in base.joint_names])
+
+    def full(x: np.ndarray) -> np.ndarray:
+        out = np.zeros(model.nv)
+        out[idx] = x
+        return out
+
+    centre = np.array([1.0, 1.3, 0.0, -2.65, 0.15, 1.15, 0.0])  # gravity-stable for Kp 10 (test_plant.py)
+    q0, q1, T = centre - 0.25, centre + 0.25, 3.0
+
+    def ref(t: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        s = min(max(t / T, 0.0), 1.0)
+        v = (30 * s**2 - 60 * s**3 + 30 * s**4) / T if t < T else 0.0
+        a = (60 * s - 180 * s**2 + 120 * s**3) / T**2 if t < T else 0.0
+        return q0 + (10 * s**3 - 15 * s**4 + 6 * s**5) * (q1 - q0), v * (q1 - q0), a * (q1 - q0)
+
+    def run(profile: Any) -> list[float]:
+        plant = Plant("panda", profile=profile, seed=3)
+        state = plant.reset(*ref(0.0)[:2])
+        ticks = round(seconds / plant.control_dt)
+        err = np.empty((ticks, plant.n))
+        for k in range(ticks):
+            q_d, dq_d, _ = ref(k * plant.control_dt)
+            ff = pin.rnea(model, data, *(full(x) for x in ref((k + 0.5) * plant.control_dt)))[idx]
+            state = plant.step(ff + 10.0 * (q_d - state.q) + 2 * np.sqrt(10.0) * (dq_d - state.dq))
+            err[k] = ref((k + 1) * plant.control_dt)[0] - state.q_true
+        return [round(float(v), 4) for v in np.degrees(np.sqrt((err**2).mean(axis=0)))]
+
+    true = load_profile("true", "panda", base.joint_names)
+    ideal = load_profile("ideal", "panda", base.joint_names)
+    variants = {
+        "ideal": ideal,
+        "true": true,
+        "inertials_only": dataclasses.replace(ideal, inertial=true.inertial),
+        "armature_only": dataclasses.replace(ideal, armature=true.armature),
+        "friction_only": dataclasses.replace(ideal, friction=true.friction),
+        "latency_only": dataclasses.replace(ideal, latency_ticks=true.latency_ticks),
+        "sensors_only": dataclasses.replace(
+            ideal, torque_noise_std=true.torque_noise_std, torque_offset=true.torque_offset,
+            encoder_resolution=true.encoder_resolution, velocity_noise_std=true.velocity_noise_std,
+        ),
+    }
+    return {name: run(profile) for name, profile in variants.items()}
+
+
+def _env() -> dict[str, str]:
+    env = dict(os.environ)
+    env["ROS_AUTOMATIC_DISCOVERY_RANGE"] = "LOCALHOST"
+    env.setdefault("ROS_DOMAIN_ID", str(10 + os.getpid() % 90))
+    env.setdefault("OMP_NUM_THREADS", "1")
+    return env
+
+
+def _start_plant(robot: str, clock_mode: str, profile: str, env: dict[str, str]) -> subprocess.Popen:
+    args = [sys.executable, "-m", "idyn_ros.nodes.plant", "--ros-args", "-p", f"robot:={robot}",
+            "-p", f"clock_mode:={clock_mode}", "-p", f"profile:={profile}", "-p", "diagnostics_period:=0.5"]
+    return subprocess.Popen(args, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+
+
+def _run_controller(robot: str, seconds: float, env: dict[str, str], timeout: float) -> dict[str, Any]:
+    args = [sys.executable, "-m", "idyn_ros.bench.sim", "controller", "--robot", robot, "--seconds", str(seconds)]
+    out = subprocess.run(args, env=env, capture_output=True, text=True, timeout=timeout, check=False)
+    lines = [line for line in out.stdout.splitlines() if line.startswith("{")]
+    if out.returncode != 0 or not lines:
+        raise RuntimeError(f"echo controller failed ({out.returncode}): {out.stderr[-2000:]}")
+    return json.loads(lines[-1])
+
+
+def loop_benchmark(robot: str = "panda", clock_mode: str = "lockstep", seconds: float = 5.0,
+                   profile: str = "true") -> dict[str, Any]:
+    """Plant node + echo controller, two processes over DDS on loopback; numbers from both ends."""
+    env = _env()
+    plant = _start_plant(robot, clock_mode, profile, env)
+    try:
+        return _run_controller(robot, seconds, env, timeout=seconds + 60.0)
+    finally:
+        plant.terminate()
+        try:
+            plant.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            plant.kill()
+            plant.wait()
+
+
+def controller_main(robot: str, seconds: float) -> int:
+    """Echo controller: PD hold at the first received q; prints one JSON line of measurements."""
+    import rclpy
+    from diagnostic_msgs.msg import DiagnosticArray
+    from rclpy.executors import SingleThreadedExecutor
+    from sensor_msgs.msg import JointState
+    from std_msgs.msg import Float64MultiArray, MultiArrayDimension
+
+    from idyn_ros.nodes.common import COMMAND_OUT, HOT_IN, MONITOR, STAMP_LABEL
+    from idyn_ros.robots import get_robot
+
+    spec = get_robot(robot)
+    n = len(spec.joint_names)
+    kp, kd = 100.0, 10.0
+    cmd = Float64MultiArray()
+    dim = MultiArrayDimension(label="", size=n, stride=n)
+    cmd.layout.dim = [dim]
+    stamps: list[int] = []
+    walls: list[float] = []
+    diag: dict[str, str] = {}
+    hold: list[np.ndarray] = []
+
+    with rclpy.init():
+        node = rclpy.create_node("idyn_bench_echo_controller")
+        pub = node.create_publisher(Float64MultiArray, f"/{spec.effort_controller}/commands", COMMAND_OUT)
+
+        def on_state(msg: JointState) -> None:
+            q = np.asarray(msg.position)
+            if not hold:
+                hold.append(q.copy())
+            tau = kp * (hold[0] - q) - kd * np.asarray(msg.velocity)
+            ns = msg.header.stamp.sec * 1_000_000_000 + msg.header.stamp.nanosec
+            dim.label = f"{STAMP_LABEL}{ns}"
+            cmd.data = tau.tolist()
+            pub.publish(cmd)
+            stamps.append(ns)
+            walls.append(time.monotonic())
+
+        def on_diag(msg: DiagnosticArray) -> None:
+            for status in msg.status:
+                if status.name.startswith("idyn plant"):
+                    diag.clear()
+                    diag.update({kv.key: kv.value for kv in status.values})
+
+        node.create_subscription(JointState, "/joint_states", on_state, HOT_IN)
+        node.create_subscription(DiagnosticArray, "/diagnostics", on_diag, MONITOR)
+        # SingleThreadedExecutor: EventsExecutor.spin_once stalls with the Kilted wheels (seen here).
+        executor = SingleThreadedExecutor()
+        executor.add_node(node)
+        deadline = time.monotonic() + 30.0
+        while not stamps and time.monotonic() < deadline:  # discovery + plant start-up
+            executor.spin_once(timeout_sec=0.1)
+        start = time.monotonic()
+        while time.monotonic() - start < seconds:
+            executor.spin_once(timeout_sec=0.1)
+        executor.shutdown()
+        node.destroy_node()
+
+    if len(stamps) < 20:
+        print(json.dumps({"error": f"only {len(stamps)} joint states received"}))
+        return 1
+    skip = len(stamps) // 5  # drop the warm-up fifth
+    sim = (stamps[-1] - stamps[skip]) * 1e-9
+    wall = walls[-1] - walls[skip]
+    periods = np.diff(np.asarray(walls[skip:])) * 1e6
+    out = {
+        "robot": robot,
+        "states_received": len(stamps),
+        "sim_seconds": sim,
+        "wall_seconds": wall,
+        "sim_per_wall": sim / wall if wall > 0 else 0.0,
+        "arrival_period_p50_us": float(np.percentile(periods, 50)),
+        "arrival_period_p99_us": float(np.percentile(periods, 99)),
+        "plant_diagnostics": diag,
+    }
+    print(json.dumps(out))
+    return 0
+
+
+def run_benchmarks() -> dict[str, Any]:
+    """What ``make bench`` records (a few tens of seconds)."""
+    results: dict[str, Any] = {
+        "physics_step_panda_true": physics_step_cost("panda", "true"),
+        "node_tick_panda_true": node_tick_cost("panda"),
+    }
+    lock = loop_benchmark("panda", "lockstep", seconds=5.0)
+    results["lockstep_panda"] = {
+        "sim_seconds_per_wall_second": lock["sim_per_wall"],
+        "round_trip_p50_us": lock["arrival_period_p50_us"],
+        "round_trip_p99_us": lock["arrival_period_p99_us"],
+        "commands_rejected": int(lock["plant_diagnostics"].get("rejected_wrong_length", 0)),
+        "load_average_1min": os.getloadavg()[0],
+    }
+    rt = loop_benchmark("panda", "realtime", seconds=5.0)
+    d = rt["plant_diagnostics"]
+    results["realtime_panda"] = {
+        # realtime stamps are wall time, so the ratio comes from the plant's own counter
+        "sim_seconds_per_wall_second": float(d.get("real_time_factor", "nan")),
+        "overruns": int(d.get("realtime_overruns", 0)),
+        "plant_period_p50_us": float(d.get("period_p50_us", "nan")),
+        "plant_period_p99_us": float(d.get("period_p99_us", "nan")),
+        "plant_period_error_p50_us": float(d.get("period_error_p50_us", "nan")),
+        "plant_period_error_p99_us": float(d.get("period_error_p99_us", "nan")),
+        "state_arrival_period_p50_us": rt["arrival_period_p50_us"],
+        "state_arrival_period_p99_us": rt["arrival_period_p99_us"],
+        "command_latency_p50_us": float(d.get("latency_p50_us", "nan")),
+        "command_latency_p99_us": float(d.get("latency_p99_us", "nan")),
+        "watchdog_trips": int(d.get("watchdog_trips", 0)),
+    }
+    return results
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    sub = parser.add_subparsers(dest="what")
+    ctl = sub.add_parser("controller", help="run the echo controller (used by the loop benchmarks)")
+    ctl.add_argument("--robot", default="panda")
+    ctl.add_argument("--seconds", type=float, default=5.0)
+    sub.add_parser("drift", help="joint RMSE of nominal RNEA + weak PD per true-profile effect (Panda)")
+    args = parser.parse_args(argv)
+    if args.what == "controller":
+        return controller_main(args.robot, args.seconds)
+    if args.what == "drift":
+        for name, rmse in drift_breakdown().items():
+            print(f"{name:15s} joint RMSE (deg) {rmse}  mean {np.mean(rmse):.3f}")
+        return 0
+    print(json.dumps(run_benchmarks(), indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

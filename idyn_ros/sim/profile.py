@@ -1,0 +1,397 @@
+"""Plant profiles: how the simulated robot differs from the URDF the models are built from.
+
+Three kinds, from "equals the model" to "a particular robot on the bench":
+
+* ``ideal``   - rigid-body dynamics of the URDF exactly: no friction of any kind, no armature,
+                perfect sensors, no latency. Plant and pinocchio RNEA agree to round-off.
+* ``nominal`` - everything the URDF states: its inertials plus its ``<dynamics damping friction>``
+                (as viscous friction and dry frictionloss); perfect sensors, no latency. What a
+                URDF-faithful simulator such as Gazebo would do.
+* ``true``    - a seeded "true robot" read from ``config/profiles/<robot>_true.yaml``: perturbed
+                inertials (physically consistent), reflected rotor inertia, Gaz-style friction with
+                stiction and Stribeck drop, optional joint elasticity, torque-sensor noise and
+                offset, encoder quantisation, command latency, optional payload.
+
+A profile may also be given as a path to any YAML of the ``true`` schema (see config/profiles/README.md).
+Per-joint entries are keyed by joint name; inertial perturbations by the moving joint whose rigid
+body (child link + fixed descendants) they scale.
+
+Regenerate the true profiles with ``python -m idyn_ros.sim.profile ROBOT [--seed S]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from idyn_ros.errors import ParameterError
+from idyn_ros.sim.friction import FrictionParameters
+from idyn_ros.sim.urdf import LinkInertial
+
+PROFILE_KINDS = ("ideal", "nominal", "true")
+
+
+@dataclass(frozen=True)
+class Payload:
+    """A rigid payload at the flange: mass (kg), CoM (m, flange frame), inertia about the CoM
+    as (ixx, ixy, ixz, iyy, iyz, izz) (kg m^2) - the SetPayload.srv convention."""
+
+    mass: float
+    com: tuple[float, float, float] = (0.0, 0.0, 0.0)
+    inertia: tuple[float, float, float, float, float, float] = (0.0, 0.0, 0.0, 0.0, 0.0, 0.0)
+
+    def as_inertial(self) -> LinkInertial:
+        ixx, ixy, ixz, iyy, iyz, izz = self.inertia
+        I = np.array([[ixx, ixy, ixz], [ixy, iyy, iyz], [ixz, iyz, izz]], dtype=float)
+        return LinkInertial(float(self.mass), np.asarray(self.com, dtype=float), I)
+
+    def check(self) -> None:
+        """Raise ParameterError unless mass > 0 and the inertia is physically consistent."""
+        if not np.isfinite(self.mass) or self.mass <= 0:
+            raise ParameterError(f"payload mass must be > 0 kg, got {self.mass}")
+        eig = np.linalg.eigvalsh(self.as_inertial().pseudo_inertia())
+        if eig.min() < -1e-12:
+            raise ParameterError(
+                f"payload inertia {self.inertia} is not physically consistent (pseudo-inertia eigenvalue "
+                f"{eig.min():.3g} < 0): principal moments must satisfy the triangle inequality"
+            )
+
+
+@dataclass(frozen=True)
+class InertialPerturbation:
+    """Perturbation of one rigid body (all links moved by one joint), applied per link.
+
+    mass' = s_m m;  c' = c + com_shift;  Sigma' = s_m V diag(s_k lambda_k) V^T  with Sigma = V diag(lambda) V^T
+    the second moment about the CoM. Scaling Sigma's eigenvalues by positive factors keeps the
+    pseudo-inertia positive definite, so the result is physically consistent by construction
+    (Wensing, Kim, Slotine, RA-L 2017: consistency <=> pseudo-inertia PD).
+    """
+
+    mass_scale: float = 1.0
+    com_shift: tuple[float, float, float] = (0.0, 0.0, 0.0)
+    second_moment_scale: tuple[float, float, float] = (1.0, 1.0, 1.0)
+
+    def apply(self, link: LinkInertial) -> LinkInertial:
+        if link.mass <= 0:
+            return link
+        sigma = 0.5 * np.trace(link.inertia) * np.eye(3) - link.inertia
+        lam, V = np.linalg.eigh(sigma)
+        lam = np.clip(lam, 0.0, None) * np.asarray(self.second_moment_scale) * self.mass_scale
+        sigma_new = V @ np.diag(lam) @ V.T
+        inertia = np.trace(sigma_new) * np.eye(3) - sigma_new
+        return LinkInertial(link.mass * self.mass_scale, link.com + np.asarray(self.com_shift), inertia)
+
+
+@dataclass(frozen=True)
+class Elasticity:
+    """Series-elastic joints: motor (rotor, reflected) inertia B, spring K (Nm/rad), damper D (Nm s/rad).
+
+    When present, the profile's armature moves to the motor side: the link sees only the spring.
+    """
+
+    stiffness: np.ndarray
+    damping: np.ndarray
+    motor_inertia: np.ndarray
+
+
+@dataclass
+class PlantProfile:
+    """Everything that makes the plant differ from the URDF, resolved to arrays in ``joint_names`` order."""
+
+    kind: str
+    joint_names: tuple[str, ...]
+    inertial: dict[str, InertialPerturbation] = field(default_factory=dict)  # key: moving joint
+    armature: np.ndarray | None = None  # kg m^2 reflected rotor inertia (n,)
+    friction: FrictionParameters | None = None
+    use_urdf_dynamics: bool = False  # nominal: URDF <dynamics damping friction>
+    elasticity: Elasticity | None = None
+    torque_noise_std: np.ndarray | None = None  # Nm (n,)
+    torque_offset: np.ndarray | None = None  # Nm (n,)
+    encoder_resolution: float = 0.0  # rad per count; 0 = exact
+    velocity_noise_std: float = 0.0  # rad/s
+    latency_ticks: int = 0  # control ticks between a command's arrival and the drive applying it
+    payload: Payload | None = None
+    seed: int = 0
+    source: str = ""
+
+    def __post_init__(self) -> None:
+        n = len(self.joint_names)
+        zero = np.zeros(n)
+        self.armature = zero.copy() if self.armature is None else np.asarray(self.armature, float)
+        self.friction = FrictionParameters.zeros(n) if self.friction is None else self.friction
+        self.torque_noise_std = zero.copy() if self.torque_noise_std is None else self.torque_noise_std
+        self.torque_offset = zero.copy() if self.torque_offset is None else self.torque_offset
+        if self.latency_ticks < 0:
+            raise ParameterError(f"latency_ticks must be >= 0, got {self.latency_ticks}")
+        if np.any(self.friction.stribeck_drop > self.friction.frictionloss + 1e-12):
+            raise ParameterError(
+                f"profile {self.source or self.kind}: stribeck_drop must not exceed frictionloss "
+                "(sliding friction would push the joint along)"
+            )
+        if self.payload is not None:
+            self.payload.check()
+
+
+def profiles_dir() -> Path:
+    from idyn_ros.paths import config_dir
+
+    return config_dir() / "profiles"
+
+
+def load_profile(profile: str | Path | PlantProfile, robot: str | None, joint_names: tuple[str, ...]) -> PlantProfile:
+    """Resolve ``"ideal" | "nominal" | "true" | path.yaml | PlantProfile`` for a robot's joints.
+
+    ``"true"`` reads ``config/profiles/<robot>_true.yaml``.
+    """
+    if isinstance(profile, PlantProfile):
+        return profile
+    joint_names = tuple(joint_names)
+    if profile == "ideal":
+        return PlantProfile("ideal", joint_names, source="ideal")
+    if profile == "nominal":
+        return PlantProfile("nominal", joint_names, use_urdf_dynamics=True, source="nominal")
+    if profile == "true":
+        if robot is None:
+            raise ParameterError("profile 'true' needs a robot name; pass a YAML path for a custom URDF")
+        path = profiles_dir() / f"{robot}_true.yaml"
+        if not path.is_file():
+            raise ParameterError(
+                f"no true profile for robot {robot!r} ({path} missing); create it with "
+                f"`python -m idyn_ros.sim.profile {robot}`"
+            )
+    else:
+        path = Path(profile)
+        if not path.is_file():
+            raise ParameterError(
+                f"unknown plant profile {str(profile)!r}: use one of {PROFILE_KINDS} or a YAML file path"
+            )
+    return profile_from_yaml(path, joint_names)
+
+
+def profile_from_yaml(path: str | Path, joint_names: tuple[str, ...]) -> PlantProfile:
+    """Read a ``true``-schema YAML (config/profiles/README.md) for the given joint order."""
+    import yaml
+
+    path = Path(path)
+    try:
+        data = yaml.safe_load(path.read_text())
+    except (OSError, yaml.YAMLError) as exc:
+        raise ParameterError(f"cannot read plant profile {path}: {exc}") from None
+    return profile_from_dict(data, tuple(joint_names), source=str(path))
+
+
+def profile_from_dict(data: dict[str, Any], joint_names: tuple[str, ...], source: str = "") -> PlantProfile:
+    joints = data.get("joints") or {}
+    missing = [j for j in joint_names if j not in joints]
+    if missing:
+        raise ParameterError(
+            f"plant profile {source} has no entry for joints {missing} (it has {sorted(joints)}); "
+            "regenerate it with `python -m idyn_ros.sim.profile ROBOT`"
+        )
+
+    def per_joint(key: str, sub: str | None = None, default: float = 0.0) -> np.ndarray:
+        out = []
+        for j in joint_names:
+            entry = joints[j] if sub is None else (joints[j].get(sub) or {})
+            out.append(float(entry.get(key, default)))
+        return np.array(out)
+
+    friction = FrictionParameters(
+        frictionloss=per_joint("static", "friction"),
+        phi1=per_joint("phi1", "friction"),
+        phi2=per_joint("phi2", "friction"),
+        phi3=per_joint("phi3", "friction"),
+        viscous=per_joint("viscous", "friction"),
+        stribeck_drop=per_joint("stribeck_drop", "friction"),
+        stribeck_velocity=per_joint("stribeck_velocity", "friction", 0.05),
+    )
+    if np.any(friction.stribeck_velocity <= 0):
+        raise ParameterError(f"plant profile {source}: stribeck_velocity must be > 0")
+    elastic = [joints[j].get("elasticity") for j in joint_names]
+    elasticity = None
+    if any(e for e in elastic):
+        if not all(e for e in elastic):
+            raise ParameterError(f"plant profile {source}: elasticity must be given for all joints or none")
+        elasticity = Elasticity(
+            stiffness=per_joint("stiffness", "elasticity"),
+            damping=per_joint("damping", "elasticity"),
+            motor_inertia=per_joint("armature"),
+        )
+        if np.any(elasticity.stiffness <= 0) or np.any(elasticity.motor_inertia <= 0):
+            raise ParameterError(f"plant profile {source}: elastic joints need stiffness > 0 and armature > 0")
+    inertial = {}
+    for joint, p in (data.get("inertial") or {}).items():
+        pert = InertialPerturbation(
+            float(p.get("mass_scale", 1.0)),
+            tuple(float(v) for v in p.get("com_shift", (0, 0, 0))),
+            tuple(float(v) for v in p.get("second_moment_scale", (1, 1, 1))),
+        )
+        if pert.mass_scale <= 0 or min(pert.second_moment_scale) <= 0:
+            raise ParameterError(f"plant profile {source}: joint {joint}: scales must be > 0")
+        inertial[joint] = pert
+    sensors = data.get("sensors") or {}
+    payload = data.get("payload")
+    return PlantProfile(
+        kind=str(data.get("kind", "true")),
+        joint_names=joint_names,
+        inertial=inertial,
+        armature=per_joint("armature"),
+        friction=friction,
+        use_urdf_dynamics=bool(data.get("use_urdf_dynamics", False)),
+        elasticity=elasticity,
+        torque_noise_std=per_joint("torque_noise_std", "sensor"),
+        torque_offset=per_joint("torque_offset", "sensor"),
+        encoder_resolution=float(sensors.get("encoder_resolution", 0.0)),
+        velocity_noise_std=float(sensors.get("velocity_noise_std", 0.0)),
+        latency_ticks=int((data.get("command") or {}).get("latency_ticks", 0)),
+        payload=_payload_from_dict(payload),
+        seed=int(data.get("seed", 0)),
+        source=source,
+    )
+
+
+def _payload_from_dict(payload: dict[str, Any] | None) -> Payload | None:
+    if not payload:
+        return None
+    return Payload(
+        float(payload["mass"]),
+        tuple(float(v) for v in payload.get("com", (0, 0, 0))),
+        tuple(float(v) for v in payload.get("inertia", (0,) * 6)),
+    )
+
+
+# --- generating the seeded true profiles -------------------------------------------------------------
+
+# Gaz, Cognetti, Oliva, Robuffo Giordano, De Luca, "Dynamic Identification of the Franka Emika Panda
+# Robot With Retrieval of Feasible Parameters Using Penalty-Based Optimization", IEEE RA-L 2019,
+# friction model eq. (9), identified values (as published with the authors' Panda dynamic model):
+GAZ_PANDA_PHI1 = (0.54615, 0.87224, 0.64068, 1.2794, 0.83904, 0.30301, 0.56489)  # Nm
+GAZ_PANDA_PHI2 = (5.1181, 9.0657, 10.136, 5.5903, 8.3469, 17.133, 10.336)  # s/rad
+GAZ_PANDA_PHI3 = (0.039533, 0.025882, -0.04607, 0.036194, 0.026226, -0.021047, 0.0035526)  # rad/s
+PANDA_EFFORT = (87.0, 87.0, 87.0, 87.0, 12.0, 12.0, 12.0)  # Nm, Franka datasheet (Gaz's joints)
+# Reflected rotor inertia of the FR3 axes published by Franka (as quoted in Drake's
+# franka_description README): 0.6057, 0.6057, 0.4625, 0.4625, 0.2055, 0.2055, 0.2055 kg m^2.
+FR3_ARMATURE = (0.605721456, 0.605721456, 0.462474144, 0.462474144, 0.205544064, 0.205544064, 0.205544064)
+
+
+def _r(x: float, digits: int = 5) -> float:
+    """Plain rounded float (YAML cannot write numpy scalars)."""
+    return round(float(x), digits)
+
+
+def _panda_like(i: int, n: int) -> int:
+    """Which Panda joint a joint of an n-DoF arm borrows its friction shape from (base ... wrist)."""
+    return round(i * 6 / max(n - 1, 1))
+
+
+def generate_true_profile(robot: str, urdf_xml: str, joint_names: tuple[str, ...], seed: int) -> dict[str, Any]:
+    """A seeded true-robot profile (dict ready for YAML) for any arm.
+
+    Friction: the Gaz 2019 Panda values for the Panda; for other arms the same shape with amplitudes
+    scaled by (effort limit / Panda effort limit) - an assumption, stated in the YAML. Breakaway
+    friction, Stribeck drop, viscous, armature of non-Panda arms and sensor figures are assumed orders
+    of magnitude, randomised +-20 % by the seed so each profile is "a particular robot".
+    """
+    from idyn_ros.sim.urdf import effort_limits, rigid_bodies
+
+    rng = np.random.default_rng(seed)
+    n = len(joint_names)
+    effort = effort_limits(urdf_xml, joint_names)
+    bodies = rigid_bodies(urdf_xml)
+    joints: dict[str, Any] = {}
+    for i, name in enumerate(joint_names):
+        k = _panda_like(i, n)
+        ratio = 1.0 if robot == "panda" else float(np.clip(effort[i] / PANDA_EFFORT[k], 0.3, 5.0))
+        jitter = lambda: float(rng.uniform(0.8, 1.2))  # noqa: E731
+        phi1 = GAZ_PANDA_PHI1[k] * (1.0 if robot == "panda" else ratio * jitter())
+        static = 0.4 * phi1 * jitter()
+        armature = FR3_ARMATURE[k] * (1.0 if robot == "panda" else ratio * jitter())
+        joints[name] = {
+            "armature": _r(armature, 6),
+            "friction": {
+                "static": _r(static, 5),
+                "phi1": _r(phi1, 6),
+                "phi2": GAZ_PANDA_PHI2[k],
+                "phi3": GAZ_PANDA_PHI3[k],
+                "viscous": _r(0.1 * ratio * jitter(), 5),
+                "stribeck_drop": _r(0.5 * static * jitter(), 5),
+                "stribeck_velocity": _r(0.05 * jitter(), 5),
+            },
+            "sensor": {
+                "torque_noise_std": _r(0.0005 * max(effort[i], 1.0) * jitter(), 5),
+                "torque_offset": _r(float(rng.normal(0.0, 0.002 * max(effort[i], 1.0))), 5),
+            },
+            "elasticity": None,
+        }
+    inertial = {}
+    for name in joint_names:
+        if not bodies.get(name):
+            continue
+        inertial[name] = {
+            "mass_scale": _r(float(rng.choice([-1, 1]) * rng.uniform(0.10, 0.20) + 1.0), 4),
+            "com_shift": [round(float(v), 4) for v in rng.uniform(-0.03, 0.03, 3)],
+            "second_moment_scale": [round(float(v), 4) for v in rng.uniform(0.8, 1.25, 3)],
+        }
+    return {
+        "robot": robot,
+        "kind": "true",
+        "seed": seed,
+        "inertial": inertial,
+        "joints": joints,
+        "sensors": {"encoder_resolution": float(2 * np.pi / 2**20), "velocity_noise_std": 0.001},
+        "command": {"latency_ticks": 1},
+        "payload": None,
+    }
+
+
+_HEADER = """\
+# "True robot" plant profile for {robot} (seed {seed}). Generated by
+#   python -m idyn_ros.sim.profile {robot} --seed {seed}
+# Semantics: config/profiles/README.md. Units SI (kg, m, kg m^2, Nm, rad, rad/s).
+# inertial: per moving joint, scales the rigid body it moves (child link + fixed descendants):
+#   mass_scale, com_shift (m, link frame), second_moment_scale (principal second moments; keeps the
+#   pseudo-inertia positive definite, i.e. physically consistent).
+# joints.<j>.armature: reflected rotor inertia (kg m^2). Panda: FR3 values published by Franka;
+#   other arms: assumed, scaled from the Panda by effort limit.
+# joints.<j>.friction: static = MuJoCo frictionloss (breakaway, Nm); phi1..phi3 = Gaz et al. RA-L 2019
+#   eq. (9) sigmoid (Panda: identified values; others: amplitude scaled by effort ratio, assumed);
+#   viscous (Nm s/rad), stribeck_drop (Nm), stribeck_velocity (rad/s): assumed.
+# joints.<j>.sensor: torque_noise_std, torque_offset (Nm) of the joint torque reading.
+# joints.<j>.elasticity: null, or {{stiffness: Nm/rad, damping: Nm s/rad}} (armature then = motor inertia).
+"""
+
+
+def write_profile_yaml(data: dict[str, Any], path: Path) -> None:
+    import yaml
+
+    text = _HEADER.format(robot=data["robot"], seed=data["seed"]) + yaml.safe_dump(
+        data, sort_keys=False, default_flow_style=None, width=110
+    )
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Regenerate config/profiles/<robot>_true.yaml from the robot's URDF and a seed."""
+    parser = argparse.ArgumentParser(description=main.__doc__)
+    parser.add_argument("robot", help="panda | iiwa14 | ur5")
+    parser.add_argument("--seed", type=int, default=7, help="random seed of the perturbation (default 7)")
+    parser.add_argument("--urdf", help="URDF file instead of idyn_ros.robots.render_urdf(robot, mode='mujoco')")
+    parser.add_argument("--out", type=Path, help="output path (default config/profiles/<robot>_true.yaml)")
+    args = parser.parse_args(argv)
+    from idyn_ros.sim.plant import resolve_robot
+
+    desc = resolve_robot(args.robot, Path(args.urdf).read_text() if args.urdf else None)
+    data = generate_true_profile(args.robot, desc.urdf_xml, desc.joint_names, args.seed)
+    out = args.out or profiles_dir() / f"{args.robot}_true.yaml"
+    write_profile_yaml(data, out)
+    print(f"wrote {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
