@@ -1,0 +1,94 @@
+"""Train an inverse-dynamics model and export it as one ONNX artifact.
+
+Writes DIR/model.onnx (RBD + friction + residual, metadata inside), DIR/metrics.json (per-joint nMSE,
+RMSE [Nm] and min-max NMSE on the train/val/test recordings), DIR/model.pt (re-exportable torch
+state) and DIR/checkpoint.pt (per epoch; --resume continues from it).
+
+Model kinds:
+  rbd           rigid-body dynamics only (nominal URDF with --id-method nominal, else identified)
+  rbd-friction  RBD + friction, identified by least squares / SDP (--id-method, --friction)
+  hybrid        RBD + friction + LSTM residual (Reuss et al. 2022); --mode e2e trains all parts jointly
+                (DiffBary inertials from the nominal URDF), --mode 2s freezes an SDP identification first
+  hybrid-r      hybrid whose LSTM also sees tau_RBD and the rotational displacement r (Callar 2021)
+  mlp-hybrid    RBD + friction (SDP) + stateless MLP residual, two-stage
+  lstm          black-box LSTM (no physics)
+  delan         Deep Lagrangian Network + friction (training/evaluation only: not exportable)
+"""
+
+from __future__ import annotations
+
+import argparse
+
+HELP = "train a model (rbd, rbd-friction, hybrid, hybrid-r, mlp-hybrid, lstm, delan) -> DIR/model.onnx"
+
+EPILOG = """examples:
+  idyn train --robot kuka_lwr4.urdf --data measurements_1.npz --val measurements_2.npz \\
+      --test measurements_3.npz --model hybrid --mode e2e --out runs/kuka_hybrid --max-minutes 5
+  idyn train --robot panda --data bags/excite_* --model rbd-friction --id-method sdp --out runs/panda_rbd
+  idyn train ... --out runs/x --resume          # continue an interrupted run from runs/x/checkpoint.pt
+"""
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.epilog = EPILOG
+    parser.add_argument("--robot", required=True, help="robot preset (panda, iiwa14, ur5) or URDF path")
+    parser.add_argument("--data", nargs="+", required=True, metavar="F",
+                        help="training recordings (rosbag2 folder, .db3, .mcap, .npz, .csv)")
+    parser.add_argument("--val", nargs="+", default=[], metavar="F",
+                        help="validation recordings for early stopping (default: the training data)")
+    parser.add_argument("--test", nargs="+", default=[], metavar="F",
+                        help="test recordings: metrics go to metrics.json and the artifact metadata")
+    parser.add_argument("--model", required=True, metavar="KIND",
+                        choices=["rbd", "rbd-friction", "hybrid", "hybrid-r", "mlp-hybrid", "lstm", "delan"],
+                        help="model kind (see above)")
+    parser.add_argument("--out", required=True, metavar="DIR", help="output directory")
+    parser.add_argument("--mode", choices=["e2e", "2s"], default="e2e",
+                        help="hybrid training: end to end or two-stage (default: e2e)")
+    parser.add_argument("--id-method", default="sdp",
+                        choices=["nominal", "ols", "wls", "sdp", "diffbary", "logchol"],
+                        help="identification of the RBD part for rbd*, mlp-hybrid and 2s models (default: sdp)")
+    parser.add_argument("--friction", default="coulomb,viscous,offset",
+                        help="friction kinds, comma separated or 'none' (coulomb = Reuss Eq. 13 with "
+                             "dq_lim 0.02 rad/s; also viscous, asymmetric, stribeck, sigmoid, offset)")
+    parser.add_argument("--reg", type=float, default=1e-4,
+                        help="identification ridge toward the nominal URDF, relative to the mean excitation "
+                             "(default: 1e-4; larger keeps weakly excited parameters nearer nominal)")
+    parser.add_argument("--seed", type=int, default=0, help="random seed (default: 0)")
+    parser.add_argument("--epochs", type=int, default=300, help="maximum epochs (default: 300)")
+    parser.add_argument("--max-minutes", type=float, default=None, metavar="M",
+                        help="wall-clock budget for the training loop in minutes (default: none)")
+    parser.add_argument("--patience", type=int, default=30, help="early-stopping patience in epochs (default: 30)")
+    parser.add_argument("--lr", type=float, default=None, help="Adam learning rate (default: 4e-3; DeLaN 1e-3)")
+    parser.add_argument("--window", type=int, default=100, help="training window length in samples (default: 100)")
+    parser.add_argument("--stride", type=int, default=None,
+                        help="window stride in samples (default: = window, non-overlapping)")
+    parser.add_argument("--hidden", type=int, default=50, help="LSTM hidden size (default: 50)")
+    parser.add_argument("--resume", action="store_true", help="continue from DIR/checkpoint.pt")
+    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+
+
+def run(args: argparse.Namespace) -> int:
+
+    from idyn_ros.dynamics.friction import parse_kinds
+    from idyn_ros.models.pipeline import train_run
+    from idyn_ros.models.sources import load_recordings, load_robot
+    from idyn_ros.models.zoo import ModelConfig
+
+    robot = load_robot(args.robot)
+    train = load_recordings(args.data, robot)
+    val = load_recordings(args.val, robot)
+    test = load_recordings(args.test, robot)
+    cfg = ModelConfig(kind=args.model, mode=args.mode, id_method=args.id_method,
+                      friction_kinds=parse_kinds(args.friction), seed=args.seed, epochs=args.epochs,
+                      patience=args.patience, window=args.window, stride=args.stride or args.window,
+                      hidden=args.hidden, reg=args.reg)
+    if args.lr is not None:
+        cfg.lr = args.lr
+    _, metrics = train_run(cfg, robot, train, val, test, args.out, args.max_minutes, args.resume,
+                           progress=not args.no_progress)
+    split = "test" if "test" in metrics else ("val" if "val" in metrics else "train")
+    m = metrics[split]
+    print(f"{args.model}: {metrics['stopped']}; {split} nMSE per joint "
+          + " ".join(f"{v:.3f}" for v in m["nmse"]) + f" (mean {m['nmse_mean']:.3f})")
+    print(f"wrote {args.out}/model.onnx (id {metrics.get('model_id')}) and {args.out}/metrics.json")
+    return 0

@@ -1,0 +1,158 @@
+"""ONNX export: one self-contained file per model (RBD + friction + residual + metadata).
+
+Graph: inputs ``q, dq, ddq`` (1, n) float32 (+ ``h_in, c_in`` (1, 1, H) for LSTM models, + ``r_in``
+(1, n) for hybrid-r), outputs ``tau, tau_rbd, tau_friction, tau_residual`` (1, n) (+ ``h_out,
+c_out`` [, ``r_out``]). The RBD part is ``idyn_ros.dynamics.torch_rnea.TorchRNEA`` with the
+identified parameters as constants; friction and the residual network (with its input/output
+normalisation folded in) follow. The runtime may instead evaluate RBD and friction from the
+metadata with pinocchio/numpy and run only the residual subgraph (see idyn_ros.runtime).
+
+Metadata: JSON in ``metadata_props["idyn"]`` (schema in :func:`build_metadata`); the model id is
+the first 12 hex digits of the sha256 of the serialized graph without metadata.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import warnings
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from idyn_ros.dynamics.friction import torch_friction_torque
+from idyn_ros.errors import ModelArtifactError
+from idyn_ros.models.zoo import TorqueModel, _r_step
+
+FORMAT_VERSION = 1
+METADATA_KEY = "idyn"
+
+
+class StepModule(nn.Module):
+    """One control tick of a trained model, with explicit recurrent state (for ONNX)."""
+
+    def __init__(self, model: TorqueModel, robot: Any) -> None:
+        super().__init__()
+        from idyn_ros.dynamics.torch_rnea import TorchRNEA
+
+        cfg = model.cfg
+        self.cfg, self.n = cfg, model.n
+        self.rnea = None
+        if model.inertial is not None:
+            with torch.no_grad():
+                pi = model.pi().double().numpy()
+            self.rnea = TorchRNEA(robot, torch.float32, pi=pi, learn_parameters=False)
+        self.register_buffer("fric", model.friction.detach().float().clone())
+        self.residual = model.residual
+        self.norm = model.norm
+        self.dt = 1.0 / cfg.rate_hz if cfg.rate_hz else 0.0
+        self.with_r = cfg.kind == "hybrid-r"
+
+    def forward(self, q: torch.Tensor, dq: torch.Tensor, ddq: torch.Tensor, *state: torch.Tensor) -> Any:
+        tau_rbd = self.rnea(q, dq, ddq) if self.rnea is not None else torch.zeros_like(q)
+        if self.fric.numel():
+            tau_f = torch_friction_torque(dq, self.fric, self.cfg.friction_kinds)
+        else:
+            tau_f = torch.zeros_like(q)
+        if self.residual is None:
+            tau_res = torch.zeros_like(q)
+            return tau_rbd + tau_f + tau_res, tau_rbd, tau_f, tau_res
+        feats = [q, dq, ddq]
+        r_out = None
+        if self.with_r:
+            r_out = _r_step(state[2], dq, self.dt)
+            feats += [tau_rbd, r_out]
+        x = (torch.cat(feats, -1) - self.norm.x_mean) / self.norm.x_std  # (1, F)
+        if self.residual.hidden:
+            y, (h, c) = self.residual(x[:, None, :], (state[0], state[1]))  # LSTM, one step
+            tau_res = y[:, 0] * self.norm.y_scale
+            outs = (tau_rbd + tau_f + tau_res, tau_rbd, tau_f, tau_res, h, c)
+            return (*outs, r_out) if r_out is not None else outs
+        y, _ = self.residual(x)
+        tau_res = y * self.norm.y_scale
+        return tau_rbd + tau_f + tau_res, tau_rbd, tau_f, tau_res
+
+
+def io_names(model: TorqueModel) -> tuple[list[str], list[str], list[dict[str, Any]]]:
+    """Input names, output names and recurrent-state descriptions for a model."""
+    inputs, outputs = ["q", "dq", "ddq"], ["tau", "tau_rbd", "tau_friction", "tau_residual"]
+    state: list[dict[str, Any]] = []
+    if model.residual is not None and model.state_size:
+        H = model.state_size
+        state = [{"input": "h_in", "output": "h_out", "shape": [1, 1, H]},
+                 {"input": "c_in", "output": "c_out", "shape": [1, 1, H]}]
+        if model.cfg.kind == "hybrid-r":
+            state.append({"input": "r_in", "output": "r_out", "shape": [1, model.n]})
+    inputs += [s["input"] for s in state]
+    outputs += [s["output"] for s in state]
+    return inputs, outputs, state
+
+
+def build_metadata(
+    model: TorqueModel,
+    robot: Any,
+    fingerprint: str = "",
+    test_metrics: dict[str, Any] | None = None,
+    tau_range: tuple[np.ndarray, np.ndarray] | None = None,
+) -> dict[str, Any]:
+    """The JSON metadata stored in the artifact (see module docstring)."""
+    inputs, outputs, state = io_names(model)
+    with torch.no_grad():
+        pi = model.pi().double().numpy().tolist() if model.inertial is not None else None
+    return {
+        "format_version": FORMAT_VERSION,
+        "model_kind": model.cfg.kind,
+        "mode": model.cfg.mode,
+        "robot": robot.name,
+        "joint_names": list(robot.joint_names),
+        "rate_hz": model.cfg.rate_hz,
+        "inputs": inputs,
+        "outputs": outputs,
+        "state": state,
+        "normalisation": model.norm.to_dict(),
+        "tau_min": None if tau_range is None else np.asarray(tau_range[0]).tolist(),
+        "tau_max": None if tau_range is None else np.asarray(tau_range[1]).tolist(),
+        "parameters": {
+            "inertial": pi,  # (n, 10) pinocchio order [m, mc, Ixx, Ixy, Iyy, Ixz, Iyz, Izz] about joint origin
+            "friction_kinds": list(model.cfg.friction_kinds) if model.friction.numel() else [],
+            "friction": model.friction.detach().double().numpy().tolist(),
+        },
+        "urdf": robot.urdf_xml,
+        "training_data_sha256": fingerprint,
+        "metrics": test_metrics or {},
+        "config": model.cfg.to_dict(),
+    }
+
+
+def export_onnx(model: TorqueModel, robot: Any, path: str | Path, metadata: dict[str, Any],
+                opset: int = 17) -> str:
+    """Write ``path`` (.onnx) with the step graph and metadata; returns the model id."""
+    import onnx
+
+    if model.delan is not None:
+        raise ModelArtifactError(
+            "DeLaN models cannot be exported to ONNX (their torques come from autograd "
+            "derivatives); use kind hybrid or rbd-friction for deployment"
+        )
+    step = StepModule(model, robot).eval()
+    n = model.n
+    inputs, outputs, state = io_names(model)
+    args = [torch.zeros(1, n) for _ in range(3)] + [torch.zeros(*s["shape"]) for s in state]
+    buf = io.BytesIO()
+    with torch.no_grad(), warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # tracer warnings about python ifs on fixed shapes: expected here
+        torch.onnx.export(step, tuple(args), buf, input_names=inputs, output_names=outputs,
+                          opset_version=opset, do_constant_folding=True, dynamo=False)
+    proto = onnx.load_from_string(buf.getvalue())
+    model_id = hashlib.sha256(proto.SerializeToString()).hexdigest()[:12]
+    meta = dict(metadata, model_id=model_id)
+    entry = proto.metadata_props.add()
+    entry.key, entry.value = METADATA_KEY, json.dumps(meta)
+    proto.producer_name = "idyn_ros"
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    onnx.save(proto, str(path))
+    return model_id

@@ -1,0 +1,96 @@
+"""Train -> evaluate -> export in one call (used by `idyn train`, `idyn export` and the benchmarks).
+
+A run directory holds ``model.onnx`` (the artifact), ``metrics.json``, ``model.pt`` (everything
+needed to rebuild the torch model: config, state, initial inertials, training ranges, fingerprint;
+what `idyn export` re-exports from) and ``checkpoint.pt`` (per-epoch, for ``--resume``).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from idyn_ros.errors import ModelArtifactError
+from idyn_ros.models import export as ex
+from idyn_ros.models.metrics import torque_metrics
+from idyn_ros.models.sources import Recording
+from idyn_ros.models.training import TrainResult, fit, predict
+from idyn_ros.models.zoo import ModelConfig, TorqueModel
+
+
+def evaluate_torch(result: TrainResult, robot: Any, recs: Sequence[Recording]) -> dict[str, Any]:
+    """Metrics over recordings (concatenated; each run as one sequence with state carried)."""
+    preds, taus = [], []
+    for r in recs:
+        preds.append(predict(result.model, robot.pin_model, r)["tau"])
+        taus.append(r.tau)
+    return torque_metrics(np.concatenate(preds), np.concatenate(taus), result.tau_min, result.tau_max)
+
+
+def save_model(path: str | Path, result: TrainResult, pi0: np.ndarray, metrics: dict[str, Any]) -> None:
+    torch.save({"cfg": result.cfg.to_dict(), "state": result.model.state_dict(), "n": result.model.n,
+                "pi0": pi0, "tau_min": result.tau_min, "tau_max": result.tau_max,
+                "fingerprint": result.fingerprint, "metrics": metrics,
+                "identification": result.identification}, path)
+
+
+def load_model(path: str | Path) -> tuple[TorqueModel, dict[str, Any]]:
+    """Rebuild the torch model from ``model.pt``."""
+    path = Path(path)
+    if path.is_dir():
+        path = path / "model.pt"
+    if not path.is_file():
+        raise ModelArtifactError(f"{path}: no such checkpoint; `idyn train --out DIR` writes DIR/model.pt")
+    ck = torch.load(path, weights_only=False)
+    model = TorqueModel(ModelConfig.from_dict(ck["cfg"]), ck["n"], np.asarray(ck["pi0"]))
+    model.load_state_dict(ck["state"])
+    model.eval()
+    return model, ck
+
+
+def export_model(model: TorqueModel, ck: dict[str, Any], robot: Any, out: str | Path) -> str:
+    """Write the ONNX artifact for a rebuilt model; returns the model id."""
+    tr = None if ck.get("tau_min") is None else (ck["tau_min"], ck["tau_max"])
+    meta = ex.build_metadata(model, robot, ck.get("fingerprint", ""), ck.get("metrics"), tr)
+    return ex.export_onnx(model, robot, out, meta)
+
+
+def train_run(
+    cfg: ModelConfig,
+    robot: Any,
+    train: Sequence[Recording],
+    val: Sequence[Recording] = (),
+    test: Sequence[Recording] = (),
+    out_dir: str | Path | None = None,
+    max_minutes: float | None = None,
+    resume: bool = False,
+    progress: bool = True,
+) -> tuple[TrainResult, dict[str, Any]]:
+    """Fit, compute train/val/test metrics, and (with ``out_dir``) save model.pt/model.onnx/metrics.json."""
+    if out_dir is not None:
+        Path(out_dir).mkdir(parents=True, exist_ok=True)
+    res = fit(cfg, robot, train, val, out_dir, max_minutes, resume, progress)
+    metrics: dict[str, Any] = {"kind": cfg.kind, "mode": cfg.mode, "stopped": res.stopped,
+                               "epochs_run": len(res.history), "identification": res.identification,
+                               "train": evaluate_torch(res, robot, train)}
+    if val:
+        metrics["val"] = evaluate_torch(res, robot, val)
+    if test:
+        metrics["test"] = evaluate_torch(res, robot, test)
+    if out_dir is not None:
+        out = Path(out_dir)
+        pi0 = res.model.pi().detach().numpy() if res.model.inertial is not None else np.zeros((res.model.n, 10))
+        save_model(out / "model.pt", res, pi0, metrics)
+        if res.model.delan is None:
+            model, ck = load_model(out / "model.pt")
+            metrics["model_id"] = export_model(model, ck, robot, out / "model.onnx")
+        else:
+            metrics["model_id"] = None
+            metrics["note"] = "DeLaN is not exportable to ONNX; no model.onnx written"
+        (out / "metrics.json").write_text(json.dumps(metrics, indent=2))
+    return res, metrics

@@ -1,0 +1,277 @@
+"""Training loop shared by all model kinds (Reuss et al. 2022 Sec. IV-V).
+
+- Physics first: the RBD (+ friction) part is identified by least squares / SDP for ``rbd*``
+  kinds and the 2S hybrids, or initialised at the nominal URDF for E2E hybrids, which then train
+  inertial (DiffBary), friction and residual parameters jointly.
+- Loss: MSE of the min-max scaled total torque, ranges from the training data (Reuss Sec. IV).
+- Sequence models train on windows of ``window`` steps with the hidden state reset to zero at the
+  start of each window; validation runs each recording as one sequence with the state carried.
+- Adam, ReduceLROnPlateau on the validation loss, early stopping, a wall-clock budget, and a
+  checkpoint after every epoch (``--resume`` continues from it).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from idyn_ros.dynamics.friction import friction_basis, n_columns
+from idyn_ros.errors import IdentificationError, ParameterError
+from idyn_ros.models import identification, rbd
+from idyn_ros.models.sources import Recording, fingerprint
+from idyn_ros.models.zoo import KINDS, ModelConfig, TorqueModel, rotational_displacement
+
+MAX_THREADS = 2  # shared 2-core machine
+
+
+@dataclass
+class Prepared:
+    """One recording as float32 tensors (+ regressor Y when the model has an RBD part)."""
+
+    q: torch.Tensor
+    dq: torch.Tensor
+    ddq: torch.Tensor
+    tau: torch.Tensor
+    Y: torch.Tensor | None
+    dt: float
+
+
+@dataclass
+class TrainResult:
+    model: TorqueModel
+    cfg: ModelConfig
+    history: list[dict[str, float]] = field(default_factory=list)
+    identification: dict[str, Any] = field(default_factory=dict)
+    tau_min: np.ndarray | None = None
+    tau_max: np.ndarray | None = None
+    fingerprint: str = ""
+    stopped: str = ""
+    initial_val: float = float("nan")  # validation loss of the initial (physics-only) model
+
+
+def prepare(pin_model: Any, rec: Recording, need_y: bool) -> Prepared:
+    """Tensors for one recording; Y costs ~4 us/sample (pinocchio)."""
+    f32 = torch.float32
+
+    def t(a: np.ndarray) -> torch.Tensor:
+        return torch.as_tensor(a, dtype=f32)
+
+    Y = t(rbd.regressor_batch(pin_model, rec.q, rec.dq, rec.ddq)) if need_y else None
+    return Prepared(t(rec.q), t(rec.dq), t(rec.ddq), t(rec.tau), Y, 1.0 / rec.rate_hz)
+
+
+def _physics_init(cfg: ModelConfig, pin_model: Any, recs: Sequence[Recording]) -> tuple[np.ndarray, np.ndarray, dict]:
+    """Inertial (n, 10) and friction (n, B) starting values + identification info."""
+    pi_nom = rbd.inertial_parameters(pin_model)
+    kinds = cfg.friction_kinds if cfg.has_friction else ()
+    e2e = cfg.kind in ("hybrid", "hybrid-r") and cfg.mode == "e2e"
+    n = pin_model.nv
+    B = n_columns(kinds)
+    if not cfg.has_rbd:
+        return pi_nom, np.zeros((n, B)), {}
+    if cfg.id_method == "nominal" or e2e:
+        # nominal RBD; friction alone by LS on the nominal residual (per joint)
+        tau_res = [r.tau - rbd.regressor_batch(pin_model, r.q, r.dq, r.ddq) @ pi_nom.ravel() for r in recs]
+        fr = np.zeros((n, B))
+        if B:
+            dq = np.concatenate([r.dq for r in recs])
+            res = np.concatenate(tau_res)
+            phi = friction_basis(dq, kinds)  # (N, n, B)
+            for j in range(n):
+                fr[j] = np.linalg.lstsq(phi[:, j], res[:, j], rcond=None)[0]
+        return pi_nom, fr, {"method": "nominal+friction-ls" if B else "nominal"}
+    res = identification.identify(pin_model, recs, cfg.id_method, kinds, reg=cfg.reg, seed=cfg.seed)
+    info = {"method": res.method, **{k: v for k, v in res.info.items() if k != "seconds"}}
+    return res.pi, res.friction, info
+
+
+def _features_stats(cfg: ModelConfig, model: TorqueModel, data: Sequence[Prepared]) -> None:
+    """Input mean/std and residual output scale from the training data (stored in the artifact)."""
+    with torch.no_grad():
+        feats, targets = [], []
+        for d in data:
+            parts, _ = _run_sequence(model, d, stats_only=True)
+            f = [d.q, d.dq, d.ddq]
+            if cfg.kind == "hybrid-r":
+                r, _ = rotational_displacement(d.dq[None], d.dt)
+                f += [parts["tau_rbd"], r[0]]
+            feats.append(torch.cat(f, -1))
+            targets.append(d.tau - parts["tau_rbd"] - parts["tau_friction"])
+        x = torch.cat(feats)
+        y = torch.cat(targets)
+        model.norm.set(x.mean(0).numpy(), x.std(0).numpy(), y.std(0).numpy())
+
+
+def _run_sequence(model: TorqueModel, d: Prepared, stats_only: bool = False) -> tuple[dict[str, torch.Tensor], Any]:
+    """Whole recording as one sequence, state carried (Reuss Sec. IV evaluation)."""
+    Y = None if d.Y is None else d.Y[None]
+    if stats_only:
+        saved = model.residual
+        model.residual = None
+        try:
+            parts, st = model(d.q[None], d.dq[None], d.ddq[None], Y, None, d.dt)
+        finally:
+            model.residual = saved
+    else:
+        parts, st = model(d.q[None], d.dq[None], d.ddq[None], Y, None, d.dt)
+    return {k: v[0] for k, v in parts.items()}, st
+
+
+def _windows(data: Sequence[Prepared], window: int, stride: int) -> list[tuple[int, int]]:
+    out = []
+    for i, d in enumerate(data):
+        n = len(d.q)
+        if n < window:
+            out.append((i, 0))
+            continue
+        out += [(i, s) for s in range(0, n - window + 1, stride)]
+    return out
+
+
+def _batch(data: Sequence[Prepared], idx: Sequence[tuple[int, int]], window: int) -> tuple[Any, ...]:
+    sl = [(data[i], slice(s, s + window)) for i, s in idx]
+    L = min(len(d.q[s]) for d, s in sl)
+
+    def st(name: str) -> torch.Tensor:
+        return torch.stack([getattr(d, name)[s][:L] for d, s in sl])
+
+    Y = None if data[0].Y is None else st("Y")
+    return st("q"), st("dq"), st("ddq"), st("tau"), Y, data[0].dt
+
+
+def evaluate_scaled(model: TorqueModel, data: Sequence[Prepared], tau_range: torch.Tensor) -> float:
+    """Mean min-max scaled MSE over recordings (whole sequences)."""
+    model.eval()
+    with torch.no_grad() if model.delan is None else torch.enable_grad():
+        losses = []
+        for d in data:
+            parts, _ = _run_sequence(model, d)
+            losses.append(float((((parts["tau"].detach() - d.tau) / tau_range) ** 2).mean()))
+    return float(np.mean(losses))
+
+
+def fit(
+    cfg: ModelConfig,
+    robot: Any,
+    train: Sequence[Recording],
+    val: Sequence[Recording] = (),
+    out_dir: str | Path | None = None,
+    max_minutes: float | None = None,
+    resume: bool = False,
+    progress: bool = True,
+) -> TrainResult:
+    """Identify/initialise the physics part, then train the learnable parts (see module doc)."""
+    if cfg.kind not in KINDS:
+        raise ParameterError(f"unknown model kind '{cfg.kind}'; choose one of {KINDS}")
+    if cfg.mode not in ("e2e", "2s"):
+        raise ParameterError(f"--mode must be e2e or 2s, not '{cfg.mode}'")
+    if not train:
+        raise IdentificationError("no training recordings given")
+    torch.set_num_threads(MAX_THREADS)
+    torch.manual_seed(cfg.seed)
+    pin_model = robot.pin_model
+    n = pin_model.nv
+    cfg.rate_hz = cfg.rate_hz or float(np.median([r.rate_hz for r in train]))
+    if cfg.kind == "mlp-hybrid":
+        cfg.mode = "2s"  # Reuss: the MLP hybrid is only trained two-stage
+    pi0, fr0, id_info = _physics_init(cfg, pin_model, train)
+    model = TorqueModel(cfg, n, pi0)
+    with torch.no_grad():
+        model.friction.copy_(torch.as_tensor(fr0))
+    if cfg.mode == "2s" or cfg.kind in ("rbd", "rbd-friction"):
+        model.freeze_physics()
+    need_y = cfg.has_rbd
+    tr = [prepare(pin_model, r, need_y) for r in train]
+    va = [prepare(pin_model, r, need_y) for r in val] or tr
+    _features_stats(cfg, model, tr)
+    tau_all = torch.cat([d.tau for d in tr])
+    tau_min, tau_max = tau_all.min(0).values, tau_all.max(0).values
+    tau_range = (tau_max - tau_min).clamp(min=1e-6)  # Reuss Sec. IV min-max scaling
+    result = TrainResult(model, cfg, [], id_info, tau_min.numpy().astype(np.float64),
+                         tau_max.numpy().astype(np.float64), fingerprint(train))
+    params = [p for p in model.parameters() if p.requires_grad]
+    if not params:
+        result.stopped = "nothing to train (physics only)"
+        result.history.append({"epoch": 0, "val": evaluate_scaled(model, va, tau_range)})
+        return result
+
+    opt = torch.optim.Adam(params, lr=cfg.lr if cfg.kind != "delan" else min(cfg.lr, 1e-3),
+                           weight_decay=cfg.weight_decay)
+    sched = torch.optim.lr_scheduler.ReduceLROnPlateau(opt, factor=0.3, patience=cfg.lr_patience)
+    ckpt_path = Path(out_dir) / "checkpoint.pt" if out_dir else None
+    start_epoch, best, best_state, bad = 0, math.inf, None, 0
+    if resume and ckpt_path and ckpt_path.exists():
+        ck = torch.load(ckpt_path, weights_only=False)
+        model.load_state_dict(ck["model"])
+        opt.load_state_dict(ck["opt"])
+        sched.load_state_dict(ck["sched"])
+        start_epoch, best, best_state, bad = ck["epoch"] + 1, ck["best"], ck["best_state"], ck["bad"]
+        result.history = ck["history"]
+    result.initial_val = evaluate_scaled(model, va, tau_range)
+    windows = _windows(tr, cfg.window, cfg.stride)
+    rng = np.random.default_rng(cfg.seed)
+    t0 = time.perf_counter()
+    from tqdm import tqdm
+
+    bar = tqdm(range(start_epoch, cfg.epochs), desc=f"train {cfg.kind}", disable=not progress, unit="ep")
+    for epoch in bar:
+        model.train()
+        order = rng.permutation(len(windows))
+        tot = 0.0
+        for b0 in range(0, len(order), cfg.batch):
+            q, dq, ddq, tau, Y, dt = _batch(tr, [windows[i] for i in order[b0 : b0 + cfg.batch]], cfg.window)
+            parts, _ = model(q, dq, ddq, Y, None, dt)  # hidden state zero at each window start
+            loss = (((parts["tau"] - tau) / tau_range) ** 2).mean()
+            opt.zero_grad()
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(params, 10.0)
+            opt.step()
+            tot += float(loss.detach()) * len(q)
+        val_loss = evaluate_scaled(model, va, tau_range)
+        sched.step(val_loss)
+        result.history.append({"epoch": epoch, "train": tot / len(windows), "val": val_loss,
+                               "lr": opt.param_groups[0]["lr"]})
+        if val_loss < best:
+            best, bad = val_loss, 0
+            best_state = {k: v.detach().clone() for k, v in model.state_dict().items()}
+        else:
+            bad += 1
+        bar.set_postfix(train=f"{tot / len(windows):.2e}", val=f"{val_loss:.2e}", best=f"{best:.2e}")
+        if ckpt_path:
+            ckpt_path.parent.mkdir(parents=True, exist_ok=True)
+            torch.save({"model": model.state_dict(), "opt": opt.state_dict(), "sched": sched.state_dict(),
+                        "epoch": epoch, "best": best, "best_state": best_state, "bad": bad,
+                        "history": result.history, "cfg": cfg.to_dict(), "n": n, "pi0": pi0}, ckpt_path)
+        if bad >= cfg.patience:
+            result.stopped = f"early stop at epoch {epoch} (no val improvement for {cfg.patience})"
+            break
+        if max_minutes is not None and time.perf_counter() - t0 > 60 * max_minutes:
+            result.stopped = f"time budget of {max_minutes} min reached at epoch {epoch}"
+            break
+    else:
+        result.stopped = f"max epochs ({cfg.epochs})"
+    bar.close()
+    if best_state is not None:
+        model.load_state_dict(best_state)
+    return result
+
+
+def predict(model: TorqueModel, pin_model: Any, rec: Recording) -> dict[str, np.ndarray]:
+    """Parts (N, n) in Nm for one recording, evaluated as one sequence with state carried."""
+    d = prepare(pin_model, rec, model.inertial is not None)
+    model.eval()
+    with torch.no_grad() if model.delan is None else torch.enable_grad():
+        parts, _ = _run_sequence(model, d)
+    return {k: v.detach().numpy().astype(np.float64) for k, v in parts.items()}
+
+
+def save_metrics(path: str | Path, payload: dict[str, Any]) -> None:
+    Path(path).write_text(json.dumps(payload, indent=2))

@@ -1,0 +1,297 @@
+"""The model zoo: one torch module type for every inverse-dynamics model kind.
+
+Every model is ``tau = tau_rbd + tau_friction + tau_residual`` (Reuss et al. 2022 Eq. 11), with
+parts switched off per kind, so training, evaluation and ONNX export are written once:
+
+| kind         | RBD                        | friction      | residual                         |
+|--------------|----------------------------|---------------|----------------------------------|
+| rbd          | nominal or identified      | -             | -                                |
+| rbd-friction | identified (SDP default)   | LS            | -                                |
+| hybrid       | E2E: DiffBary, 2S: SDP     | E2E / LS      | LSTM 21->100->LSTM(50)->7 (Reuss)|
+| hybrid-r     | as hybrid                  | as hybrid     | LSTM with tau_RBD and r (Callar) |
+| mlp-hybrid   | SDP (2S)                   | LS            | MLP 21->200->200->7 (Reuss)      |
+| lstm         | -                          | -             | LSTM black box                   |
+| delan        | DeLaN (Lutter 2019)        | learned       | -                                |
+
+``ModelConfig`` holds everything needed to rebuild a model (stored in checkpoints and ONNX metadata).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from idyn_ros.dynamics.friction import n_columns, torch_friction_torque
+from idyn_ros.models import rbd
+
+KINDS = ("rbd", "rbd-friction", "hybrid", "hybrid-r", "mlp-hybrid", "lstm", "delan")
+R_CLIP = np.deg2rad(10.0)  # Callar 2021 Sec. 4.2: r saturates at +-10 deg (hysteresis saturation)
+
+
+@dataclass
+class ModelConfig:
+    """Everything that defines a model (architecture + training); JSON-serialisable."""
+
+    kind: str = "hybrid"
+    mode: str = "e2e"  # e2e | 2s (hybrid kinds); Reuss et al. 2022 Sec. V
+    id_method: str = "sdp"  # nominal | ols | wls | sdp | diffbary | logchol (RBD of rbd*/2s models)
+    friction_kinds: tuple[str, ...] = ("coulomb", "viscous", "offset")
+    e2e_inertial: str = "diffbary"  # diffbary | logchol: consistent parameterisation trained E2E
+    linear_dim: int = 100  # Reuss Table IV: residual LSTM, 1 linear layer of 100
+    hidden: int = 50  # Reuss Table IV: LSTM hidden 50
+    mlp_dim: int = 200  # Reuss Table IV: residual MLP 2 x 200
+    delan_dim: int = 64
+    window: int = 100  # Reuss Sec. IV: windows of 100 steps, hidden state reset per window
+    stride: int = 100  # = window: non-overlapping
+    batch: int = 16  # windows per batch (Reuss: 1000, for ~135k windows; our recordings have ~50)
+    lr: float = 4e-3  # Reuss Table IV (DeLaN: 1e-3)
+    epochs: int = 300
+    patience: int = 30  # Reuss Sec. V: early stopping patience 30 epochs on validation loss
+    lr_patience: int = 10  # ReduceLROnPlateau(factor 0.3); decision: the paper's "x0.1 after 30" is ambiguous
+    weight_decay: float = 0.0  # Reuss: no regularisation mentioned
+    reg: float = 1e-4  # identification ridge toward nominal (see identification.py)
+    seed: int = 0
+    rate_hz: float = 0.0
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["friction_kinds"] = list(self.friction_kinds)
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> ModelConfig:
+        d = dict(d)
+        d["friction_kinds"] = tuple(d.get("friction_kinds", ()))
+        return cls(**d)
+
+    @property
+    def has_rbd(self) -> bool:
+        return self.kind in ("rbd", "rbd-friction", "hybrid", "hybrid-r", "mlp-hybrid")
+
+    @property
+    def has_friction(self) -> bool:
+        return self.kind in ("rbd-friction", "hybrid", "hybrid-r", "mlp-hybrid", "delan") and bool(
+            self.friction_kinds
+        )
+
+    @property
+    def residual(self) -> str:
+        """none | lstm | mlp: the learned residual network."""
+        return {"hybrid": "lstm", "hybrid-r": "lstm", "lstm": "lstm", "mlp-hybrid": "mlp"}.get(self.kind, "none")
+
+    @property
+    def n_features_per_joint(self) -> int:
+        """Residual inputs per joint: q, dq, ddq (+ tau_RBD, r for hybrid-r, Callar Eq. 4.28)."""
+        return 5 if self.kind == "hybrid-r" else 3
+
+
+class Normaliser(nn.Module):
+    """Fixed affine maps stored as buffers (exported into the graph and in the metadata)."""
+
+    def __init__(self, n_in: int, n_out: int) -> None:
+        super().__init__()
+        self.register_buffer("x_mean", torch.zeros(n_in))
+        self.register_buffer("x_std", torch.ones(n_in))
+        self.register_buffer("y_scale", torch.ones(n_out))  # residual output scale [Nm]
+
+    def set(self, x_mean: np.ndarray, x_std: np.ndarray, y_scale: np.ndarray) -> None:
+        self.x_mean.copy_(torch.as_tensor(x_mean))
+        self.x_std.copy_(torch.as_tensor(np.maximum(x_std, 1e-6)))
+        self.y_scale.copy_(torch.as_tensor(np.maximum(y_scale, 1e-6)))
+
+    def to_dict(self) -> dict[str, list[float]]:
+        return {k: getattr(self, k).tolist() for k in ("x_mean", "x_std", "y_scale")}
+
+
+class LSTMResidual(nn.Module):
+    """Reuss Fig. 1: Linear(F->100) -> LayerNorm -> PReLU -> LSTM(50) -> Linear(50->n).
+
+    Decision: one LayerNorm after the first Linear (the paper only says "in between the layers").
+    """
+
+    def __init__(self, n_in: int, n_out: int, linear_dim: int, hidden: int) -> None:
+        super().__init__()
+        self.inp = nn.Sequential(nn.Linear(n_in, linear_dim), nn.LayerNorm(linear_dim), nn.PReLU())
+        self.lstm = nn.LSTM(linear_dim, hidden, batch_first=True)
+        self.out = nn.Linear(hidden, n_out)
+        self.hidden = hidden
+
+    def forward(self, x: torch.Tensor, state: tuple[torch.Tensor, torch.Tensor] | None = None) -> Any:
+        y, (h, c) = self.lstm(self.inp(x), state)  # (B, T, H)
+        return self.out(y), (h, c)
+
+
+class MLPResidual(nn.Module):
+    """Reuss Table IV residual MLP: F -> 200 -> 200 -> n with PReLU, stateless."""
+
+    def __init__(self, n_in: int, n_out: int, dim: int) -> None:
+        super().__init__()
+        self.net = nn.Sequential(nn.Linear(n_in, dim), nn.PReLU(), nn.Linear(dim, dim), nn.PReLU(),
+                                 nn.Linear(dim, n_out))
+        self.hidden = 0
+
+    def forward(self, x: torch.Tensor, state: Any = None) -> Any:
+        return self.net(x), state
+
+
+def rotational_displacement(dq: torch.Tensor, dt: float, r0: torch.Tensor | None = None) -> Any:
+    """Callar 2021 feature r: signed rotation since the last reversal of motion, clipped to +-10 deg.
+
+    Decision: a reversal is a sign change of dq (not of the q difference: same thing at our rates,
+    and it needs no extra q buffer); |dq| < 1e-3 rad/s keeps the current direction (deadband
+    against encoder noise). Integrated with the sample time ``dt``. dq: (B, T, n) -> r: (B, T, n).
+    """
+    B, T, n = dq.shape
+    r = torch.zeros(B, n, dtype=dq.dtype) if r0 is None else r0
+    out = []
+    for t in range(T):
+        r = _r_step(r, dq[:, t], dt)
+        out.append(r)
+    return torch.stack(out, 1), r
+
+
+def _r_step(r: torch.Tensor, dq: torch.Tensor, dt: float) -> torch.Tensor:
+    """One step of :func:`rotational_displacement` (ONNX-exportable: where/clamp only)."""
+    step = dq * dt
+    moving = dq.abs() > 1e-3
+    same = (r * dq) >= 0
+    r_new = torch.where(same | ~moving, r + step, step)
+    return r_new.clamp(-R_CLIP, R_CLIP)
+
+
+class TorqueModel(nn.Module):
+    """tau = Y(q,dq,ddq) pi + F(dq) phi + residual(q, dq, ddq [, tau_rbd, r]); see module doc."""
+
+    def __init__(self, cfg: ModelConfig, n: int, pi_init: np.ndarray) -> None:
+        super().__init__()
+        self.cfg, self.n = cfg, n
+        torch.manual_seed(cfg.seed)
+        self.inertial = None
+        if cfg.has_rbd:
+            trainable = cfg.kind in ("hybrid", "hybrid-r") and cfg.mode == "e2e"
+            kind = cfg.e2e_inertial if trainable else "fixed"
+            self.inertial = rbd.inertial_module(kind, pi_init, cfg.seed)
+        B = n_columns(cfg.friction_kinds) if cfg.has_friction else 0
+        self.friction = nn.Parameter(torch.zeros(n, B, dtype=torch.float64))
+        if cfg.residual == "lstm":
+            self.residual: nn.Module | None = LSTMResidual(
+                n * cfg.n_features_per_joint, n, cfg.linear_dim, cfg.hidden
+            )
+        elif cfg.residual == "mlp":
+            self.residual = MLPResidual(3 * n, n, cfg.mlp_dim)
+        else:
+            self.residual = None
+        self.norm = Normaliser(n * cfg.n_features_per_joint, n)
+        self.delan = DeLaN(n, cfg.delan_dim) if cfg.kind == "delan" else None
+
+    # ---- parameters ----
+    def pi(self) -> torch.Tensor:
+        """(n, 10) inertial parameters, float64."""
+        assert self.inertial is not None, "model kind without RBD"
+        return self.inertial()
+
+    def freeze_physics(self) -> None:
+        """2S training: keep identified RBD + friction fixed (Reuss Sec. V '2S')."""
+        self.friction.requires_grad_(False)
+        if self.inertial is not None:
+            for p in self.inertial.parameters():
+                p.requires_grad_(False)
+
+    @property
+    def state_size(self) -> int:
+        return int(getattr(self.residual, "hidden", 0) or 0)
+
+    # ---- forward over sequences (training / offline evaluation) ----
+    def forward(
+        self,
+        q: torch.Tensor,
+        dq: torch.Tensor,
+        ddq: torch.Tensor,
+        Y: torch.Tensor | None,
+        state: Any = None,
+        dt: float = 0.0,
+    ) -> tuple[dict[str, torch.Tensor], Any]:
+        """Inputs (B, T, n) (+ Y (B, T, n, 10n)); returns parts dict of (B, T, n) and next state."""
+        zeros = torch.zeros_like(q)
+        tau_rbd = zeros
+        if self.inertial is not None:
+            assert Y is not None, "RBD models need the regressor Y"
+            tau_rbd = torch.einsum("btnk,k->btn", Y, self.pi().reshape(-1).to(Y.dtype))
+        if self.delan is not None:
+            tau_rbd = self.delan(q, dq, ddq)
+        tau_f = zeros
+        if self.friction.numel():
+            tau_f = torch_friction_torque(dq, self.friction.to(q.dtype), self.cfg.friction_kinds)
+        tau_res = zeros
+        new_state = state
+        if self.residual is not None:
+            feats = [q, dq, ddq]
+            r_state = None
+            if self.cfg.kind == "hybrid-r":
+                r0 = None if state is None else state[2]
+                r, r_state = rotational_displacement(dq, dt, r0)
+                feats += [tau_rbd.detach(), r]
+            x = (torch.cat(feats, -1) - self.norm.x_mean) / self.norm.x_std
+            lstm_state = None if state is None else (state[0], state[1])
+            y, hc = self.residual(x, lstm_state)
+            tau_res = y * self.norm.y_scale
+            new_state = (hc[0], hc[1], r_state) if hc is not None else None
+        return {"tau": tau_rbd + tau_f + tau_res, "tau_rbd": tau_rbd, "tau_friction": tau_f,
+                "tau_residual": tau_res}, new_state
+
+
+class DeLaN(nn.Module):
+    """Deep Lagrangian Network (Lutter et al. 2019; Doenges 2025 Sec. 3.2), explicit derivatives.
+
+    M(q) = L L^T + eps 1, L from an MLP on q (softplus diagonal); V(q) from the same trunk.
+    tau = M ddq + dM/dt dq - 1/2 d/dq (dq^T M dq) + dV/dq, derivatives by torch autograd during
+    training (create_graph). Export to ONNX is not supported (autograd does not trace into a graph);
+    DeLaN is a training/evaluation baseline (Reuss Table I), not a deployable model here.
+    """
+
+    def __init__(self, n: int, dim: int, eps: float = 1e-3) -> None:
+        super().__init__()
+        self.n, self.eps = n, eps
+        self.trunk = nn.Sequential(nn.Linear(n, dim), nn.Softplus(), nn.Linear(dim, dim), nn.Softplus())
+        self.l_diag = nn.Linear(dim, n)
+        self.l_off = nn.Linear(dim, n * (n - 1) // 2)
+        self.pot = nn.Linear(dim, 1)
+        self.register_buffer("tril", torch.tril_indices(n, n, -1))
+
+    def mass_and_potential(self, q: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """q (..., n) -> M (..., n, n), V (...)."""
+        h = self.trunk(q)
+        L = torch.diag_embed(nn.functional.softplus(self.l_diag(h)) + 1e-3)  # positive diagonal
+        off = torch.zeros_like(L)
+        off[..., self.tril[0], self.tril[1]] = self.l_off(h)
+        L = L + off
+        M = L @ L.transpose(-1, -2) + self.eps * torch.eye(self.n, dtype=q.dtype)
+        return M, self.pot(h).squeeze(-1)
+
+    def forward(self, q: torch.Tensor, dq: torch.Tensor, ddq: torch.Tensor) -> torch.Tensor:
+        shape = q.shape
+        q, dq, ddq = (a.reshape(-1, self.n) for a in (q, dq, ddq))
+        with torch.enable_grad():
+            q = q if q.requires_grad else q.detach().requires_grad_(True)
+            M, V = self.mass_and_potential(q)
+            Mdq = (M @ dq.unsqueeze(-1)).squeeze(-1)
+            kin = 0.5 * (dq * Mdq).sum(-1)  # 1/2 dq^T M dq
+            dkin_dq = torch.autograd.grad(kin.sum(), q, create_graph=True)[0]  # 1/2 d/dq dq^T M dq
+            dV_dq = torch.autograd.grad(V.sum(), q, create_graph=True)[0]  # gravity
+            Mdot_dq = _jvp_rows(Mdq, q, dq)  # dM/dt dq = (d(M dq)/dq) dq
+        tau = (M @ ddq.unsqueeze(-1)).squeeze(-1) + Mdot_dq - dkin_dq + dV_dq
+        return tau.reshape(shape)
+
+
+def _jvp_rows(f: torch.Tensor, q: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+    """(d f / d q) v per sample, f (B, n) of q (B, n): n reverse passes (n <= 7)."""
+    cols = []
+    for i in range(f.shape[-1]):
+        g = torch.autograd.grad(f[:, i].sum(), q, create_graph=True)[0]  # (B, n) = d f_i / d q
+        cols.append((g * v).sum(-1))
+    return torch.stack(cols, -1)

@@ -1,0 +1,71 @@
+"""`idyn identify/train/evaluate/export` as scripts call them (in-process through idyn_ros.cli.main)."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from idyn_ros.cli import main
+
+
+@pytest.fixture(scope="module")
+def files(iiwa, synth, tmp_path_factory):
+    d = tmp_path_factory.mktemp("data")
+    out = []
+    for name, rec in zip(("train", "val", "test"), synth, strict=True):
+        f = d / f"{name}.npz"
+        np.savez(f, t=rec.t, q=rec.q, dq=rec.dq, ddq=rec.ddq, tau=rec.tau, joint_names=np.array(iiwa.joint_names))
+        out.append(str(f))
+    return out
+
+
+def test_train_then_evaluate_json(files, tmp_path, capsys):
+    out = tmp_path / "run"
+    rc = main(["train", "--robot", "iiwa14", "--data", files[0], "--val", files[1], "--model", "rbd-friction",
+               "--out", str(out), "--seed", "1", "--epochs", "1", "--max-minutes", "1", "--no-progress"])
+    assert rc == 0
+    assert (out / "model.onnx").is_file() and (out / "metrics.json").is_file()
+    capsys.readouterr()
+    assert main(["evaluate", "--model", str(out / "model.onnx"), "--data", files[2], "--json"]) == 0
+    captured = capsys.readouterr().out
+    result = json.loads(captured)  # the whole stdout is exactly one JSON object
+    m = result["all"]
+    assert len(m["nmse"]) == len(m["rmse_nm"]) == len(m["minmax_nmse"]) == 7
+    assert m["nmse_mean"] < 0.1  # SDP + friction on a known robot, other trajectory 2x faster
+    # the human-readable form names every joint
+    assert main(["evaluate", "--model", str(out / "model.onnx"), "--data", files[2]]) == 0
+    assert "lbr_A7" in capsys.readouterr().out
+
+
+def test_identify_writes_a_consistent_urdf(files, tmp_path, capsys):
+    import pinocchio as pin
+
+    from idyn_ros.dynamics.inertia import check_physical_consistency
+    from idyn_ros.models.rbd import inertial_parameters
+
+    urdf = tmp_path / "id.urdf"
+    rc = main(["identify", "--robot", "iiwa14", "--data", files[0], "--method", "sdp", "--urdf-out", str(urdf),
+               "--params-out", str(tmp_path / "p.json"), "--test", files[2]])
+    assert rc == 0
+    model = pin.buildModelFromUrdf(str(urdf))
+    assert check_physical_consistency(inertial_parameters(model)) == []
+    params = json.loads((tmp_path / "p.json").read_text())
+    assert np.asarray(params["friction"]).shape == (7, 3)
+    assert "test" in capsys.readouterr().out
+
+
+def test_wrong_robot_is_one_line_error(files, tmp_path, capsys):
+    rc = main(["train", "--robot", "panda", "--data", files[0], "--model", "rbd", "--out", str(tmp_path / "x")])
+    assert rc == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "panda_joint1" in err
+
+
+def test_help_answers_questions(capsys):
+    with pytest.raises(SystemExit):
+        main(["train", "--help"])
+    text = capsys.readouterr().out
+    for needle in ("--max-minutes", "examples:", "rad/s", "hybrid", "--mode"):
+        assert needle in text

@@ -1,0 +1,105 @@
+"""ModelRuntime: no torch on the hot path, refusal of wrong robot/rate, state handling."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from idyn_ros.errors import ModelArtifactError
+from idyn_ros.runtime import ModelRuntime
+
+
+@pytest.fixture(scope="module")
+def robot():
+    from idyn_ros.dynamics import RobotModel
+
+    return RobotModel.from_robot("iiwa14")
+
+
+@pytest.fixture(scope="module")
+def artifact(robot, tmp_path_factory):
+    """An untrained (epochs=0) tiny hybrid: its LSTM state still evolves, which is what we test."""
+    from idyn_ros.models import export as ex
+    from idyn_ros.models.synthetic import fourier_recording, make_true_robot
+    from idyn_ros.models.training import fit
+    from idyn_ros.models.zoo import ModelConfig
+
+    rec = fourier_recording(robot.pin_model, make_true_robot(robot.pin_model), duration=3.0, rate_hz=1000.0)
+    cfg = ModelConfig(kind="hybrid", mode="e2e", epochs=0, linear_dim=16, hidden=8)
+    res = fit(cfg, robot, [rec], progress=False)
+    path = tmp_path_factory.mktemp("rt") / "model.onnx"
+    ex.export_onnx(res.model, robot, path, ex.build_metadata(res.model, robot))
+    return path
+
+
+def test_runtime_never_imports_torch(artifact):
+    code = (
+        "import sys, numpy as np\n"
+        "from idyn_ros.runtime import ModelRuntime\n"
+        f"rt = ModelRuntime({str(artifact)!r})\n"
+        "rt.step(np.zeros(7), np.zeros(7), np.zeros(7))\n"
+        "bad = sorted(m for m in sys.modules if m == 'torch' or m.startswith('torch.'))\n"
+        "print('TORCH' if bad else 'CLEAN', bad[:3])\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.startswith("CLEAN"), out.stdout
+
+
+def test_refuses_other_robot(artifact):
+    from idyn_ros.dynamics import RobotModel
+
+    panda = RobotModel.from_robot("panda")
+    with pytest.raises(ModelArtifactError) as info:
+        ModelRuntime(artifact, panda)
+    msg = str(info.value)
+    assert "lbr_A1" in msg and "panda_joint1" in msg
+
+
+def test_refuses_other_rate_and_names_both(artifact, robot):
+    with pytest.raises(ModelArtifactError, match=r"1000 Hz.*500 Hz|500 Hz.*1000 Hz"):
+        ModelRuntime(artifact, robot, rate_hz=500.0)
+    ModelRuntime(artifact, robot, rate_hz=1000.0)  # the right rate is accepted
+
+
+def test_refuses_non_artifacts(tmp_path):
+    with pytest.raises(ModelArtifactError, match="no such model file"):
+        ModelRuntime(tmp_path / "missing.onnx")
+    bad = tmp_path / "bad.onnx"
+    bad.write_bytes(b"not onnx")
+    with pytest.raises(ModelArtifactError):
+        ModelRuntime(bad)
+
+
+def test_state_reset_and_warm_up(artifact, robot):
+    rt = ModelRuntime(artifact, robot)
+    q = np.full(7, 0.3)
+    z = np.zeros(7)
+    first = rt.step(q, z, z).total.copy()
+    second = rt.step(q, z, z).total.copy()
+    assert not np.allclose(first, second)  # the LSTM state moved
+    rt.reset()
+    np.testing.assert_allclose(rt.step(q, z, z).total, first, atol=1e-6)
+    rt.reset()
+    rt.warm_up(q, steps=500)  # Reuss Sec. VI: 500 iterations
+    a = rt.step(q, z, z).total.copy()
+    b = rt.step(q, z, z).total.copy()
+    assert np.abs(a - b).max() < np.abs(first - second).max()  # settled
+    hist = np.tile(q, (50, 1))
+    rt.reset()
+    rt.warm_up(hist, hist * 0, hist * 0)  # replay of a recorded history
+    assert all(np.isfinite(s).all() for s in rt.state)
+
+
+def test_backends_agree(artifact, robot):
+    rng = np.random.default_rng(0)
+    a = ModelRuntime(artifact, robot, rbd_backend="pinocchio")
+    b = ModelRuntime(artifact, robot, rbd_backend="onnx")
+    for _ in range(200):
+        q, dq, ddq = rng.normal(size=(3, 7))
+        pa, pb = a.step(q, dq, ddq), b.step(q, dq, ddq)
+        for k in ("total", "rbd", "friction", "residual"):
+            assert np.abs(getattr(pa, k) - getattr(pb, k)).max() < 1e-5 * max(1.0, np.abs(pb.total).max())
