@@ -1,0 +1,219 @@
+"""``idyn demo``: the whole loop on the embedded MuJoCo plant, in one command.
+
+    design excitation -> record over DDS (plant + controller + reference nodes, lockstep, rosbag2)
+    -> import the bag -> identify RBD + friction, train the hybrid (time-boxed) -> export ONNX
+    -> closed-loop min-jerk moves at soft / medium / stiff with: no feedforward, nominal RBD,
+       identified RBD + friction, hybrid (2S), hybrid + DOOMED -> table + report folder with plots
+
+Budget (``--minutes``, default 10): ~12 % for the DDS recording (wall clock), ~30 % for training the
+hybrid (2S, see DEMO_ROWS), the rest for identification, closed loop and plots. The DDS lockstep loop runs three Python
+processes per tick; on a loaded 2-core machine it reaches a real-time factor of only ~0.05-0.5, so the
+recording is time-boxed: whatever sim time the bag reaches is imported, and when it covers fewer than
+3 excitation trajectories, the missing ones are recorded with the in-process lockstep loop (the same
+controller classes and plant, ``closed_loop``) and marked as such in the report. Training data and
+target: the plant's measured joint torque (``models_cache`` module docstring).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+DEMO_ROWS = ("no_ff", "nominal_rbd", "identified_rbd_friction", "hybrid_2s", "hybrid_doomed")
+ROW_LABELS = {"no_ff": "no feedforward", "nominal_rbd": "nominal RBD", "identified_rbd_friction":
+              "identified RBD + friction", "hybrid_2s": "hybrid (2S)", "hybrid_doomed": "hybrid (2S) + DOOMED"}
+# Decision: the demo's hybrid is the two-stage one (Reuss et al. 2022 "2S": SDP-identified RBD + friction,
+# frozen, then the LSTM residual). Under a minutes-long time box the E2E hybrid, which starts its
+# physics at the nominal URDF and must learn it by gradient descent, is still far from converged
+# (seen: val nMSE worse than the SDP identification after 4 min), while 2S starts from the identified
+# physics and only learns the residual. The bench trains and reports both.
+
+
+def _say(msg: str) -> None:
+    from tqdm import tqdm
+
+    tqdm.write(msg)
+
+
+def run_demo(robot: str = "panda", out: Path | None = None, minutes: float = 10.0, work: Path | None = None,
+             n_excitations: int = 3, n_moves: int = 3, skip_dds: bool = False, progress: bool = True) -> dict:
+    """Run the demo; returns the summary dict also written to ``<out>/results.json``."""
+    from idyn_ros.dynamics import RobotModel
+    from idyn_ros.experiments import dds, models_cache, plots, tracking
+
+    t_start = time.monotonic()
+    out = Path(out or f"reports/demo-{robot}")
+    work = Path(work or f"runs/demo/{robot}")
+    out.mkdir(parents=True, exist_ok=True)
+    work.mkdir(parents=True, exist_ok=True)
+    robot_model = RobotModel.from_robot(robot)
+    summary: dict[str, Any] = {"robot": robot, "minutes_budget": minutes, "steps": {}}
+
+    # 1. excitation design ------------------------------------------------------------------------
+    t0 = time.monotonic()
+    spec = models_cache.DataSpec(count=n_excitations, period=8.0, speed=0.3, budget_s=3.0)
+    trajs = models_cache.excitation_trajectories(robot_model, spec, progress=_say)
+    ref_npz, windows = dds.excitation_npz(robot_model, trajs, work / "excitation.npz")
+    summary["steps"]["excitation_s"] = time.monotonic() - t0
+
+    # 2. record over DDS --------------------------------------------------------------------------
+    t0 = time.monotonic()
+    start_delay = 1.0  # s: the reference node's min-jerk move-in from the plant's default pose
+    data_dir = work / "data"
+    data_dir.mkdir(exist_ok=True)
+    recorded: list[Path] = []
+    sources: list[str] = []
+    dds_info: dict[str, Any] = {}
+    if not skip_dds:
+        bag = work / "excitation_bag"
+        controller = {**dds.LOCKSTEP_CONTROLLER, "gain_preset": "stiff", "model_path": "", "fallback": "rbd",
+                      "use_adaptation": False, "mode": "npz", "npz_path": str(ref_npz.resolve()),
+                      "start_delay": start_delay}
+        sim_total = start_delay + windows[-1][1] + 0.2
+        try:
+            dds_info = dds.run_pipeline(robot, bag, sim_total, controller, {"profile": "true"}, work / "logs",
+                                        wall_timeout=max(45.0, 0.12 * minutes * 60), desc="record (DDS)",
+                                        progress=progress)
+        except Exception as exc:  # time box hit or a node died: keep what the bag has
+            dds_info = {"error": str(exc), "bag": str(bag)}
+            _say(f"DDS recording: {exc}")
+        dds_info.update(_import_bag(bag, robot, windows, start_delay, data_dir, recorded, sources))
+    summary["steps"]["record"] = dds_info
+    # top up with in-process lockstep recordings of the excitations the bag does not cover
+    missing = [i for i in range(len(trajs)) if f"dds:{i}" not in sources]
+    if missing:
+        _say(f"recording excitation(s) {missing} in-process (the DDS bag holds: {sources or 'nothing usable'})")
+    for i in missing:
+        recorded.append(models_cache.record_inprocess(robot, robot_model, trajs[i], data_dir / f"inproc_{i}.npz"))
+        sources.append(f"in-process:{i}")
+    summary["steps"]["record_s"] = time.monotonic() - t0
+    summary["data"] = [{"file": str(p), "source": s} for p, s in zip(recorded, sources, strict=True)]
+    train, val = recorded[:-1], recorded[-1:]
+
+    # 3. identify + train + export ----------------------------------------------------------------
+    t0 = time.monotonic()
+    paths = {"identified_rbd_friction": models_cache.train_row(
+        robot, "identified_rbd_friction", train, val, work / "models" / "identified_rbd_friction", 1.0,
+        progress=progress)}
+    paths["hybrid_2s"] = models_cache.train_row(robot, "hybrid_2s", train, val, work / "models" / "hybrid_2s",
+                                                max(0.5, 0.3 * minutes), epochs=300, progress=progress)
+    summary["models"] = {r: json.loads((p.parent / "metrics.json").read_text()) | {"onnx": str(p)}
+                         for r, p in paths.items()}
+    summary["steps"]["train_s"] = time.monotonic() - t0
+
+    # 4. closed loop --------------------------------------------------------------------------------
+    t0 = time.monotonic()
+    from tqdm import tqdm
+
+    from idyn_ros.sim import Plant
+
+    plant = Plant(robot, "true")
+    moves = tracking.moves_for(robot_model, n_moves, (2.0,))
+    table: dict[str, dict[str, dict]] = {r: {} for r in DEMO_ROWS}
+    curves: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+    with tqdm(total=len(DEMO_ROWS) * 3, desc="closed loop", unit="cell", disable=not progress) as bar:
+        for row in DEMO_ROWS:
+            for gain in ("soft", "medium", "stiff"):
+                cell = tracking.run_cell(robot, robot_model, plant, row, gain, moves, paths,
+                                         keep_episodes=(gain == "medium"), doomed_base="hybrid_2s")
+                table[row][gain] = tracking.contract_cell(cell)
+                if gain == "medium" and cell.get("episodes"):
+                    ep = cell["episodes"][0]
+                    sl = ep.move_slice()
+                    curves[ROW_LABELS[row]] = (ep.t[sl] - ep.move_start,
+                                               np.degrees(np.abs(ep.q_d[sl] - ep.q[sl])).mean(1))
+                bar.update(1)
+    summary["table"] = table
+    summary["steps"]["closed_loop_s"] = time.monotonic() - t0
+
+    # 5. plots ----------------------------------------------------------------------------------------
+    t0 = time.monotonic()
+    figs = {"tracking_error": str(plots.tracking_error(
+        curves, out / "tracking_error_medium.png",
+        f"{robot} plant (true profile), medium gains: first 2 s min-jerk move"))}
+    preds = {}
+    held = None
+    for row, label in (("hybrid_2s", "hybrid (2S)"), ("identified_rbd_friction", "identified RBD + friction")):
+        held = models_cache.heldout_predictions(paths[row], robot, val[0], max_seconds=8.0)
+        preds[label] = held["pred"]
+    preds["nominal RBD"] = _nominal(robot_model, val[0])[: len(held["t"])]
+    figs["torque_prediction"] = str(plots.torque_prediction(
+        held["t"], held["tau"], preds, robot_model.joint_names, out / "torque_prediction_heldout.png",
+        f"{robot}: torque prediction on a held-out excitation ({Path(val[0]).name})"))
+    from idyn_ros.experiments import wrench_eval
+
+    push = wrench_eval.run_pushes(robot, "model", paths["hybrid_2s"])
+    if not push.get("failed"):
+        s = push["series"]
+        figs["push"] = str(plots.wrench_push(
+            s["t"] - s["t"][0], s["applied"], {"direct residual (hybrid)": s["direct"],
+                                               "momentum observer (hybrid)": s["momentum"]},
+            out / "push_wrench.png", f"{robot}: 10 N pushes at the flange, estimated vs applied (base axes)"))
+        summary["push"] = {k: v for k, v in push.items() if k != "series"}
+    summary["figures"] = figs
+    summary["steps"]["plots_s"] = time.monotonic() - t0
+    summary["total_s"] = time.monotonic() - t_start
+    summary["acceptance"] = tracking.acceptance(table, "hybrid_2s")
+    (out / "results.json").write_text(json.dumps(summary, indent=2, default=float))
+    (out / "table.txt").write_text(tracking.format_table(table) + "\n")
+    _write_report(out, summary)
+    return summary
+
+
+def _nominal(robot_model: Any, path: Path) -> np.ndarray:
+    """Nominal-URDF RNEA on a recording (for the torque plot)."""
+    from idyn_ros.models.sources import load_recordings
+
+    rec = load_recordings([path], robot_model)[0]
+    return np.asarray(robot_model.rnea(rec.q, rec.dq, rec.ddq))
+
+
+def _import_bag(bag: Path, robot: str, windows: list, start_delay: float, data_dir: Path, recorded: list,
+                sources: list) -> dict[str, Any]:
+    """Import the bag and cut it into the excitations it fully covers (by trajectory)."""
+    from idyn_ros.data import load_dataset
+    from idyn_ros.experiments.dds import split_recording
+
+    try:
+        ds = load_dataset(bag, robot=robot)
+    except Exception as exc:
+        return {"import_error": str(exc)}
+    ds.t = ds.t - ds.t[0]
+    covered = [i for i, (_a, b) in enumerate(windows) if ds.t[-1] >= b + start_delay]
+    for i in covered:
+        recorded.extend(split_recording(ds, [windows[i]], start_delay, data_dir, f"dds_{i}"))
+        sources.append(f"dds:{i}")
+    partial = len(covered)
+    info = {"imported_samples": len(ds.t), "imported_sim_s": float(ds.t[-1]), "covered_excitations": covered}
+    if partial < len(windows):
+        a = windows[partial][0]
+        if ds.t[-1] - (a + start_delay) >= 2.0:  # decision: >= 2 s of a cut-off excitation still trains
+            recorded.extend(split_recording(ds, [(a, float(ds.t[-1]) - start_delay)], start_delay, data_dir,
+                                            f"dds_partial_{partial}"))
+            sources.append(f"dds-partial:{partial}")
+            info["partial_excitation_s"] = float(ds.t[-1] - a - start_delay)
+    return info
+
+
+def _write_report(out: Path, s: dict[str, Any]) -> None:
+    from idyn_ros.experiments.tracking import format_table
+
+    lines = [f"# idyn demo: {s['robot']}", "",
+             f"Total {s['total_s']:.0f} s (budget {s['minutes_budget']:g} min). Steps (s): "
+             + ", ".join(f"{k} {v:.0f}" for k, v in s["steps"].items() if isinstance(v, float)), "",
+             "## Data", *[f"- {d['file']} ({d['source']})" for d in s["data"]], "",
+             f"DDS recording: {json.dumps(s['steps'].get('record', {}), default=float)}", "",
+             "## Models (validation = a different excitation trajectory)"]
+    for row, m in s["models"].items():
+        lines.append(f"- {row}: val nMSE mean {m['val_nmse_mean']:.4f}, RMSE mean {m['val_rmse_mean_nm']:.3f} Nm, "
+                     f"{m['stopped']} ({m['fit_seconds']:.0f} s)")
+    lines += ["", "## Tracking (min-jerk moves, 2 s; RMSE / final offset in deg, mean over joints and moves)",
+              "```", format_table(s["table"]), "```", "", f"Acceptance: {json.dumps(s['acceptance'])}", "",
+              "## Figures", *[f"- {k}: ![{k}]({Path(v).name})" for k, v in s["figures"].items()]]
+    if "push" in s:
+        lines += ["", f"Push (hybrid model): {json.dumps({k: s['push'][k] for k in ('direct', 'momentum')})}"]
+    (out / "report.md").write_text("\n".join(lines) + "\n")

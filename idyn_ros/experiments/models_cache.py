@@ -1,0 +1,211 @@
+"""Training data from the plant and the models of the tracking table, cached under a work dir.
+
+Data (decision, from the plant's documented semantics in idyn_ros/sim/plant.py): the training target
+is the plant's *measured joint torque* (the /joint_states effort). The plant reports the drive
+torque - the command after its one-tick latency and saturation - plus a small sensor offset and
+noise; it does NOT subtract friction or rotor inertia. So the effort is exactly "the torque that
+produced the motion" and it is time-aligned with q, dq (the command topic is one tick early because
+of the drive latency, and in lockstep its log times are wall-clock while joint states carry sim
+time). Friction, armature and the sensor offset are therefore things the models must learn.
+
+Collection (Reuss et al. 2022 Sec. IV): optimised Fourier excitations (``optimize_excitation``,
+min cond(Y_b)) tracked by the stiff impedance controller with nominal RBD feedforward; one recording
+per trajectory; the split is by trajectory (train and validation are different trajectories).
+Acceleration for training comes from ``idyn_ros.models.sources`` (zero-phase filtered derivative of
+dq, Reuss Sec. IV-B). The min-jerk moves of the tracking table are never in the training data.
+
+Cache layout: ``<workdir>/models/<robot>/data/excite_<i>.npz``, ``<workdir>/models/<robot>/<row>/
+model.onnx`` + ``metrics.json``. A model is reused when its ``model.onnx`` and ``spec.json`` (the
+training settings it was made with) exist and match, so reruns skip training.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+# Rows of the tracking table that need a trained artifact -> ModelConfig settings (idyn_ros.models.zoo).
+MODEL_ROWS: dict[str, dict[str, Any]] = {
+    "identified_rbd": {"kind": "rbd", "id_method": "sdp"},
+    "identified_rbd_friction": {"kind": "rbd-friction", "id_method": "sdp"},
+    "hybrid_2s": {"kind": "hybrid", "mode": "2s", "id_method": "sdp"},
+    "hybrid_e2e": {"kind": "hybrid", "mode": "e2e"},
+    "lstm": {"kind": "lstm"},
+}
+
+
+@dataclass
+class DataSpec:
+    """How much excitation data to record: ``count`` trajectories of ``period`` s, velocities and
+    accelerations designed within ``speed`` x the robot's limits (Reuss: 0.1 slow / 0.4 fast)."""
+
+    count: int = 6
+    period: float = 10.0
+    harmonics: int = 5
+    speed: float = 0.3
+    budget_s: float = 4.0  # optimiser wall time per trajectory
+    seed: int = 0
+
+    def key(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+def excitation_trajectories(robot_model: Any, spec: DataSpec, progress: Callable[[str], None] | None = None) -> list:
+    """``spec.count`` optimised Fourier excitations (different seeds) inside the scaled limits."""
+    from idyn_ros.data.trajectories import JointLimits, optimize_excitation
+
+    full = JointLimits.from_model(robot_model)
+    lim = JointLimits(full.lower, full.upper, full.velocity * spec.speed, full.acceleration * spec.speed)
+    out = []
+    for i in range(spec.count):
+        res = optimize_excitation(robot_model, lim, harmonics=spec.harmonics, period=spec.period,
+                                  seed=spec.seed + i, time_budget_s=spec.budget_s)
+        out.append(res.trajectory)
+        if progress:
+            progress(f"excitation {i}: cond(Y_b) {res.cond_initial:.0f} -> {res.cond_optimized:.0f}")
+    return out
+
+
+def record_inprocess(robot: str, robot_model: Any, traj: Any, path: Path, gain: str = "stiff",
+                     plant: Any = None) -> Path:
+    """Track one excitation on the true plant in-process (stiff gains, nominal RBD feedforward) and save
+    the recording as a DESIGN.md dataset ``.npz`` (t, q, dq, tau = measured effort, q_d/dq_d/ddq_d,
+    tau_cmd). Raises ``DatasetError`` if the safety layer stopped the run."""
+    from idyn_ros.control.rbd import RigidBodyTerms
+    from idyn_ros.data.dataset import Dataset
+    from idyn_ros.errors import DatasetError
+    from idyn_ros.experiments.closed_loop import FourierReference, loop_config, make_feedforward, run_episode
+    from idyn_ros.sim import Plant
+
+    plant = plant or Plant(robot, "true")
+    rbd = RigidBodyTerms(robot_model.pin_model)
+    ref = FourierReference(traj)
+    ep = run_episode(plant, rbd, make_feedforward(robot_model, "rbd"), ref, loop_config(robot, gain, plant.n, rbd),
+                     hold=0.5)
+    if ep.failed:
+        raise DatasetError(f"excitation run on the {robot} plant failed: {ep.reason}; lower DataSpec.speed")
+    sl = slice(int(0.5 / plant.control_dt), None)  # drop the hold: the motion only
+    ds = Dataset(t=ep.t[sl] - ep.t[sl][0], q=ep.q[sl], dq=ep.dq[sl], tau=ep.tau[sl],
+                 joint_names=tuple(plant.joint_names), robot=robot, source=f"plant:{robot}:true (in-process)",
+                 q_d=ep.q_d[sl], dq_d=ep.dq_d[sl], ddq_d=ep.ddq_d[sl], tau_cmd=ep.tau_cmd[sl],
+                 notes=("tau = measured joint torque (plant effort = drive torque + sensor offset/noise)",))
+    return ds.save(path)
+
+
+def record_dataset(robot: str, workdir: Path, spec: DataSpec, progress: Any = None) -> list[Path]:
+    """Record (or reuse) ``spec.count`` excitation recordings; returns their .npz paths."""
+    from idyn_ros.dynamics import RobotModel
+
+    d = Path(workdir) / "models" / robot / "data"
+    key_file = d / "spec.json"
+    paths = [d / f"excite_{i}.npz" for i in range(spec.count)]
+    if key_file.is_file() and json.loads(key_file.read_text()) == spec.key() and all(p.is_file() for p in paths):
+        return paths
+    d.mkdir(parents=True, exist_ok=True)
+    model = RobotModel.from_robot(robot)
+    trajs = excitation_trajectories(model, spec)
+    for i, traj in enumerate(trajs):
+        record_inprocess(robot, model, traj, paths[i])
+        if progress is not None:
+            progress.update(1)
+    key_file.write_text(json.dumps(spec.key()))
+    return paths
+
+
+def split_paths(paths: Sequence[Path]) -> tuple[list[Path], list[Path]]:
+    """By trajectory: the last recording (at least one) is validation, the rest training."""
+    n_val = max(1, len(paths) // 5)
+    return list(paths[:-n_val]), list(paths[-n_val:])
+
+
+def train_row(robot: str, row: str, train: Sequence[Path], val: Sequence[Path], out_dir: Path,
+              minutes: float, epochs: int = 200, seed: int = 0, progress: bool = True) -> Path:
+    """Fit and export the model of one table row (cached by ``spec.json``); returns ``model.onnx``.
+
+    Uses ``idyn_ros.models.training.fit`` + ``idyn_ros.models.export`` (the ``idyn train`` library).
+    """
+    spec = {"row": row, **MODEL_ROWS[row], "train": [str(p) for p in train], "val": [str(p) for p in val],
+            "minutes": minutes, "epochs": epochs, "seed": seed}
+    out_dir = Path(out_dir)
+    onnx_path = out_dir / "model.onnx"
+    if onnx_path.is_file() and (out_dir / "spec.json").is_file() and \
+            json.loads((out_dir / "spec.json").read_text()) == spec:
+        return onnx_path
+    import torch  # noqa: F401  (training layer; never imported by control/runtime)
+
+    from idyn_ros.models import export, training
+    from idyn_ros.models.metrics import torque_metrics
+    from idyn_ros.models.sources import load_recordings, load_robot
+    from idyn_ros.models.zoo import ModelConfig
+
+    robot_model = load_robot(robot)
+    tr = load_recordings(train, robot_model)
+    va = load_recordings(val, robot_model)
+    settings = {k: v for k, v in MODEL_ROWS[row].items()}
+    cfg = ModelConfig(**settings, epochs=epochs, seed=seed)
+    t0 = time.perf_counter()
+    res = training.fit(cfg, robot_model, tr, va, out_dir=None, max_minutes=minutes, progress=progress)
+    fit_s = time.perf_counter() - t0
+    val_metrics = []
+    for rec in va:
+        pred = training.predict(res.model, robot_model.pin_model, rec)
+        val_metrics.append(torque_metrics(pred["tau"], rec.tau, res.tau_min, res.tau_max))
+    summary = {"val_nmse_mean": float(np.mean([m["nmse_mean"] for m in val_metrics])),
+               "val_rmse_mean_nm": float(np.mean([m["rmse_mean_nm"] for m in val_metrics])),
+               "val_nmse_joint": np.mean([m["nmse"] for m in val_metrics], axis=0).tolist(),
+               "fit_seconds": fit_s, "stopped": res.stopped, "epochs_run": len(res.history),
+               "identification": {k: v for k, v in res.identification.items() if not isinstance(v, np.ndarray)}}
+    meta = export.build_metadata(res.model, robot_model, res.fingerprint, summary, (res.tau_min, res.tau_max))
+    out_dir.mkdir(parents=True, exist_ok=True)
+    export.export_onnx(res.model, robot_model, onnx_path, meta)
+    (out_dir / "metrics.json").write_text(json.dumps(summary, indent=2, default=float))
+    (out_dir / "spec.json").write_text(json.dumps(spec))
+    return onnx_path
+
+
+def ensure_models(robot: str, workdir: Path, rows: Sequence[str], data: DataSpec, minutes_per_model: float,
+                  epochs: int = 200, progress: bool = True) -> dict[str, Path]:
+    """Record the data (cached) and train every row in ``rows`` that needs a model (cached)."""
+    from tqdm import tqdm
+
+    with tqdm(total=data.count, desc=f"{robot}: excitation data", unit="traj", disable=not progress) as bar:
+        paths = record_dataset(robot, workdir, data, bar)
+        bar.update(data.count - bar.n)
+    train, val = split_paths(paths)
+    out: dict[str, Path] = {}
+    for row in rows:
+        if row in MODEL_ROWS:
+            out[row] = train_row(robot, row, train, val, Path(workdir) / "models" / robot / row,
+                                 minutes_per_model, epochs, progress=progress)
+    return out
+
+
+def heldout_predictions(model_path: Path, robot: str, dataset_path: Path, max_seconds: float = 10.0) -> dict:
+    """Runtime (ONNX, no torch) predictions on a held-out recording vs the measured torque.
+
+    Steps the artifact tick by tick with its recurrent state at the recording's measured q, dq and
+    filtered acceleration, as the feedforward would. Returns t, tau (measured), and the prediction.
+    """
+    from idyn_ros.dynamics import RobotModel
+    from idyn_ros.models.sources import load_recordings
+    from idyn_ros.runtime import ModelRuntime
+
+    robot_model = RobotModel.from_robot(robot)
+    rec = load_recordings([dataset_path], robot_model)[0]
+    rt = ModelRuntime(model_path, robot=robot_model)
+    N = min(len(rec.t), math.ceil(max_seconds * rec.rate_hz))
+    pred = np.zeros((N, robot_model.n))
+    rbd = np.zeros((N, robot_model.n))
+    rt.reset()
+    for k in range(N):
+        p = rt.step(rec.q[k], rec.dq[k], rec.ddq[k])
+        pred[k] = np.reshape(p.total, -1)
+        rbd[k] = np.reshape(p.rbd, -1)
+    return {"t": rec.t[:N], "tau": rec.tau[:N], "pred": pred, "rbd": rbd}

@@ -1,0 +1,120 @@
+"""Figures for the report (matplotlib, Agg backend, PNG): every axis labelled with units, a title that
+says what was run, a legend. Each function takes plain arrays/dicts and a path, returns the path.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+
+def _plt() -> Any:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def tracking_error(curves: dict[str, tuple[np.ndarray, np.ndarray]], path: Path, title: str) -> Path:
+    """Tracking error over time: {label: (t s, mean |q_d - q| over joints in deg)}."""
+    plt = _plt()
+    fig, ax = plt.subplots(figsize=(9, 4.5))
+    for label, (t, e) in curves.items():
+        ax.plot(t, e, label=label, lw=1.2)
+    ax.set_xlabel("time since move start [s]")
+    ax.set_ylabel("mean joint error |q_d - q| [deg]")
+    ax.set_title(title)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return Path(path)
+
+
+def torque_prediction(t: np.ndarray, tau: np.ndarray, preds: dict[str, np.ndarray], joint_names: Sequence[str],
+                      path: Path, title: str) -> Path:
+    """Measured vs predicted joint torque on held-out data, one subplot per joint."""
+    plt = _plt()
+    n = tau.shape[1]
+    fig, axes = plt.subplots(n, 1, figsize=(9, 1.6 * n + 1), sharex=True)
+    axes = np.atleast_1d(axes)
+    for j in range(n):
+        ax = axes[j]
+        ax.plot(t, tau[:, j], color="k", lw=1.0, label="measured (plant effort)")
+        for label, p in preds.items():
+            ax.plot(t, p[:, j], lw=0.9, label=label)
+        ax.set_ylabel(f"{joint_names[j]}\n[Nm]", fontsize=7)
+        ax.grid(alpha=0.3)
+    axes[0].legend(fontsize=7, ncol=3, loc="upper right")
+    axes[0].set_title(title)
+    axes[-1].set_xlabel("time [s]")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return Path(path)
+
+
+def wrench_push(t: np.ndarray, applied: np.ndarray, estimates: dict[str, np.ndarray], path: Path,
+                title: str) -> Path:
+    """Applied vs estimated flange force (base axes), one subplot per axis."""
+    plt = _plt()
+    fig, axes = plt.subplots(3, 1, figsize=(9, 6.5), sharex=True)
+    for i, axis in enumerate("xyz"):
+        ax = axes[i]
+        ax.plot(t, applied[:, i], color="k", lw=1.5, label="applied")
+        for label, est in estimates.items():
+            ax.plot(t, est[:, i], lw=1.0, label=label)
+        ax.set_ylabel(f"F_{axis} [N]")
+        ax.grid(alpha=0.3)
+    axes[0].legend(fontsize=8, ncol=3)
+    axes[0].set_title(title)
+    axes[-1].set_xlabel("time [s]")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return Path(path)
+
+
+def doomed_heatmaps(sweep: dict[str, Any], path: Path) -> Path:
+    """M1 / M2 / RMSE heat maps over learning rate x alpha, one row per gamma; oscillating cells hatched."""
+    plt = _plt()
+    etas, alphas, gammas = sweep["etas"], sweep["alphas"], sweep["gammas"]
+    metrics = [("m1_abs_acc_error", "M1 mean |ddq_cmd - ddq| [rad/s^2]"),
+               ("m2_bias", "M2 mean (ddq_cmd - ddq) [rad/s^2]"), ("rmse_deg", "joint RMSE [deg]")]
+    fig, axes = plt.subplots(len(gammas), len(metrics), figsize=(4.6 * len(metrics), 3.4 * len(gammas)),
+                             squeeze=False)
+    for gi, g in enumerate(gammas):
+        for mi, (key, label) in enumerate(metrics):
+            grid = np.full((len(alphas), len(etas)), np.nan)
+            osc = np.zeros_like(grid, dtype=bool)
+            for r in sweep["results"]:
+                if r["gamma"] != g:
+                    continue
+                i, j = alphas.index(r["alpha"]), etas.index(r["eta"])
+                grid[i, j] = np.nan if r.get("failed") else r[key]
+                osc[i, j] = bool(r.get("oscillating"))
+            ax = axes[gi, mi]
+            im = ax.imshow(grid, aspect="auto", origin="lower", cmap="viridis")
+            for i in range(len(alphas)):
+                for j in range(len(etas)):
+                    txt = "fail" if np.isnan(grid[i, j]) else f"{grid[i, j]:.2g}"
+                    ax.text(j, i, txt + ("*" if osc[i, j] else ""), ha="center", va="center", fontsize=7,
+                            color="w")
+            ax.set_xticks(range(len(etas)), [f"{e:g}" for e in etas])
+            ax.set_yticks(range(len(alphas)), [f"{a:g}" for a in alphas])
+            ax.set_xlabel("learning rate eta (x M_jj, per tick) [-]")
+            ax.set_ylabel("variance gain alpha [s^4/rad^2]")
+            ax.set_title(f"{label}\ngamma = {g:g}", fontsize=9)
+            fig.colorbar(im, ax=ax, shrink=0.8)
+    fig.suptitle(f"DOOMED on the {sweep['robot']} plant, {sweep['payload']['mass']:g} kg unmodelled payload, "
+                 f"{sweep['gain']} gains (* = oscillating / frozen)", fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return Path(path)

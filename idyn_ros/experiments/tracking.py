@@ -1,0 +1,199 @@
+"""The tracking experiment: Reuss et al. 2022 Table III on the plant, per robot.
+
+Protocol (paper Sec. V-C): 5 minimum-jerk moves between joint set points, each run at 2 s and at
+10 s; metrics in degrees: joint RMSE during the move and final offset |q_d - q| at its end,
+averaged over joints and moves; columns soft / medium / stiff gains; rows = feedforward models.
+A row/gain where any move trips the safety layer is recorded as failed with the first reason.
+
+Decisions:
+- set points: a fixed seed draws 6 poses uniformly in the middle 50 % of each joint's range around
+  the range centre (clipped to +-1.2 rad from it); move i goes from pose i to pose i+1. Each move
+  starts at rest after a 0.5 s hold at its start pose (the LSTM warm-up and the controller's hold
+  start happen there, as on activation of the controller node).
+- the closed loop runs in-process in lockstep (``closed_loop`` module docstring); the same moves are
+  used for every row and gain, so the rows differ only in the feedforward.
+- ``hybrid_doomed`` = the E2E hybrid (the paper's best model) + DOOMED (constant offset) with the
+  doomed node's settings from ``config/<robot>.yaml`` (Panda: eta 0.05 x M_jj, gamma 0.9, alpha 0.5).
+
+JSON contract (``tracking_<robot>.json``, read by outside tools; keep the keys):
+``{ROW: {GAIN: {"rmse_deg": float, "final_deg": float} | {"failed": true, "reason": str}}}``.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from idyn_ros.experiments.closed_loop import GAIN_NAMES, DoomedHook, loop_config, make_feedforward, run_episode
+
+ROWS: tuple[str, ...] = ("no_ff", "nominal_rbd", "identified_rbd", "identified_rbd_friction", "hybrid_2s",
+                         "hybrid_e2e", "lstm", "hybrid_doomed")
+PAPER_DURATIONS: tuple[float, ...] = (2.0, 10.0)  # Reuss Sec. V-C
+PAPER_MOVES = 5
+
+
+def setpoints(lower: np.ndarray, upper: np.ndarray, count: int = PAPER_MOVES + 1, seed: int = 3) -> np.ndarray:
+    """``count`` joint poses (count, n) in rad inside the middle half of each range (see module doc)."""
+    rng = np.random.default_rng(seed)
+    lo = np.where(np.isfinite(lower), lower, -np.pi)
+    hi = np.where(np.isfinite(upper), upper, np.pi)
+    centre, half = 0.5 * (lo + hi), np.minimum(0.25 * (hi - lo), 1.2)
+    return centre + rng.uniform(-1.0, 1.0, size=(count, lo.size)) * half
+
+
+@dataclass
+class Move:
+    """One min-jerk move from ``start`` to ``goal`` (rad) in ``duration`` s."""
+
+    start: np.ndarray
+    goal: np.ndarray
+    duration: float
+
+
+def moves_for(robot_model: Any, n_moves: int = PAPER_MOVES, durations: Sequence[float] = PAPER_DURATIONS,
+              seed: int = 3) -> list[Move]:
+    """The protocol's moves: ``n_moves`` set-point transitions, each at every duration."""
+    pts = setpoints(np.asarray(robot_model.lower), np.asarray(robot_model.upper), n_moves + 1, seed)
+    return [Move(pts[i], pts[i + 1], float(d)) for d in durations for i in range(n_moves)]
+
+
+def row_feedforward(row: str, doomed_base: str = "hybrid_e2e") -> tuple[str, str | None]:
+    """(feedforward kind, model row) for a table row: ``none``/``rbd``/``model``."""
+    if row == "no_ff":
+        return "none", None
+    if row == "nominal_rbd":
+        return "rbd", None
+    if row == "hybrid_doomed":
+        return "model", doomed_base
+    return "model", row
+
+
+def run_cell(robot: str, robot_model: Any, plant: Any, row: str, gain: str, moves: Sequence[Move],
+             model_paths: dict[str, Path], doomed_config: Any = None,
+             keep_episodes: bool = False, doomed_base: str = "hybrid_e2e") -> dict[str, Any]:
+    """All moves for one row and gain; returns the JSON cell (+ ``per_move`` and ``episodes`` extras).
+
+    ``doomed_base``: the model row under DOOMED for ``hybrid_doomed``."""
+    from idyn_ros.control.doomed import Doomed
+    from idyn_ros.control.rbd import RigidBodyTerms
+    from idyn_ros.control.reference import MinJerkMove
+    from idyn_ros.experiments.closed_loop import tracking_metrics
+
+    rbd = RigidBodyTerms(robot_model.pin_model)
+    kind, model_row = row_feedforward(row, doomed_base)
+    if kind == "model" and (model_row not in model_paths or not Path(model_paths[model_row]).is_file()):
+        return {"failed": True, "reason": f"no trained model for {model_row}"}
+    ff = make_feedforward(robot_model, kind, model_paths.get(model_row) if model_row else None)
+    cfg = loop_config(robot, gain, plant.n, rbd)
+    rmse, final, per_move, episodes = [], [], [], []
+    for mv in moves:
+        hook = None
+        if row == "hybrid_doomed":
+            dc = copy.deepcopy(doomed_config or default_doomed_config(robot, robot_model))
+            hook = DoomedHook(Doomed(plant.n, dc))
+        ep = run_episode(plant, rbd, ff, MinJerkMove(mv.start, [mv.goal], [mv.duration]), cfg, hold=0.5,
+                         doomed=hook)
+        m = tracking_metrics(ep)
+        if keep_episodes:
+            episodes.append(ep)
+        if m.get("failed"):
+            out = {"failed": True, "reason": f"{m['reason']} (move {len(per_move) + 1}, {mv.duration:g} s)"}
+            if keep_episodes:
+                out["episodes"] = episodes
+            return out
+        per_move.append({"duration": mv.duration, "rmse_deg": m["rmse_deg"], "final_deg": m["final_deg"],
+                         "rmse_joint_deg": m["rmse_joint_deg"], "final_joint_deg": m["final_joint_deg"]})
+        rmse.append(m["rmse_deg"])
+        final.append(m["final_deg"])
+    out = {"rmse_deg": float(np.mean(rmse)), "final_deg": float(np.mean(final)), "per_move": per_move,
+           "rmse_joint_deg": np.mean([p["rmse_joint_deg"] for p in per_move], axis=0).tolist(),
+           "final_joint_deg": np.mean([p["final_joint_deg"] for p in per_move], axis=0).tolist()}
+    if keep_episodes:
+        out["episodes"] = episodes
+    return out
+
+
+def default_doomed_config(robot: str, robot_model: Any) -> Any:
+    """DOOMED settings of the doomed node: ``config/<robot>.yaml`` [/**/doomed] over the declared defaults
+    (idyn_ros/nodes/parameters.py); offset limit from the config, else 15 % of the effort limit."""
+    from idyn_ros.control.doomed import DoomedConfig
+    from idyn_ros.experiments.closed_loop import config_section
+    from idyn_ros.nodes.parameters import DOOMED
+
+    d = {p.name: p.default for p in DOOMED}
+    d.update({k: v for k, v in config_section(robot, "doomed").items() if k in d})
+    limit = d["offset_limit"] or list(0.15 * np.asarray(robot_model.effort_limit, dtype=float))
+    return DoomedConfig(learning_rate=d["learning_rate"], momentum=d["momentum"], variance_gain=d["variance_gain"],
+                        forgetting=d["forgetting"], variance_tau=d["variance_tau"],
+                        offset_limit=np.asarray(limit, dtype=float))
+
+
+def tracking_table(robot: str, model_paths: dict[str, Path], rows: Sequence[str] = ROWS,
+                   gains: Sequence[str] = GAIN_NAMES, n_moves: int = PAPER_MOVES,
+                   durations: Sequence[float] = PAPER_DURATIONS, progress: bool = True,
+                   on_cell: Callable[[str, str, dict], None] | None = None) -> dict[str, dict[str, dict]]:
+    """The table as the JSON contract (cells without the per-move extras)."""
+    from tqdm import tqdm
+
+    from idyn_ros.dynamics import RobotModel
+    from idyn_ros.sim import Plant
+
+    robot_model = RobotModel.from_robot(robot)
+    plant = Plant(robot, "true")
+    moves = moves_for(robot_model, n_moves, durations)
+    table: dict[str, dict[str, dict]] = {row: {} for row in rows}
+    sim_s = sum(m.duration + 0.5 for m in moves)
+    with tqdm(total=len(rows) * len(gains), desc=f"{robot}: tracking ({sim_s:.0f} s sim per cell)",
+              unit="cell", disable=not progress) as bar:
+        for row in rows:
+            for gain in gains:
+                cell = run_cell(robot, robot_model, plant, row, gain, moves, model_paths)
+                table[row][gain] = contract_cell(cell)
+                if on_cell is not None:
+                    on_cell(row, gain, cell)
+                bar.update(1)
+    return table
+
+
+def contract_cell(cell: dict[str, Any]) -> dict[str, Any]:
+    """Only the contract keys of a cell."""
+    if cell.get("failed"):
+        return {"failed": True, "reason": str(cell.get("reason", ""))}
+    return {"rmse_deg": float(cell["rmse_deg"]), "final_deg": float(cell["final_deg"])}
+
+
+def format_table(table: dict[str, dict[str, dict]], gains: Sequence[str] = GAIN_NAMES) -> str:
+    """Plain-text table: RMSE / final offset in degrees per gain, ``failed`` with a short reason."""
+    head = f"{'row':<26}" + "".join(f"{g + ' rmse/final [deg]':>26}" for g in gains)
+    lines = [head, "-" * len(head)]
+    for row, cells in table.items():
+        parts = []
+        for g in gains:
+            c = cells.get(g, {})
+            if not c:
+                parts.append(f"{'-':>26}")
+            elif c.get("failed"):
+                parts.append(f"{'failed (' + c['reason'].split(':')[0] + ')':>26}")
+            else:
+                parts.append(f"{c['rmse_deg']:>14.3f} / {c['final_deg']:<9.3f}")
+        lines.append(f"{row:<26}" + "".join(parts))
+    return "\n".join(lines)
+
+
+def acceptance(table: dict[str, dict[str, dict]], hybrid_row: str = "hybrid_e2e") -> dict[str, Any]:
+    """The issue's Panda claims: hybrid@medium <= nominal@medium / 3 and <= nominal@stiff (RMSE)."""
+
+    def rmse(row: str, gain: str) -> float:
+        c = table.get(row, {}).get(gain, {})
+        return math.inf if (not c or c.get("failed")) else float(c["rmse_deg"])
+
+    h, nm, ns = rmse(hybrid_row, "medium"), rmse("nominal_rbd", "medium"), rmse("nominal_rbd", "stiff")
+    return {"hybrid_row": hybrid_row, "hybrid_medium_rmse_deg": h, "nominal_medium_rmse_deg": nm,
+            "nominal_stiff_rmse_deg": ns, "ratio_hybrid_medium_to_nominal_medium": h / nm if nm else math.inf,
+            "third_of_nominal_medium": bool(h <= nm / 3.0), "as_good_as_nominal_stiff": bool(h <= ns)}

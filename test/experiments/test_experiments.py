@@ -1,0 +1,236 @@
+"""Fast tests of the experiments layer: closed-loop episodes on the real MuJoCo plant, the failed-run
+path, the tracking JSON contract, gains from config, DOOMED in the loop, plots and the demo CLI."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+
+from idyn_ros.control.rbd import RigidBodyTerms
+from idyn_ros.control.reference import MinJerkMove
+from idyn_ros.experiments import closed_loop as cl
+from idyn_ros.experiments import tracking
+
+
+@pytest.fixture(scope="module")
+def panda():
+    from idyn_ros.dynamics import RobotModel
+    from idyn_ros.sim import Plant
+
+    model = RobotModel.from_robot("panda")
+    return model, Plant("panda", "true"), RigidBodyTerms(model.pin_model)
+
+
+def _move(model, duration=0.5):
+    mv = tracking.moves_for(model, 1, (duration,))[0]
+    return MinJerkMove(mv.start, [mv.goal], [mv.duration])
+
+
+def test_short_episode_gives_finite_metrics(panda):
+    model, plant, rbd = panda
+    ep = cl.run_episode(plant, rbd, cl.make_feedforward(model, "rbd"), _move(model), cl.loop_config("panda", "stiff", 7,
+                        rbd), hold=0.2)
+    assert not ep.failed, ep.reason
+    assert ep.t.size == round(0.7 / plant.control_dt) + 1
+    m = cl.tracking_metrics(ep)
+    assert math.isfinite(m["rmse_deg"]) and math.isfinite(m["final_deg"])
+    assert 0.0 < m["rmse_deg"] < 20.0
+    # the loop really closes: the arm follows the reference, not just sits still
+    sl = ep.move_slice()
+    moved = np.abs(ep.q[sl][-1] - ep.q[sl][0]).max()
+    assert moved > 0.5 * np.abs(ep.q_d[sl][-1] - ep.q_d[sl][0]).max()
+
+
+def test_feedforward_improves_tracking(panda):
+    model, plant, rbd = panda
+    cfg = cl.loop_config("panda", "medium", 7, rbd)
+    with_ff = cl.tracking_metrics(cl.run_episode(plant, rbd, cl.make_feedforward(model, "rbd"), _move(model), cfg,
+                                                 hold=0.2))
+    without = cl.tracking_metrics(cl.run_episode(plant, rbd, None, _move(model), cfg, hold=0.2))
+    assert with_ff["rmse_deg"] < without["rmse_deg"]
+
+
+def test_safety_trip_records_reason(panda):
+    model, plant, rbd = panda
+    # soft gains without feedforward: gravity pulls the arm into a joint limit (Reuss: "failed")
+    ep = cl.run_episode(plant, rbd, None, _move(model, 1.0), cl.loop_config("panda", "soft", 7, rbd), hold=0.5)
+    assert ep.failed
+    assert ep.reason.startswith("joint limit") and "panda_joint" in ep.reason
+    assert cl.tracking_metrics(ep) == {"failed": True, "reason": ep.reason}
+
+
+def test_nan_feedforward_trips_watchdog(panda):
+    model, plant, rbd = panda
+
+    class NaNFeedforward:
+        def warm_up(self, q):
+            pass
+
+        def compute(self, q, dq, ddq):
+            return np.full(7, np.nan)
+
+    ep = cl.run_episode(plant, rbd, NaNFeedforward(), _move(model), cl.loop_config("panda", "medium", 7, rbd),
+                        hold=0.1)
+    assert ep.failed and "watchdog" in ep.reason and "feedforward" in ep.reason
+    assert ep.t.size == 0  # tripped on the first tick, nothing was sent to the plant
+
+
+def test_gains_come_from_config(panda):
+    import yaml
+
+    from idyn_ros.paths import config_dir
+
+    _model, _plant, rbd = panda
+    cfg = yaml.safe_load((config_dir() / "panda.yaml").read_text())
+    stiff = cfg["/**/controller"]["ros__parameters"]["presets.stiff.kp"]
+    lc = cl.loop_config("panda", "stiff", 7, rbd)
+    np.testing.assert_allclose(lc.kp, stiff)
+    np.testing.assert_allclose(lc.kd, 2.0 * np.sqrt(lc.kp))  # critically damped, acceleration space
+    assert "config/panda.yaml" in lc.source
+    with pytest.raises(ValueError, match="soft"):
+        cl.loop_config("panda", "rigid", 7, rbd)
+
+
+def test_tracking_json_has_exactly_the_contract_keys():
+    table = tracking.tracking_table("panda", {}, tracking.ROWS, n_moves=1, durations=(0.2,), progress=False)
+    assert set(table) == set(tracking.ROWS) == {"no_ff", "nominal_rbd", "identified_rbd", "identified_rbd_friction",
+                                                 "hybrid_2s", "hybrid_e2e", "lstm", "hybrid_doomed"}
+    for row, cells in table.items():
+        assert set(cells) == {"soft", "medium", "stiff"}, row
+        for cell in cells.values():
+            if cell.get("failed"):
+                assert set(cell) == {"failed", "reason"} and cell["failed"] is True and cell["reason"]
+            else:
+                assert set(cell) == {"rmse_deg", "final_deg"}
+                assert all(isinstance(v, float) and math.isfinite(v) for v in cell.values())
+    assert "rmse_deg" in table["nominal_rbd"]["stiff"]
+    assert table["hybrid_e2e"]["medium"] == {"failed": True, "reason": "no trained model for hybrid_e2e"}
+    json.dumps(table)  # serialisable as is
+    text = tracking.format_table(table)
+    assert "nominal_rbd" in text and "failed" in text
+
+
+def test_acceptance_logic():
+    t = {"nominal_rbd": {"medium": {"rmse_deg": 9.0, "final_deg": 1.0}, "stiff": {"rmse_deg": 3.5, "final_deg": 1.0}},
+         "hybrid_e2e": {"medium": {"rmse_deg": 2.9, "final_deg": 1.0}}}
+    a = tracking.acceptance(t)
+    assert a["third_of_nominal_medium"] and a["as_good_as_nominal_stiff"]
+    t["hybrid_e2e"]["medium"] = {"failed": True, "reason": "x"}
+    a = tracking.acceptance(t)
+    assert not a["third_of_nominal_medium"] and not a["as_good_as_nominal_stiff"]
+
+
+def test_doomed_in_the_loop_reduces_payload_error():
+    from idyn_ros.dynamics import RobotModel
+    from idyn_ros.experiments import doomed_sweep
+    from idyn_ros.sim import Payload, Plant
+
+    model = RobotModel.from_robot("panda")
+    plant = Plant("panda", "true")
+    plant.set_payload(Payload(2.0, (0.0, 0.0, 0.05)))
+    off = doomed_sweep.run_setting("panda", model, plant, 0.0, 0.5, 0.9, n_moves=1, duration=1.0)
+    on = doomed_sweep.run_setting("panda", model, plant, 0.3, 0.5, 0.9, n_moves=1, duration=1.0)
+    assert off["m3_abs_offset_nm"] == 0.0 and on["m3_abs_offset_nm"] > 0.05
+    assert on["rmse_deg"] < 0.7 * off["rmse_deg"]
+    assert on["m1_abs_acc_error"] < off["m1_abs_acc_error"]
+
+
+def test_oscillation_marking():
+    res = [{"eta": e, "alpha": 0.5, "gamma": 0.9, "m1_abs_acc_error": m1, "m2_bias": m2, "frozen": fr}
+           for e, m1, m2, fr in ((0.0, 2.0, 1.5, False), (0.1, 0.5, 0.05, False), (1.0, 1.0, 0.01, False),
+                                 (3.0, 0.6, 0.1, True))]
+    from idyn_ros.experiments.doomed_sweep import mark_oscillation
+
+    mark_oscillation(res)
+    assert [r["oscillating"] for r in res] == [False, False, True, True]
+
+
+def test_heatmap_png(tmp_path):
+    from idyn_ros.experiments.plots import doomed_heatmaps
+
+    results = [{"eta": e, "alpha": a, "gamma": 0.9, "m1_abs_acc_error": 1.0 + e, "m2_bias": 0.1, "rmse_deg": 2.0,
+                "oscillating": e > 0.5} for e in (0.0, 1.0) for a in (0.0, 0.5)]
+    sweep = {"robot": "panda", "payload": {"mass": 1.0}, "gain": "medium", "etas": [0.0, 1.0],
+             "alphas": [0.0, 0.5], "gammas": [0.9], "results": results}
+    path = doomed_heatmaps(sweep, tmp_path / "h.png")
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_demo_cli_help_and_bench_entry():
+    import argparse
+
+    from idyn_ros.bench import experiments as bench
+    from idyn_ros.commands import demo
+
+    parser = argparse.ArgumentParser()
+    demo.configure(parser)
+    args = parser.parse_args([])
+    assert args.robot == "panda" and args.minutes == 10.0
+    assert "examples" in parser.epilog and "deg" in parser.epilog
+    assert callable(bench.run_benchmarks) and bench.ROBOTS == ("panda", "iiwa14", "ur5")
+
+
+def test_params_file_has_no_yaml_aliases(tmp_path):
+    from idyn_ros.experiments.dds import params_file
+
+    path = params_file("panda", {"setpoints": [0.1] * 7, "durations": [2.0]}, tmp_path / "p.yaml")
+    text = path.read_text()
+    assert "&id" not in text and "*id" not in text  # rcl: "Will not support aliasing"
+    import yaml
+
+    data = yaml.safe_load(text)
+    assert data["/**/controller"]["ros__parameters"]["durations"] == [2.0]
+    assert data["/**/reference"]["ros__parameters"]["setpoints"] == [0.1] * 7
+
+
+def test_excitation_chain_and_split_by_trajectory(tmp_path):
+    from idyn_ros.data.dataset import Dataset
+    from idyn_ros.data.trajectories import FourierTrajectory
+    from idyn_ros.dynamics import RobotModel
+    from idyn_ros.experiments.dds import excitation_npz, split_recording
+
+    model = RobotModel.from_robot("panda")
+    rng = np.random.default_rng(0)
+    q0 = 0.5 * (np.asarray(model.lower) + np.asarray(model.upper))
+    trajs = [FourierTrajectory(q0 + 0.1 * i, 0.05 * rng.normal(size=(7, 3)), 0.05 * rng.normal(size=(7, 3)), 2.0)
+             for i in range(2)]
+    path, windows = excitation_npz(model, trajs, tmp_path / "x.npz", transition_s=1.0)
+    z = np.load(path)
+    assert windows == [(0.0, 2.0), (3.0, 5.0)]
+    assert z["q_d"].shape == (5000, 7)
+    assert np.abs(np.diff(z["q_d"], axis=0)).max() < 0.01  # continuous through the min-jerk transitions
+    ds = Dataset(t=z["t"] + 0.5, q=z["q_d"], dq=z["dq_d"], tau=z["ddq_d"], joint_names=model.joint_names)
+    parts = split_recording(ds, windows, 0.5, tmp_path, "part")
+    assert len(parts) == 2
+    first = np.load(parts[0])
+    assert first["q"].shape[0] == 2000 and first["t"][0] == 0.0
+
+
+@pytest.mark.slow
+def test_wrench_push_estimates_follow_the_applied_force():
+    from idyn_ros.experiments import wrench_eval
+
+    res = wrench_eval.run_pushes("panda", "rbd")
+    assert not res.get("failed"), res
+    s = res["series"]
+    t = s["t"] - s["t"][0]
+    on = (t > 0.7) & (t < 1.4)  # x push
+    off = (t > 1.6) & (t < 1.9)
+    for name in ("direct", "momentum"):
+        step = s[name][on, 0].mean() - s[name][off, 0].mean()
+        assert 5.0 < step < 15.0, (name, step)  # the 10 N step shows up (offsets cancel in the step)
+
+
+@pytest.mark.slow
+@pytest.mark.ros
+def test_dds_cross_check_matches_in_process(tmp_path):
+    from idyn_ros.dynamics import RobotModel
+    from idyn_ros.experiments.dds import cross_check
+
+    mv = tracking.moves_for(RobotModel.from_robot("panda"), 1, (1.0,))[0]
+    r = cross_check("panda", mv.start, mv.goal, 1.0, "stiff", tmp_path, move_in=1.0, progress=False)
+    assert r["dds"]["samples"] > 900
+    assert abs(r["dds"]["rmse_deg"] - r["in_process"]["rmse_deg"]) < 0.5 * r["in_process"]["rmse_deg"] + 0.5
