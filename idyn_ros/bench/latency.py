@@ -1,0 +1,388 @@
+"""End-to-end measurements of the control graph against the MuJoCo plant over real DDS.
+
+Latency method: the controller copies the /joint_states stamp into the command's
+``layout.dim[0].label`` (``stamp_ns=<int>``); the plant node (real-time clock: stamps are wall
+time when published) records ``receive time - stamp`` for every command it gets
+(``idyn_ros.nodes.plant``). We run the plant in this process (``PlantRunner``) and read its
+latency ring buffer every second, so every tick of the run is counted. A tick is *missed* when no
+command answering it arrived within one control period (late or never). Our nodes run in
+separate processes (one per node) or composed (one process, one executor), from config/<robot>.yaml.
+
+Tracking/wrench/DOOMED runs use the lockstep clock (sim time): deterministic however loaded the
+machine is. A probe node on the plant's executor records ControllerState (position error per
+tick), the wrench estimates, the plant's ground truth and AdaptationState.
+
+``run_benchmarks()`` is what ``make bench`` calls (latency only; a few minutes).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+LATENCY_SECONDS = 12.0  # per configuration: ~10k ticks at 1 kHz after warm-up
+
+
+def _load_config(robot: str) -> dict[str, Any]:
+    import yaml
+
+    from idyn_ros.paths import config_dir
+
+    return yaml.safe_load((config_dir() / f"{robot}.yaml").read_text())
+
+
+def initial_positions(robot: str) -> list[float]:
+    """Start pose: the last set point of the reference in config/<robot>.yaml (the arm's 'ready' pose)."""
+    cfg = _load_config(robot)
+    ref = cfg["/**/reference"]["ros__parameters"]
+    from idyn_ros.robots import get_robot
+
+    n = get_robot(robot).dof
+    return [float(x) for x in ref["setpoints"][-n:]]
+
+
+class Probe:
+    """Subscribers on the plant runner's context; call ``attach(runner)`` after it started."""
+
+    def __init__(self) -> None:
+        self.controller_states: list[tuple[int, np.ndarray, int, str]] = []
+        self.wrench: dict[str, list[tuple[int, np.ndarray]]] = {"direct": [], "momentum": []}
+        self.truth: list[tuple[int, np.ndarray, float]] = []
+        self.adaptation: list[tuple[int, np.ndarray, np.ndarray, bool, str]] = []
+        self.diagnostics: list[tuple[str, int, str]] = []
+        self.node: Any = None
+
+    def attach(self, runner: Any) -> Probe:
+        import rclpy
+        from diagnostic_msgs.msg import DiagnosticArray
+        from geometry_msgs.msg import WrenchStamped
+
+        from idyn_ros.msg import AdaptationState, ControllerState, PlantGroundTruth
+        from idyn_ros.nodes.common import HOT_IN, MONITOR
+
+        node = self.node = rclpy.create_node("idyn_probe", context=runner.context)
+        self.runner = runner
+
+        def ns(stamp: Any) -> int:
+            return stamp.sec * 1_000_000_000 + stamp.nanosec
+
+        node.create_subscription(ControllerState, "/idyn/controller_state", lambda m: self.controller_states.append(
+            (ns(m.header.stamp), np.array(m.position_error), m.mode, m.mode_reason)), MONITOR)
+        for kind in ("direct", "momentum"):
+            node.create_subscription(WrenchStamped, f"/idyn/wrench_estimate/{kind}",
+                                     lambda m, k=kind: self.wrench[k].append((ns(m.header.stamp), _wrench(m.wrench))),
+                                     MONITOR)
+        node.create_subscription(PlantGroundTruth, "/plant/ground_truth", lambda m: self.truth.append(
+            (ns(m.header.stamp), _wrench(m.wrench), m.payload_mass)), MONITOR)
+        node.create_subscription(AdaptationState, "/idyn/adaptation", lambda m: self.adaptation.append(
+            (ns(m.header.stamp), np.array(m.offset), np.array(m.acceleration_error), m.frozen, m.freeze_reason)),
+            HOT_IN)
+        node.create_subscription(DiagnosticArray, "/diagnostics", lambda m: self.diagnostics.extend(
+            (s.name, s.level[0] if isinstance(s.level, bytes) else int(s.level), s.message) for s in m.status),
+            MONITOR)
+        runner.executor.add_node(node)
+        return self
+
+    def call(self, srv_type: Any, name: str, request: Any, timeout: float = 10.0) -> Any:
+        client = self.node.create_client(srv_type, name)
+        deadline = time.monotonic() + timeout
+        while not client.wait_for_service(timeout_sec=0.1):
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"service {name} not available")
+        future = client.call_async(request)
+        while not future.done():
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"service {name} did not answer")
+            time.sleep(0.01)
+        return future.result()
+
+    def reset_joints(self, robot: str) -> None:
+        """Start pose via the plant's ~/reset_joints (initial_positions cannot be passed yet)."""
+        from idyn_ros.robots import get_robot
+        from idyn_ros.srv import ResetJoints
+
+        req = ResetJoints.Request(joint_names=list(get_robot(robot).joint_names),
+                                  positions=initial_positions(robot))
+        res = self.call(ResetJoints, "/plant/reset_joints", req)
+        if not res.success:
+            raise RuntimeError(f"reset_joints failed: {res.message}")
+
+    def sim_time(self) -> float:
+        return float(self.runner.node.plant.time)
+
+    def wait_sim(self, t: float, wall_timeout: float) -> bool:
+        deadline = time.monotonic() + wall_timeout
+        while self.sim_time() < t:
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.05)
+        return True
+
+
+def _wrench(w: Any) -> np.ndarray:
+    return np.array([w.force.x, w.force.y, w.force.z, w.torque.x, w.torque.y, w.torque.z])
+
+
+@contextlib.contextmanager
+def graph(robot: str, clock: str = "lockstep", composed: bool = False, nodes: Sequence[str] | None = None,
+          overrides: Mapping[str, Any] | None = None, plant: Mapping[str, Any] | None = None,
+          log_dir: str | Path | None = None, profile: str = "true", executor: str = "single"):
+    """Plant in this process (+ probe), our nodes as processes. Yields (runner, probe, launcher)."""
+    from idyn_ros.nodes.composed import NODE_NAMES
+    from idyn_ros.nodes.launcher import Launcher
+    from idyn_ros.nodes.plant import PlantRunner
+
+    params = {"robot": robot, "profile": profile, "clock_mode": clock, **(plant or {})}
+    over = dict(overrides or {})
+    if clock == "lockstep":
+        over.setdefault("stale_periods", 1e5)  # wall gaps in lockstep are slowness, not faults
+    launcher = Launcher(robot, None, composed, list(nodes or NODE_NAMES), over, log_dir=log_dir, executor=executor)
+    runner = PlantRunner(executor="single", **params).start()
+    try:
+        probe = Probe().attach(runner)
+        probe.reset_joints(robot)
+        launcher.start()
+        try:
+            yield runner, probe, launcher
+        finally:
+            launcher.stop()
+    finally:
+        runner.stop()
+
+
+def tracking_rmse(probe: Probe, t_start: float, t_end: float) -> float:
+    """RMSE of q_d - q in degrees over [t_start, t_end] s of plant time (all joints and ticks)."""
+    errs = [e for (t, e, _m, _r) in probe.controller_states if t_start <= t * 1e-9 <= t_end]
+    if not errs:
+        return float("nan")
+    return float(np.degrees(np.sqrt(np.mean(np.square(np.array(errs))))))
+
+
+def measure_tracking(robot: str, gains: str, feedforward: bool, composed: bool = True,
+                     wall_timeout: float = 240.0) -> dict[str, float]:
+    """Hold 1 s, 2 s min-jerk move, 2 s back (config/<robot>.yaml reference): RMSE in degrees."""
+    over = {"gain_preset": gains, "use_feedforward": feedforward, "use_adaptation": False}
+    with graph(robot, "lockstep", composed, ["controller", "reference"], over) as (_runner, probe, launcher):
+        ok = probe.wait_sim(5.2, wall_timeout)
+        dead = launcher.dead()
+    modes = {m for (_t, _e, m, _r) in probe.controller_states}
+    reasons = [(round(t * 1e-9, 3), r) for (t, _e, m, r) in probe.controller_states if m != 1][:1]
+    return {"hold_rmse_deg": tracking_rmse(probe, 0.2, 1.0), "move_rmse_deg": tracking_rmse(probe, 1.0, 3.0),
+            "return_rmse_deg": tracking_rmse(probe, 3.0, 5.0), "completed": bool(ok), "dead": str(dead),
+            "safe_mode_seen": any(m not in (1,) for m in modes), "first_safe": reasons,
+            "ticks": len(probe.controller_states)}
+
+
+def _join(est: list[tuple[int, np.ndarray]], truth: list[tuple[int, np.ndarray, float]], t0: float, t1: float
+          ) -> tuple[np.ndarray, np.ndarray]:
+    """Estimate and truth rows with the same stamp inside [t0, t1] s."""
+    tmap = {t: w for (t, w, _m) in truth}
+    rows = [(w, tmap[t]) for (t, w) in est if t in tmap and t0 <= t * 1e-9 <= t1]
+    if not rows:
+        return np.zeros((0, 6)), np.zeros((0, 6))
+    e, g = zip(*rows, strict=True)
+    return np.array(e), np.array(g)
+
+
+def measure_wrench(robot: str, force: float = 10.0, push: float = 1.0, wall_timeout: float = 600.0
+                   ) -> dict[str, Any]:
+    """10 N at the flange along base x, y, z (plant ~/apply_wrench), then a 2 s move without contact.
+
+    RMSE (N) of the force estimate vs the plant's applied force, per axis, for the direct residual and
+    the momentum observer; 'steady' skips the first 0.2 s of each push (observer/arm transients).
+    """
+    from geometry_msgs.msg import Wrench
+
+    from idyn_ros.srv import ApplyWrench
+
+    out: dict[str, Any] = {}
+    over = {"use_adaptation": False, "mode": "hold"}
+    with graph(robot, "lockstep", True, ["controller", "reference", "wrench_observer"], over) as (_r, probe, _l):
+        start = 1.0
+        windows = []
+        for axis in range(3):
+            t0 = start + axis * (push + 0.5)
+            if not probe.wait_sim(t0, wall_timeout):
+                raise TimeoutError("plant did not reach the push time")
+            w = Wrench()
+            setattr(w.force, "xyz"[axis], force)
+            probe.call(ApplyWrench, "/plant/apply_wrench", ApplyWrench.Request(link="", wrench=w, duration=push))
+            windows.append((axis, probe.sim_time(), probe.sim_time() + push))
+        probe.wait_sim(windows[-1][2] + 0.2, wall_timeout)
+    for kind in ("direct", "momentum"):
+        res = {}
+        est0, _ = _join(probe.wrench[kind], probe.truth, 0.3, 1.0)  # still, no contact: model-error bias
+        bias = est0[:, :3].mean(axis=0) if est0.size else np.zeros(3)
+        res["bias_N"] = bias.round(2).tolist()
+        for axis, t0, t1 in windows:
+            for label, a in (("full", t0), ("steady", t0 + 0.2)):
+                est, truth = _join(probe.wrench[kind], probe.truth, a, t1 - 0.01)
+                if est.size:
+                    err = est[:, :3] - truth[:, :3]
+                    res[f"{'xyz'[axis]}_{label}_rmse_N"] = float(np.sqrt(np.mean(err**2)))
+                    res[f"{'xyz'[axis]}_{label}_mean_est_N"] = est[:, :3].mean(axis=0).round(2).tolist()
+                    res[f"{'xyz'[axis]}_{label}_rmse_bias_removed_N"] = float(np.sqrt(np.mean((err - bias) ** 2)))
+        out[kind] = res
+    # no contact while moving: false-positive level
+    over = {"use_adaptation": False}
+    with graph(robot, "lockstep", True, ["controller", "reference", "wrench_observer"], over) as (_r, probe, _l):
+        probe.wait_sim(5.0, wall_timeout)
+    for kind in ("direct", "momentum"):
+        est, truth = _join(probe.wrench[kind], probe.truth, 1.0, 3.0)
+        if est.size:
+            out[kind]["moving_no_contact_rmse_N"] = float(np.sqrt(np.mean((est[:, :3] - truth[:, :3]) ** 2)))
+            out[kind]["moving_no_contact_max_N"] = float(np.abs(est[:, :3]).max())
+        est, truth = _join(probe.wrench[kind], probe.truth, 0.3, 1.0)
+        if est.size:
+            out[kind]["still_no_contact_rmse_N"] = float(np.sqrt(np.mean((est[:, :3] - truth[:, :3]) ** 2)))
+    return out
+
+
+def measure_doomed(robot: str, payload: float = 1.0, learning_rates: Sequence[float] = (0.0, 0.05, 5.0),
+                   wall_timeout: float = 600.0) -> list[dict[str, Any]]:
+    """Unmodelled payload (plant ~/set_payload, model does not know it): hold 1 s, 2 s move, 2 s back.
+
+    learning_rate 0 = DOOMED disabled (baseline). Reports mean |acceleration error| (rad/s^2) and joint
+    RMSE (deg) over the moves, the final offset, and whether the oscillation detector froze learning.
+    """
+    from geometry_msgs.msg import Point
+
+    from idyn_ros.srv import SetPayload
+
+    results = []
+    for lr in learning_rates:
+        over = {"use_adaptation": True, "learning_rate": float(lr), "enabled": lr > 0, "gain_preset": "medium"}
+        with graph(robot, "lockstep", True, ["controller", "reference", "doomed"], over) as (_r, probe, _l):
+            req = SetPayload.Request(mass=payload, com=Point(x=0.0, y=0.0, z=0.05), inertia=[0.0] * 6)
+            res = probe.call(SetPayload, "/plant/set_payload", req)
+            if not res.success:
+                raise RuntimeError(res.message)
+            probe.wait_sim(5.0, wall_timeout)
+        acc = [np.abs(e) for (t, _o, e, _f, _r) in probe.adaptation if 1.0 <= t * 1e-9 <= 5.0]
+        frozen = [r for (_t, _o, _e, f, r) in probe.adaptation if f and "oscillation" in r]
+        results.append({
+            "learning_rate": lr,
+            "mean_abs_acc_error": float(np.mean(acc)) if acc else float("nan"),
+            "hold_rmse_deg": tracking_rmse(probe, 0.2, 1.0),
+            "move_rmse_deg": tracking_rmse(probe, 1.0, 5.0),
+            "final_offset_Nm": probe.adaptation[-1][1].round(3).tolist() if probe.adaptation else [],
+            "oscillation_caught": bool(frozen),
+            "freeze_reason": frozen[0] if frozen else "",
+        })
+    return results
+
+
+def measure_latency(robot: str = "panda", composed: bool = True, seconds: float = LATENCY_SECONDS,
+                    warmup: float = 2.0, executor: str = "single") -> dict[str, float]:
+    """Real-time plant at the config rate, all our nodes active; stats of state -> command latency."""
+    from idyn_ros.nodes.composed import NODE_NAMES
+    from idyn_ros.nodes.launcher import Launcher
+    from idyn_ros.nodes.plant import PlantRunner
+
+    params = {"robot": robot, "profile": "true", "clock_mode": "realtime"}
+    launcher = Launcher(robot, None, composed, list(NODE_NAMES), {"stale_periods": 3.0}, executor=executor)
+    runner = PlantRunner(executor="events", **params).start()
+    samples: list[np.ndarray] = []
+    try:
+        Probe().attach(runner).reset_joints(robot)
+        launcher.start()
+        node = runner.node
+        deadline = time.monotonic() + 60.0
+        while node._n_latency == 0 and time.monotonic() < deadline:  # wait for the graph to answer
+            time.sleep(0.1)
+        time.sleep(warmup)
+        n0, t0 = node._n_latency, node.ticks
+        last = n0
+        end = time.monotonic() + seconds
+        while time.monotonic() < end:
+            time.sleep(1.0)
+            n = node._n_latency
+            buf = node._latency
+            idx = np.arange(last, n) % buf.size
+            samples.append(buf[idx].copy())
+            last = n
+        ticks = node.ticks - t0
+        dead = launcher.dead()
+    finally:
+        launcher.stop()
+        runner.stop()
+    lat = np.concatenate(samples) * 1e6 if samples else np.zeros(0)
+    period_us = 1e6 / 1000.0
+    on_time = int(np.sum(lat <= period_us))
+    missed = max(ticks - on_time, 0)
+    return {
+        "p50_us": float(np.percentile(lat, 50)) if lat.size else float("nan"),
+        "p99_us": float(np.percentile(lat, 99)) if lat.size else float("nan"),
+        "max_us": float(lat.max()) if lat.size else float("nan"),
+        "missed_per_10k": float(1e4 * missed / max(ticks, 1)),
+        "ticks": int(ticks),
+        "commands": int(lat.size),
+        "dead_processes": len(dead),
+    }
+
+
+def measure_callback_cost(robot: str = "panda", ticks: int = 3000) -> dict[str, float]:
+    """Wall time of the controller's /joint_states callback alone (law + RBD feedforward + publish), no DDS wait."""
+    import rclpy
+    from rclpy.context import Context
+    from rclpy.parameter import Parameter
+    from sensor_msgs.msg import JointState
+
+    from idyn_ros.nodes.controller import ControllerNode
+    from idyn_ros.robots import get_robot
+
+    ctx = Context()
+    rclpy.init(context=ctx)
+    try:
+        cfg = _load_config(robot)
+        values = {**cfg["/**"]["ros__parameters"], **cfg["/**/controller"]["ros__parameters"], "stale_periods": 1000.0}
+        node = ControllerNode(context=ctx, parameter_overrides=[Parameter(k, value=v) for k, v in values.items()])
+        if not node._active:
+            raise RuntimeError("controller did not activate; see its log")
+        q = np.array(initial_positions(robot))
+        msg = JointState(name=list(get_robot(robot).joint_names), position=q.tolist(), velocity=[0.0] * len(q))
+        times = np.zeros(ticks)
+        for k in range(ticks):
+            msg.header.stamp.sec, msg.header.stamp.nanosec = 1 + k // 1000, (k % 1000) * 1_000_000
+            t0 = time.perf_counter_ns()
+            node._on_joint_state(msg)
+            times[k] = (time.perf_counter_ns() - t0) * 1e-3
+        node.destroy_node()
+    finally:
+        rclpy.shutdown(context=ctx)
+    times = times[ticks // 10 :]
+    return {"p50_us": float(np.percentile(times, 50)), "p99_us": float(np.percentile(times, 99)),
+            "max_us": float(times.max())}
+
+
+def run_benchmarks() -> dict:
+    """Latency /joint_states -> command at 1 kHz (real-time plant), panda, composed and separate;
+    plus the controller callback's own cost (no DDS)."""
+    return {"composed": measure_latency("panda", composed=True), "separate": measure_latency("panda", composed=False),
+            "controller_callback": measure_callback_cost("panda")}
+
+
+if __name__ == "__main__":
+    import json
+    import sys
+
+    if len(sys.argv) > 1 and sys.argv[1] == "callback":
+        print(json.dumps({r: measure_callback_cost(r) for r in ("panda", "iiwa14", "ur5")}))
+    elif len(sys.argv) > 2 and sys.argv[1] == "wrench":
+        print(json.dumps(measure_wrench(sys.argv[2])), flush=True)
+    elif len(sys.argv) > 2 and sys.argv[1] == "doomed":
+        for row in measure_doomed(sys.argv[2]):
+            print(json.dumps(row), flush=True)
+    elif len(sys.argv) > 1 and sys.argv[1] == "tracking":
+        robot = sys.argv[2]
+        for gains in ("soft", "medium", "stiff"):
+            for ff in (True, False):
+                print(json.dumps({"robot": robot, "gains": gains, "feedforward": ff,
+                                  **measure_tracking(robot, gains, ff)}), flush=True)
+    else:
+        print(json.dumps(run_benchmarks(), indent=2))

@@ -1,0 +1,307 @@
+"""DOOMED: direct online optimisation of modelling errors (Ratliff, Meier, Kappler, Schaal 2016).
+
+The controller adds an offset f_offset(w) to the feedforward (Eq. 8) and w follows the gradient of
+the inertia-weighted acceleration error, which is observable online because M cancels (Eq. 10-14):
+
+    grad_w l = -J_f^T (ddq_cmd - ddq_meas)                      e := ddq_cmd - ddq_meas [rad/s^2]
+
+Update (momentum as exponential smoother, Eq. 20-21, with the variance metric of Eq. 22):
+
+    u <- (1 - eta lambda) u - eta (I + alpha diag(v))^-1 grad     [eta: Nm s^2/rad per tick]
+    w <- gamma w + (1 - gamma) u
+
+Decisions where the paper is silent or ambiguous (each tested in test/control/test_doomed.py):
+- Eq. 22 prints no eta; we use u <- u - eta A^-1 g (the summary's reading; eta is a listed parameter).
+- v = exponential running variance of the *measured* acceleration (time constant ``variance_tau`` s).
+- forgetting lambda multiplies u (the integrator), so w decays to 0 through the smoother.
+- eta is given per tick at ``reference_rate_hz`` (paper: 1 kHz) and scaled by reference/actual rate,
+  so the continuous-time integral gain eta/dt stays the same at other control rates.
+- optional per-joint ``scale`` (e.g. diag M_hat(q)): eta_j = eta * scale_j makes eta relative to the
+  joint inertia; the delay-aware stability bound is eta_j < ~m_j (summary sec. 1), so absolute eta
+  that suits a shoulder makes a light wrist joint oscillate.
+- safety the paper lacks: offset saturation (|w_j| <= limit_j, also on u: anti-windup), an
+  oscillation detector that freezes learning and decays w with ``decay_tau``, freeze/reset. Two
+  signatures, either trips: (a) the paper's (sec. 3c): per-window mean|e| rising (x rise_factor over
+  its recent minimum) while mean e ~ 0; (b) added after the plant runs: the offset swinging (total
+  variation over ``osc_tv_windows`` windows > ratio x its net change and > fraction x limit). (a) misses
+  an oscillation present from the first tick (no lower baseline) whose |e| stays below the
+  unadapted error; on the Panda with a 1 kg payload and eta 5 that happened (w swinging +-10 Nm).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+FEATURES = ("constant", "linear")
+# Ratliff 2016 sec. 3c/3d: alpha 0-0.5, gamma 0.9/0.95, eta 0.01-0.1 per tick at 1 kHz.
+PAPER_ALPHA = 0.5
+PAPER_GAMMA = 0.9
+
+
+@dataclass
+class DoomedConfig:
+    """Parameters (units in comments); defaults follow the paper where it gives values."""
+
+    learning_rate: float = 0.02  # eta per tick at reference_rate_hz [Nm s^2/rad] (x scale_j)
+    reference_rate_hz: float = 1000.0  # rate eta is specified at (paper: 1 kHz)
+    rate_hz: float = 1000.0  # actual update rate
+    momentum: float = PAPER_GAMMA  # gamma in [0, 1)
+    variance_gain: float = PAPER_ALPHA  # alpha [s^4/rad^2]
+    forgetting: float = 0.0  # lambda [1/(Nm s^2/rad)] per tick; 0 = no forgetting
+    variance_tau: float = 0.1  # s, running variance time constant
+    features: str = "constant"  # "constant": f = w;  "linear": f_j = phi_j(q,dq)^T w_j
+    offset_limit: np.ndarray | float = 5.0  # Nm, per joint |f_j| bound
+    osc_window: float = 0.1  # s, detector window
+    osc_rise_factor: float = 3.0  # mean|e| must exceed this x the recent minimum
+    osc_min_error: float = 0.5  # rad/s^2, ignore oscillations below this mean|e|
+    osc_bias_ratio: float = 0.3  # |mean e| < ratio * mean|e| counts as "mean ~ 0"
+    osc_consecutive: int = 3  # windows in a row
+    osc_history: int = 10  # windows kept for the recent minimum
+    osc_tv_windows: int = 5  # windows over which the offset's total variation is compared with its net change
+    osc_tv_ratio: float = 4.0  # total variation > ratio x |net change| ...
+    osc_tv_fraction: float = 0.5  # ... and > fraction x offset_limit: the offset swings back and forth
+    decay_tau: float = 0.5  # s, offset decay time constant after an oscillation trip
+    extra: dict = field(default_factory=dict)
+
+    def validate(self) -> None:
+        checks = [
+            (self.learning_rate >= 0, "learning_rate must be >= 0"),
+            (0.0 <= self.momentum < 1.0, "momentum (gamma) must be in [0, 1)"),
+            (self.variance_gain >= 0, "variance_gain (alpha) must be >= 0"),
+            (self.forgetting >= 0, "forgetting (lambda) must be >= 0"),
+            (self.rate_hz > 0 and self.reference_rate_hz > 0, "rates must be > 0"),
+            (self.features in FEATURES, f"features must be one of {FEATURES}"),
+            (np.all(np.asarray(self.offset_limit) > 0), "offset_limit must be > 0"),
+            (self.osc_consecutive >= 1 and self.osc_history > self.osc_consecutive,
+             "osc_history must exceed osc_consecutive >= 1"),
+        ]
+        for ok, message in checks:
+            if not ok:
+                raise ValueError(message)
+
+
+def linear_features(q: np.ndarray, dq: np.ndarray, out: np.ndarray) -> np.ndarray:
+    """Per-joint features phi_j = [1, sin q_j, cos q_j, dq_j, tanh(dq_j / 0.02)]  -> out (n, 5).
+
+    Block-diagonal J_f (each joint's offset uses only its own features) keeps the update O(n):
+    gradient_j = -phi_j e_j (Ratliff sec. 1, linear-in-features specialisation J_f = Phi).
+    The tanh(dq/0.02) column is a smooth Coulomb term (0.02 rad/s as in Reuss Eq. 13).
+    """
+    out[:, 0] = 1.0
+    np.sin(q, out=out[:, 1])
+    np.cos(q, out=out[:, 2])
+    out[:, 3] = dq
+    np.tanh(dq / 0.02, out=out[:, 4])
+    return out
+
+
+class Doomed:
+    """Online offset learner; call ``update`` once per tick with a correctly paired error."""
+
+    N_LINEAR = 5
+
+    def __init__(self, n: int, config: DoomedConfig | None = None) -> None:
+        self.cfg = config or DoomedConfig()
+        self.cfg.validate()
+        self.n = n
+        k = 1 if self.cfg.features == "constant" else self.N_LINEAR
+        self.k = k
+        self.w = np.zeros((n, k))
+        self.u = np.zeros((n, k))
+        self.phi = np.ones((n, k))
+        self.offset = np.zeros(n)  # Nm, f_offset(w) for the last features
+        self.limit = np.broadcast_to(np.asarray(self.cfg.offset_limit, dtype=float), (n,)).copy()
+        self.mean_acc = np.zeros(n)
+        self.var_acc = np.zeros(n)
+        self.error = np.zeros(n)  # last e = ddq_cmd - ddq_meas
+        self.frozen = False
+        self.freeze_reason = ""
+        self.decaying = False
+        self.ticks = 0
+        dt = 1.0 / self.cfg.rate_hz
+        self.eta = self.cfg.learning_rate * self.cfg.reference_rate_hz / self.cfg.rate_hz
+        self._beta_var = min(1.0, dt / self.cfg.variance_tau)
+        self._decay = math.exp(-dt / self.cfg.decay_tau)
+        self._win = max(1, round(self.cfg.osc_window * self.cfg.rate_hz))
+        self._win_count = 0
+        self._sum_abs = np.zeros(n)
+        self._sum = np.zeros(n)
+        self._m1_hist = np.full((self.cfg.osc_history, n), np.inf)
+        self._hist_i = 0
+        self._streak = np.zeros(n, dtype=int)
+        nw = self.cfg.osc_tv_windows
+        self._tv = np.zeros(n)  # total variation of the offset in the current window
+        self._tv_hist = np.zeros((nw, n))
+        self._off_hist = np.full((nw, n), np.nan)  # offset at the end of the last windows
+        self._tv_i = 0
+        self._prev_offset = np.zeros(n)
+        self._g = np.zeros((n, k))
+        self._metric = np.zeros(n)
+
+    @property
+    def learning_rate(self) -> float:
+        """Effective per-tick eta at the actual rate."""
+        return self.eta
+
+    def set_learning_rate(self, learning_rate: float) -> None:
+        self.cfg.learning_rate = float(learning_rate)
+        self.eta = self.cfg.learning_rate * self.cfg.reference_rate_hz / self.cfg.rate_hz
+
+    def reset(self) -> None:
+        """w = u = 0, statistics cleared, unfrozen (the reset service)."""
+        self.w[:] = 0.0
+        self.u[:] = 0.0
+        self.offset[:] = 0.0
+        self.mean_acc[:] = 0.0
+        self.var_acc[:] = 0.0
+        self.error[:] = 0.0
+        self.frozen = False
+        self.freeze_reason = ""
+        self.decaying = False
+        self._win_count = 0
+        self._sum_abs[:] = 0.0
+        self._sum[:] = 0.0
+        self._m1_hist[:] = np.inf
+        self._streak[:] = 0
+        self._tv[:] = 0.0
+        self._tv_hist[:] = 0.0
+        self._off_hist[:] = np.nan
+
+    def freeze(self, reason: str = "frozen by request", decay: bool = False) -> None:
+        """Stop learning, keep (or with ``decay`` let decay) the current offset."""
+        self.frozen = True
+        self.freeze_reason = reason
+        self.decaying = decay
+
+    def unfreeze(self) -> None:
+        self.frozen = False
+        self.freeze_reason = ""
+        self.decaying = False
+        self._streak[:] = 0
+        self._m1_hist[:] = np.inf
+        self._tv_hist[:] = 0.0
+        self._off_hist[:] = np.nan
+
+    def evaluate(self, q: np.ndarray | None = None, dq: np.ndarray | None = None) -> np.ndarray:
+        """f_offset(w) at the given state (Nm); constant features ignore q, dq."""
+        if self.k > 1:
+            linear_features(q, dq, self.phi)
+            np.einsum("jk,jk->j", self.phi, self.w, out=self.offset)
+        else:
+            self.offset[:] = self.w[:, 0]
+        np.clip(self.offset, -self.limit, self.limit, out=self.offset)
+        return self.offset
+
+    def update(
+        self,
+        ddq_cmd: np.ndarray,
+        ddq_meas: np.ndarray,
+        q: np.ndarray | None = None,
+        dq: np.ndarray | None = None,
+        scale: np.ndarray | None = None,
+    ) -> np.ndarray:
+        """One tick. ``ddq_cmd`` must be the acceleration commanded by the torque that produced
+        ``ddq_meas`` (one-tick delay pairing is the caller's job). Returns the new offset (Nm),
+        evaluated at (q, dq) for linear features."""
+        self.ticks += 1
+        e = self.error
+        np.subtract(ddq_cmd, ddq_meas, out=e)
+        if not (np.all(np.isfinite(e))):
+            self.freeze("non-finite acceleration error", decay=False)
+            return self.evaluate(q, dq)
+        # running variance of the measured acceleration (Eq. 22's v)
+        b = self._beta_var
+        self.mean_acc += b * (ddq_meas - self.mean_acc)
+        self.var_acc += b * ((ddq_meas - self.mean_acc) ** 2 - self.var_acc)
+        self._detect_oscillation(e)
+        if self.frozen:
+            if self.decaying:
+                self.w *= self._decay
+                self.u *= self._decay
+            return self.evaluate(q, dq)
+        # gradient g = -J_f^T e (Eq. 14); per joint with block-diagonal features
+        if self.k > 1:
+            linear_features(q, dq, self.phi)
+            np.multiply(self.phi, -e[:, None], out=self._g)
+        else:
+            self._g[:, 0] = -e
+        np.multiply(self.var_acc, self.cfg.variance_gain, out=self._metric)
+        self._metric += 1.0
+        step = self.eta / self._metric  # (n,)
+        if scale is not None:
+            step = step * scale
+        if self.cfg.forgetting > 0:
+            self.u *= 1.0 - self.eta * self.cfg.forgetting
+        self.u -= step[:, None] * self._g
+        gamma = self.cfg.momentum
+        self.w *= gamma
+        self.w += (1.0 - gamma) * self.u
+        # saturation (anti-windup on u as well); for linear features bound each weight by limit
+        lim = self.limit[:, None]
+        np.clip(self.u, -lim, lim, out=self.u)
+        np.clip(self.w, -lim, lim, out=self.w)
+        return self.evaluate(q, dq)
+
+    def _detect_oscillation(self, e: np.ndarray) -> None:
+        self._sum_abs += np.abs(e)
+        self._sum += e
+        self._tv += np.abs(self.offset - self._prev_offset)
+        self._prev_offset[:] = self.offset
+        self._win_count += 1
+        if self._win_count < self._win:
+            return
+        m1 = self._sum_abs / self._win
+        m2 = self._sum / self._win
+        self._win_count = 0
+        self._sum_abs[:] = 0.0
+        self._sum[:] = 0.0
+        baseline = self._m1_hist.min(axis=0)
+        rising = (
+            (m1 > self.cfg.osc_rise_factor * baseline)
+            & (m1 > self.cfg.osc_min_error)
+            & (np.abs(m2) < self.cfg.osc_bias_ratio * m1)
+        )
+        i = self._tv_i
+        oldest = self._off_hist[i].copy()  # offset osc_tv_windows windows ago (NaN until filled)
+        self._tv_hist[i] = self._tv
+        self._off_hist[i] = self.offset
+        self._tv_i = (i + 1) % self._tv_hist.shape[0]
+        self._tv[:] = 0.0
+        tv = self._tv_hist.sum(axis=0)
+        net = np.abs(self.offset - oldest)
+        swinging = np.isfinite(oldest) & (tv > self.cfg.osc_tv_ratio * net) & (
+            tv > self.cfg.osc_tv_fraction * self.limit)
+        suspicious = rising | swinging
+        self._streak = np.where(suspicious, self._streak + 1, 0)
+        self._m1_hist[self._hist_i] = m1
+        self._hist_i = (self._hist_i + 1) % self._m1_hist.shape[0]
+        if not self.frozen and np.any(self._streak >= self.cfg.osc_consecutive):
+            j = int(np.argmax(self._streak))
+            what = (f"mean|e| {m1[j]:.2f} rad/s^2 rose > {self.cfg.osc_rise_factor:g}x its recent minimum "
+                    f"{baseline[j]:.2f} while mean e = {m2[j]:.2f}" if rising[j] else
+                    f"offset swings: total variation {tv[j]:.2f} Nm vs net change {net[j]:.2f} Nm over "
+                    f"{self._tv_hist.shape[0] * self.cfg.osc_window:g} s")
+            self.freeze(f"oscillation on joint {j}: {what}; learning frozen, offset decaying "
+                        f"(tau {self.cfg.decay_tau:g} s). Lower learning_rate, then call reset", decay=True)
+
+
+class DelayLine:
+    """Pairs each measured acceleration with the command that caused it (``delay`` ticks earlier)."""
+
+    def __init__(self, n: int, delay: int = 1) -> None:
+        self.buf = np.zeros((delay + 1, n))
+        self.delay = delay
+        self.count = 0
+        self.i = 0
+
+    def push(self, cmd: np.ndarray) -> np.ndarray | None:
+        """Store this tick's command; return the one from ``delay`` ticks ago (None until filled)."""
+        self.buf[self.i] = cmd
+        self.i = (self.i + 1) % self.buf.shape[0]
+        self.count += 1
+        if self.count <= self.delay:
+            return None
+        return self.buf[self.i]

@@ -1,0 +1,124 @@
+"""Feedforward torque tau_ff(q, dq, ddq_d): the exported model, or a loud, explicit fallback.
+
+One class used in two places (decision, see docs/interfaces.md "control/"): the controller embeds
+it so that /joint_states -> command is a single hop; the feedforward node runs the same class to
+publish ``FeedforwardTorque`` for monitoring/recording (or as the source when the controller is
+configured with ``feedforward_source: topic``).
+
+Fallback policy (``fallback`` parameter): when no model path is configured, the file is missing,
+or the runtime refuses the artifact (other robot, other rate, bad format), we use
+"rbd" = RNEA of the nominal URDF at (q, dq, ddq_d), "gravity" = g(q), or "none" (refuse: raise).
+The reason is kept in ``fallback_reason`` for the node to log once at ERROR and put on /diagnostics.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from idyn_ros.control.rbd import RigidBodyTerms
+from idyn_ros.errors import IdynError, ModelArtifactError
+
+FALLBACKS = ("rbd", "gravity", "none")
+# Reuss et al. 2022 sec. VI: "the loop runs 500 iterations (0.5 s) to warm up the LSTM state".
+PAPER_WARMUP_TICKS = 500
+
+
+class FeedforwardComputer:
+    """tau_ff = f(q, dq, ddq_d) with parts (rbd, friction, residual), all Nm, preallocated outputs."""
+
+    def __init__(
+        self,
+        robot: Any,
+        model_path: str | Path | None = None,
+        fallback: str = "rbd",
+        rate_hz: float | None = None,
+        warmup_ticks: int = PAPER_WARMUP_TICKS,
+        rbd: RigidBodyTerms | None = None,
+    ) -> None:
+        """``robot``: an ``idyn_ros.dynamics.RobotModel`` (needs ``pin_model``, ``joint_names``)."""
+        if fallback not in FALLBACKS:
+            raise ModelArtifactError(f"feedforward fallback must be one of {FALLBACKS}, got {fallback!r}")
+        self.robot = robot
+        self.n = len(robot.joint_names)
+        self.rbd = rbd if rbd is not None else RigidBodyTerms(robot.pin_model)
+        self.fallback_kind = fallback
+        self.warmup_ticks = int(warmup_ticks)
+        self.total = np.zeros(self.n)
+        self.rbd_part = np.zeros(self.n)
+        self.friction = np.zeros(self.n)
+        self.residual = np.zeros(self.n)
+        self.runtime = None
+        self.fallback = True
+        self.fallback_reason = ""
+        self.model_id = f"fallback:{fallback}"
+        if model_path:
+            try:
+                self.runtime = self._load(Path(model_path), rate_hz)
+                self.fallback = False
+                self.model_id = self._fingerprint(Path(model_path))
+            except IdynError as exc:
+                self.fallback_reason = f"model {model_path} rejected: {exc}"
+            except Exception as exc:
+                self.fallback_reason = f"model {model_path} could not be loaded: {type(exc).__name__}: {exc}"
+        else:
+            self.fallback_reason = "no model configured (parameter model_path is empty)"
+        if self.fallback:
+            if fallback == "none":
+                raise ModelArtifactError(
+                    f"{self.fallback_reason}; fallback is 'none'. Set model_path to an artifact exported "
+                    f"for {robot.name if hasattr(robot, 'name') else 'this robot'} or set fallback to rbd|gravity"
+                )
+            self.fallback_reason += f"; using fallback '{fallback}' (nominal URDF)"
+
+    def _load(self, path: Path, rate_hz: float | None) -> Any:
+        if not path.is_file():
+            raise ModelArtifactError(f"file not found: {path}")
+        from idyn_ros.runtime import ModelRuntime  # runtime layer: onnxruntime, never torch
+
+        return ModelRuntime(path, robot=self.robot, rate_hz=rate_hz)
+
+    @staticmethod
+    def _fingerprint(path: Path) -> str:
+        digest = hashlib.sha256(path.read_bytes()).hexdigest()[:12]
+        return f"{path.name}:{digest}"
+
+    def reset(self) -> None:
+        """Zero the recurrent state (the runtime's), e.g. before a warm-up."""
+        if self.runtime is not None:
+            self.runtime.reset()
+
+    def warm_up(self, q: np.ndarray, dq: np.ndarray | None = None, ddq: np.ndarray | None = None) -> None:
+        """Run ``warmup_ticks`` model steps at (q, dq, ddq) so the LSTM state settles (Reuss sec. VI).
+
+        Decision: warm up on the current state held constant (the robot is at rest when the
+        controller activates), synchronously in on_activate (~500 x 20 us = 10 ms), rather than
+        over the first 0.5 s of live ticks: the first live command then already uses the model.
+        """
+        if self.runtime is None:
+            return
+        zeros = np.zeros(self.n)
+        dq = zeros if dq is None else dq
+        ddq = zeros if ddq is None else ddq
+        self.runtime.reset()
+        for _ in range(self.warmup_ticks):
+            self.runtime.step(q, dq, ddq)
+
+    def compute(self, q: np.ndarray, dq: np.ndarray, ddq_d: np.ndarray) -> np.ndarray:
+        """Evaluate at (q rad, dq rad/s, ddq_d rad/s^2); returns ``self.total`` (Nm), parts in attributes."""
+        if self.runtime is not None:
+            pred = self.runtime.step(q, dq, ddq_d)
+            self.total[:] = np.reshape(pred.total, -1)
+            self.rbd_part[:] = np.reshape(pred.rbd, -1)
+            self.friction[:] = np.reshape(pred.friction, -1)
+            self.residual[:] = np.reshape(pred.residual, -1)
+            return self.total
+        if self.fallback_kind == "rbd":
+            self.rbd_part[:] = self.rbd.rnea(q, dq, ddq_d)
+        else:
+            self.rbd_part[:] = self.rbd.gravity(q)
+        self.total[:] = self.rbd_part
+        return self.total

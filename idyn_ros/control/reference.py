@@ -1,0 +1,133 @@
+"""Reference trajectories (q_d, dq_d, ddq_d) for the controller: min-jerk moves, recorded/excitation
+trajectories (npz), and trajectory_msgs/JointTrajectory-style point lists.
+
+Pure numpy; the reference node samples one of these per tick. Each source answers
+``sample(t) -> (q, dq, ddq)`` at time t (s since its start) and ``duration`` (s); after the end it
+holds the last point at rest.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+from idyn_ros.errors import DatasetError
+
+
+def min_jerk(q0: np.ndarray, q1: np.ndarray, duration: float, t: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Flash & Hogan minimum-jerk move (Reuss sec. V-C), rest to rest.
+
+    s = t/T, q = q0 + (q1 - q0)(10 s^3 - 15 s^4 + 6 s^5); dq, ddq its time derivatives (rad/s, rad/s^2).
+    """
+    d = np.asarray(q1, dtype=float) - np.asarray(q0, dtype=float)
+    if duration <= 0 or t >= duration:
+        return np.array(q1, dtype=float), np.zeros_like(d), np.zeros_like(d)
+    s = max(t, 0.0) / duration
+    pos = 10 * s**3 - 15 * s**4 + 6 * s**5
+    vel = (30 * s**2 - 60 * s**3 + 30 * s**4) / duration
+    acc = (60 * s - 180 * s**2 + 120 * s**3) / duration**2
+    return np.asarray(q0, dtype=float) + d * pos, d * vel, d * acc
+
+
+class MinJerkMove:
+    """A sequence of min-jerk moves through set points, each taking ``durations[i]`` s."""
+
+    def __init__(self, start: Sequence[float], setpoints: Sequence[Sequence[float]], durations: Sequence[float]):
+        if len(setpoints) != len(durations):
+            raise ValueError(f"{len(setpoints)} set points but {len(durations)} durations")
+        self.points = [np.asarray(start, dtype=float)] + [np.asarray(p, dtype=float) for p in setpoints]
+        self.durations = [float(d) for d in durations]
+        self.starts = np.concatenate([[0.0], np.cumsum(self.durations)])
+        self.duration = float(self.starts[-1])
+
+    def sample(self, t: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        if t >= self.duration or not self.durations:
+            return min_jerk(self.points[-1], self.points[-1], 0.0, 0.0)
+        i = int(np.searchsorted(self.starts, t, side="right") - 1)
+        return min_jerk(self.points[i], self.points[i + 1], self.durations[i], t - self.starts[i])
+
+
+class SampledTrajectory:
+    """A trajectory given as samples (t, q[, dq, ddq]) - a recording or an excitation npz.
+
+    Missing derivatives come from central differences. Between samples: cubic Hermite on
+    (q, dq) for q and linear interpolation for dq and ddq (decision: consistent enough at the
+    1 kHz sample spacing of excitation files; a spline fit would be smoother but allocates).
+    """
+
+    def __init__(self, t: np.ndarray, q: np.ndarray, dq: np.ndarray | None = None, ddq: np.ndarray | None = None):
+        t = np.asarray(t, dtype=float)
+        q = np.asarray(q, dtype=float)
+        if t.ndim != 1 or q.ndim != 2 or q.shape[0] != t.shape[0] or t.shape[0] < 2:
+            raise DatasetError(f"trajectory needs t (N,) and q (N, n) with N >= 2, got {t.shape} and {q.shape}")
+        if np.any(np.diff(t) <= 0):
+            raise DatasetError("trajectory time stamps must be strictly increasing")
+        self.t = t - t[0]
+        self.q = q
+        self.dq = np.gradient(q, self.t, axis=0) if dq is None else np.asarray(dq, dtype=float)
+        self.ddq = np.gradient(self.dq, self.t, axis=0) if ddq is None else np.asarray(ddq, dtype=float)
+        self.duration = float(self.t[-1])
+
+    def sample(self, t: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        if t >= self.duration:
+            return self.q[-1].copy(), np.zeros(self.q.shape[1]), np.zeros(self.q.shape[1])
+        if t <= 0:
+            return self.q[0].copy(), self.dq[0].copy(), self.ddq[0].copy()
+        i = int(np.searchsorted(self.t, t, side="right") - 1)
+        h = self.t[i + 1] - self.t[i]
+        s = (t - self.t[i]) / h
+        h00, h10, h01, h11 = 2 * s**3 - 3 * s**2 + 1, s**3 - 2 * s**2 + s, -2 * s**3 + 3 * s**2, s**3 - s**2
+        q = h00 * self.q[i] + h10 * h * self.dq[i] + h01 * self.q[i + 1] + h11 * h * self.dq[i + 1]
+        dq = (1 - s) * self.dq[i] + s * self.dq[i + 1]
+        ddq = (1 - s) * self.ddq[i] + s * self.ddq[i + 1]
+        return q, dq, ddq
+
+
+def load_npz_trajectory(path: str | Path, joint_names: Sequence[str]) -> SampledTrajectory:
+    """Excitation/recorded trajectory from a DESIGN.md dataset ``.npz``: uses q_d/dq_d/ddq_d when
+    present (a planned trajectory), else q/dq/ddq; columns reordered by ``joint_names``."""
+    path = Path(path)
+    if not path.is_file():
+        raise DatasetError(f"trajectory file not found: {path}")
+    with np.load(path, allow_pickle=False) as data:
+        keys = set(data.files)
+        if "t" not in keys:
+            raise DatasetError(f"{path} has no 't' array (keys: {sorted(keys)})")
+        prefix = "q_d" if "q_d" in keys else "q"
+        if prefix not in keys:
+            raise DatasetError(f"{path} has neither q_d nor q (keys: {sorted(keys)})")
+        names = [str(x) for x in data["joint_names"]] if "joint_names" in keys else list(joint_names)
+        missing = [j for j in joint_names if j not in names]
+        if missing:
+            raise DatasetError(f"{path} lacks joints {missing} (has {names})")
+        idx = [names.index(j) for j in joint_names]
+        suffix = "_d" if prefix == "q_d" else ""
+        dq = data[f"dq{suffix}"][:, idx] if f"dq{suffix}" in keys else None
+        ddq = data[f"ddq{suffix}"][:, idx] if f"ddq{suffix}" in keys else None
+        return SampledTrajectory(data["t"], data[prefix][:, idx], dq, ddq)
+
+
+def from_joint_trajectory_points(
+    times: Sequence[float], positions: Sequence[Sequence[float]], velocities: Sequence[Sequence[float]] | None,
+    accelerations: Sequence[Sequence[float]] | None, start_q: np.ndarray,
+) -> SampledTrajectory:
+    """trajectory_msgs/JointTrajectory points (time_from_start s) -> trajectory starting at ``start_q``
+    (t = 0 is the current position, as joint_trajectory_controller does when the first point has t > 0)."""
+    t = np.asarray(times, dtype=float)
+    q = np.asarray(positions, dtype=float)
+    if t.size == 0:
+        raise DatasetError("JointTrajectory has no points")
+    if t[0] > 0:
+        t = np.concatenate([[0.0], t])
+        q = np.vstack([start_q, q])
+        if velocities is not None:
+            velocities = np.vstack([np.zeros_like(start_q), velocities])
+        if accelerations is not None:
+            accelerations = np.vstack([np.zeros_like(start_q), accelerations])
+    if t.size == 1:  # a single point at t = 0: hold it
+        t = np.array([0.0, 1e-3])
+        q = np.vstack([q, q])
+        velocities = accelerations = None
+    return SampledTrajectory(t, q, velocities, accelerations)

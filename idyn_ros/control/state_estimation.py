@@ -1,0 +1,303 @@
+"""Causal joint-state cleaning for the 1 kHz path: name mapping, trust checks, dq/ddq estimation.
+
+Why here and not in ``data.filters``: the controller, the buffer node, DOOMED and the wrench
+observer must all see exactly the same estimate, and it must be computable per tick without
+allocation. Everything in this module is pure numpy with preallocated buffers; no ROS types.
+
+Decisions (one line each, tested in test/control/test_state_estimation.py):
+- velocity: the measured velocity is used when it is present and finite; otherwise backward
+  difference of q. Acceleration: backward difference of dq over the *stamp* dt (robust to jitter),
+  then a 2nd-order Butterworth low-pass designed for the nominal rate (causal, ~1/(2 pi fc) lag).
+- a stamp equal to the previous one is a duplicate (ignored, not an error); a stamp going backwards
+  is rejected; a gap longer than ``max_gap_periods`` resets the differentiators (no huge ddq spike).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+# Status codes returned by JointStateFilter.update (ints: cheap to compare on the hot path).
+OK = 0
+DUPLICATE = 1
+REJECT_NAMES = 2
+REJECT_NONFINITE = 3
+REJECT_BACKWARDS = 4
+REJECT_LENGTH = 5
+
+STATUS_TEXT = {
+    OK: "ok",
+    DUPLICATE: "duplicate stamp (ignored)",
+    REJECT_NAMES: "missing joint",
+    REJECT_NONFINITE: "non-finite value",
+    REJECT_BACKWARDS: "stamp went backwards",
+    REJECT_LENGTH: "array length does not match the joint names",
+}
+
+
+class Biquad:
+    """Per-channel 2nd-order Butterworth low-pass (direct form II transposed), causal.
+
+    Coefficients from the bilinear transform with prewarping, so the -3 dB point is ``cutoff_hz``
+    at ``rate_hz`` (standard RBJ cookbook low-pass with Q = 1/sqrt(2)).
+    """
+
+    def __init__(self, n: int, cutoff_hz: float, rate_hz: float) -> None:
+        if not 0.0 < cutoff_hz < 0.5 * rate_hz:
+            raise ValueError(f"cutoff {cutoff_hz} Hz must lie in (0, {0.5 * rate_hz}) Hz (Nyquist)")
+        w0 = 2.0 * math.pi * cutoff_hz / rate_hz
+        alpha = math.sin(w0) / (2.0 * (1.0 / math.sqrt(2.0)))
+        cw = math.cos(w0)
+        a0 = 1.0 + alpha
+        self.b0 = (1.0 - cw) / 2.0 / a0
+        self.b1 = (1.0 - cw) / a0
+        self.b2 = self.b0
+        self.a1 = -2.0 * cw / a0
+        self.a2 = (1.0 - alpha) / a0
+        self.z1 = np.zeros(n)
+        self.z2 = np.zeros(n)
+        self.y = np.zeros(n)
+        self._tmp = np.zeros(n)
+
+    def reset(self, value: np.ndarray | float = 0.0) -> None:
+        """Start at steady state ``value`` (no transient)."""
+        self.y[:] = value
+        # steady state of DF2T: z1 = y - b0 x, z2 = b2 x - a2 y with x = y
+        self.z1[:] = self.y * (1.0 - self.b0)
+        self.z2[:] = self.y * (self.b2 - self.a2)
+
+    def step(self, x: np.ndarray) -> np.ndarray:
+        """Filter one sample; returns the internal output buffer (copy it to keep it)."""
+        y = self.y
+        np.multiply(x, self.b0, out=y)
+        y += self.z1
+        np.multiply(x, self.b1, out=self.z1)
+        self.z1 += self.z2
+        np.multiply(y, self.a1, out=self._tmp)
+        self.z1 -= self._tmp
+        np.multiply(x, self.b2, out=self.z2)
+        np.multiply(y, self.a2, out=self._tmp)
+        self.z2 -= self._tmp
+        return y
+
+
+class RotationalDisplacement:
+    """Callar 2021 feature r: signed joint rotation since the last reversal of motion direction.
+
+    r_j resets to 0 when the sign of the motion changes, grows with the travel and saturates at
+    ``limit`` (10 deg in the thesis, where the gear hysteresis saturates). A reversal counts only
+    after ``deadband`` rad of travel the other way, so encoder noise does not reset it (the thesis
+    does not say; decision: deadband 1e-4 rad ~ 0.006 deg). Units: rad.
+    """
+
+    def __init__(self, n: int, limit: float = math.radians(10.0), deadband: float = 1e-4) -> None:
+        self.limit = limit
+        self.deadband = deadband
+        self.r = np.zeros(n)
+        self.anchor = np.full(n, np.nan)  # q at the last reversal
+        self.extreme = np.zeros(n)  # furthest q in the current direction
+        self.direction = np.zeros(n)  # +1, -1 or 0 (not yet moving)
+
+    def reset(self) -> None:
+        self.r[:] = 0.0
+        self.anchor[:] = np.nan
+        self.direction[:] = 0.0
+
+    def update(self, q: np.ndarray) -> np.ndarray:
+        if np.isnan(self.anchor[0]):
+            self.anchor[:] = q
+            self.extreme[:] = q
+        for j in range(q.shape[0]):  # n <= 7: a loop is cheaper than masked numpy here
+            d = self.direction[j]
+            qj = q[j]
+            if d == 0.0:
+                if abs(qj - self.anchor[j]) > self.deadband:
+                    self.direction[j] = 1.0 if qj > self.anchor[j] else -1.0
+                    self.extreme[j] = qj
+            elif (qj - self.extreme[j]) * d >= 0.0:
+                self.extreme[j] = qj
+            elif (self.extreme[j] - qj) * d > self.deadband:  # reversal
+                self.anchor[j] = self.extreme[j]
+                self.extreme[j] = qj
+                self.direction[j] = -d
+            if self.direction[j] != 0.0:
+                self.r[j] = min(max(qj - self.anchor[j], -self.limit), self.limit)
+        return self.r
+
+
+class History:
+    """Ring buffer of the last ``length`` rows (n,) for sequence models; ``ordered()`` is oldest first."""
+
+    def __init__(self, length: int, n: int) -> None:
+        self.buf = np.zeros((length, n))
+        self.length = length
+        self.count = 0
+        self.head = 0
+
+    def push(self, row: np.ndarray) -> None:
+        self.buf[self.head] = row
+        self.head = (self.head + 1) % self.length
+        self.count = min(self.count + 1, self.length)
+
+    def ordered(self) -> np.ndarray:
+        """Copy, oldest first, of the rows seen so far (not for the hot path)."""
+        if self.count < self.length:
+            return self.buf[: self.count].copy()
+        return np.roll(self.buf, -self.head, axis=0)
+
+
+@dataclass
+class JointStateEstimate:
+    """The clean state after one accepted sample (views into preallocated buffers)."""
+
+    stamp_ns: int
+    q: np.ndarray  # rad
+    dq: np.ndarray  # rad/s
+    ddq: np.ndarray  # rad/s^2 (filtered, causal)
+    effort: np.ndarray  # Nm (NaN where the source gives none)
+    r: np.ndarray  # rad, rotational displacement feature
+
+
+class JointStateFilter:
+    """Maps a JointState-like sample to the configured joint order, checks it, estimates dq/ddq.
+
+    ``update`` returns a status code (``OK`` or a ``REJECT_*``); the rejected sample leaves the
+    estimate untouched. ``reason`` holds a human-readable message for the last rejection
+    (built only on rejection, so the accepted path allocates nothing but a tuple compare).
+    """
+
+    def __init__(
+        self,
+        joint_names: Sequence[str],
+        rate_hz: float,
+        accel_cutoff_hz: float = 50.0,
+        max_gap_periods: float = 3.0,
+        history_length: int = 0,
+        use_measured_velocity: bool = True,
+    ) -> None:
+        if rate_hz <= 0:
+            raise ValueError(f"rate_hz must be > 0, got {rate_hz}")
+        self.joint_names = tuple(joint_names)
+        self.n = len(self.joint_names)
+        self.rate_hz = float(rate_hz)
+        self.period_ns = round(1e9 / rate_hz)
+        self.max_gap_ns = int(max_gap_periods * self.period_ns)
+        self.use_measured_velocity = use_measured_velocity
+        self._accel_lp = Biquad(self.n, accel_cutoff_hz, rate_hz)
+        self._rd = RotationalDisplacement(self.n)
+        self.history = History(history_length, 3 * self.n) if history_length > 0 else None
+        self._names_cache: tuple[str, ...] | None = None
+        self._index = np.arange(self.n)
+        self.q = np.zeros(self.n)
+        self.dq = np.zeros(self.n)
+        self.ddq = np.zeros(self.n)
+        self.effort = np.full(self.n, np.nan)
+        self._q_prev = np.zeros(self.n)
+        self._dq_prev = np.zeros(self.n)
+        self._scratch = np.zeros(self.n)
+        self._hist_row = np.zeros(3 * self.n)
+        self.stamp_ns = -1
+        self.samples = 0  # accepted samples since reset
+        self.reason = ""
+        self.estimate = JointStateEstimate(-1, self.q, self.dq, self.ddq, self.effort, self._rd.r)
+
+    def reset(self) -> None:
+        """Forget the past (e.g. on activation): next sample restarts the differentiators."""
+        self.stamp_ns = -1
+        self.samples = 0
+        self._rd.reset()
+        self.ddq[:] = 0.0
+
+    def _resolve(self, names: Sequence[str]) -> bool:
+        key = tuple(names)
+        if key == self._names_cache:
+            return True
+        lookup = {name: i for i, name in enumerate(key)}
+        missing = [name for name in self.joint_names if name not in lookup]
+        if missing:
+            self.reason = f"missing joint(s) {missing} in /joint_states (got {list(key)})"
+            return False
+        self._index = np.array([lookup[name] for name in self.joint_names], dtype=np.intp)
+        self._names_cache = key
+        return True
+
+    def update(
+        self,
+        names: Sequence[str],
+        position: Sequence[float],
+        velocity: Sequence[float],
+        effort: Sequence[float],
+        stamp_ns: int,
+    ) -> int:
+        """Take one sample (stamp in ns). Returns OK, DUPLICATE or a REJECT_* code."""
+        if not self._resolve(names):
+            return REJECT_NAMES
+        m = len(names)
+        if len(position) != m or (len(velocity) not in (0, m)) or (len(effort) not in (0, m)):
+            self.reason = (
+                f"/joint_states arrays have lengths position={len(position)} velocity={len(velocity)} "
+                f"effort={len(effort)} for {m} names"
+            )
+            return REJECT_LENGTH
+        if self.stamp_ns >= 0:
+            if stamp_ns == self.stamp_ns:
+                return DUPLICATE
+            if stamp_ns < self.stamp_ns:
+                self.reason = f"stamp went backwards by {(self.stamp_ns - stamp_ns) * 1e-6:.3f} ms"
+                return REJECT_BACKWARDS
+        idx = self._index
+        q = self._scratch
+        q[:] = np.asarray(position, dtype=float)[idx]
+        if not np.all(np.isfinite(q)):
+            self.reason = self._nonfinite_reason("position", q)
+            return REJECT_NONFINITE
+        have_vel = self.use_measured_velocity and len(velocity) == m
+        if have_vel:
+            dq_meas = np.asarray(velocity, dtype=float)[idx]
+            if not np.all(np.isfinite(dq_meas)):
+                self.reason = self._nonfinite_reason("velocity", dq_meas)
+                return REJECT_NONFINITE
+        if len(effort) == m:
+            eff = np.asarray(effort, dtype=float)[idx]
+            if not np.all(np.isfinite(eff)):
+                self.reason = self._nonfinite_reason("effort", eff)
+                return REJECT_NONFINITE
+            self.effort[:] = eff
+        # accepted: estimate derivatives
+        restart = self.stamp_ns < 0 or stamp_ns - self.stamp_ns > self.max_gap_ns
+        dt = (stamp_ns - self.stamp_ns) * 1e-9 if not restart else 1.0 / self.rate_hz
+        self._q_prev[:] = self.q
+        self._dq_prev[:] = self.dq
+        self.q[:] = q
+        if have_vel:
+            self.dq[:] = dq_meas
+        elif restart:
+            self.dq[:] = 0.0
+        else:
+            np.subtract(self.q, self._q_prev, out=self.dq)
+            self.dq /= dt
+        if restart:
+            self._accel_lp.reset(0.0)
+            self.ddq[:] = 0.0
+        else:
+            np.subtract(self.dq, self._dq_prev, out=self._scratch)
+            self._scratch /= dt
+            self.ddq[:] = self._accel_lp.step(self._scratch)
+        self._rd.update(self.q)
+        if self.history is not None:
+            n = self.n
+            self._hist_row[:n] = self.q
+            self._hist_row[n : 2 * n] = self.dq
+            self._hist_row[2 * n :] = self.ddq
+            self.history.push(self._hist_row)
+        self.stamp_ns = stamp_ns
+        self.estimate.stamp_ns = stamp_ns
+        self.samples += 1
+        return OK
+
+    def _nonfinite_reason(self, field: str, values: np.ndarray) -> str:
+        bad = [self.joint_names[i] for i in np.flatnonzero(~np.isfinite(values))]
+        return f"non-finite {field} for joint(s) {bad}"

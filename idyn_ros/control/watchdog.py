@@ -1,0 +1,61 @@
+"""Controller watchdog: decides each tick whether the command may come from the control law.
+
+Trips (controller goes to its safe mode within the same tick, reason kept for /diagnostics):
+- the joint state is older than ``stale_periods`` control periods (receive-time gap, checked by a
+  timer in the node because a dead publisher produces no callback; and the message stamp's age);
+- a NaN/Inf anywhere in what the law consumes (state, reference, feedforward, offset, output);
+- the feedforward (when it comes from another node) is older than ``ff_timeout``;
+- the joint-state filter rejected the sample (missing joint, stamps going backwards, ...).
+Recovery is explicit: the node must call ``clear()`` (on re-activation) - a tripped controller does
+not silently resume (decision: latching is safer than flapping between law and safe torque).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+class Watchdog:
+    """Latching trip with a reason; all times in ns (one clock per instance)."""
+
+    def __init__(self, period_s: float, stale_periods: float = 3.0, ff_timeout_s: float = 0.01) -> None:
+        self.period_ns = round(period_s * 1e9)
+        self.stale_ns = round(stale_periods * period_s * 1e9)
+        self.ff_timeout_ns = round(ff_timeout_s * 1e9)
+        self.tripped = False
+        self.reason = ""
+        self.trips = 0
+
+    def clear(self) -> None:
+        self.tripped = False
+        self.reason = ""
+
+    def trip(self, reason: str) -> None:
+        """Latch the trip (the first reason is kept until ``clear``)."""
+        if not self.tripped:
+            self.tripped = True
+            self.reason = reason
+            self.trips += 1
+
+    def check_state_age(self, now_ns: int, last_state_ns: int) -> bool:
+        """True when fine; trips when no state arrived for more than ``stale_periods`` periods."""
+        if last_state_ns < 0:
+            return True  # nothing received yet: the node stays inactive, nothing to protect
+        age = now_ns - last_state_ns
+        if age > self.stale_ns:
+            self.trip(f"stale joint state: {age * 1e-6:.2f} ms old (> {self.stale_ns * 1e-6:.2f} ms)")
+            return False
+        return True
+
+    def check_ff_age(self, now_ns: int, last_ff_ns: int) -> bool:
+        if last_ff_ns < 0 or now_ns - last_ff_ns > self.ff_timeout_ns:
+            age = "never received" if last_ff_ns < 0 else f"{(now_ns - last_ff_ns) * 1e-6:.1f} ms old"
+            self.trip(f"feedforward missing: {age} (timeout {self.ff_timeout_ns * 1e-6:.1f} ms)")
+            return False
+        return True
+
+    def check_finite(self, name: str, values: np.ndarray) -> bool:
+        if np.all(np.isfinite(values)):
+            return True
+        self.trip(f"non-finite {name}: indices {np.flatnonzero(~np.isfinite(values)).tolist()}")
+        return False

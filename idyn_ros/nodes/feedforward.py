@@ -1,0 +1,91 @@
+"""feedforward: the exported model at (q, dq, ddq_d) -> idyn_ros/FeedforwardTorque (total and parts).
+
+Runs ``idyn_ros.control.feedforward.FeedforwardComputer`` (ONNX Runtime, no torch) on every
+/joint_states sample with the latest reference acceleration. In the default bringup the controller
+embeds the same class (one hop) and this node publishes for monitoring/recording; with the
+controller's ``feedforward_source: topic`` this node is the source and its silence trips the
+controller's watchdog. Without a model, or with one for another robot/rate, it says so loudly
+(ERROR log once + /diagnostics ERROR) and publishes the configured fallback (``fallback: true``).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import numpy as np
+from rclpy.node import Node
+
+from idyn_ros.control import state_estimation as se
+from idyn_ros.control.feedforward import FeedforwardComputer
+from idyn_ros.nodes import parameters as prm
+from idyn_ros.nodes.common import HOT_IN, Diagnostics, NameMap, as_array, load_robot, stamp_to_ns
+
+KIND = "feedforward"
+
+
+class FeedforwardNode(Node):
+    def __init__(self, name: str = "feedforward", **kwargs: Any) -> None:
+        from sensor_msgs.msg import JointState
+
+        from idyn_ros.msg import FeedforwardTorque, JointReference
+
+        super().__init__(name, **kwargs)
+        v = self.vals = prm.declare(self, KIND)
+        self.spec, self.robot = load_robot(v)
+        n = self.n = self.robot.n
+        problems = prm.validate_all(KIND, v, n)
+        if problems:
+            raise prm.ParameterError("; ".join(problems))
+        self.add_on_set_parameters_callback(prm.make_validator(self, KIND, lambda: self.n, lambda: True))
+        self.diag = Diagnostics(self, f"idyn: {self.get_name()}", v["robot"])
+        self.ff = FeedforwardComputer(self.robot, v["model_path"] or None, v["fallback"], v["rate_hz"],
+                                      v["warmup_ticks"])
+        if self.ff.fallback:
+            self.get_logger().error(f"feedforward: {self.ff.fallback_reason}")
+            self.diag.set(Diagnostics.ERROR, self.ff.fallback_reason, publish=True, model_id=self.ff.model_id)
+        else:
+            self.diag.set(Diagnostics.OK, f"model {self.ff.model_id}", publish=True, model_id=self.ff.model_id)
+        self.filter = se.JointStateFilter(self.robot.joint_names, v["rate_hz"])
+        self.ddq_d = np.zeros(n)
+        self._ref = NameMap(self.robot.joint_names)
+        self._warm = False
+        self.out = FeedforwardTorque(joint_names=list(self.robot.joint_names), model_id=self.ff.model_id,
+                                     fallback=self.ff.fallback)
+        self.pub = self.create_publisher(FeedforwardTorque, v["feedforward_topic"], HOT_IN)
+        self.create_subscription(JointState, v["joint_states_topic"], self._on_joint_state, HOT_IN)
+        self.create_subscription(JointReference, v["reference_topic"], self._on_reference, HOT_IN)
+        self.create_timer(v["diagnostics_period"], self.diag.publish)
+
+    def _on_reference(self, msg: Any) -> None:
+        if self._ref.resolve(msg.joint_names):
+            self._ref.take(msg.accelerations, self.ddq_d)
+
+    def _on_joint_state(self, msg: Any) -> None:
+        f = self.filter
+        if f.update(msg.name, msg.position, msg.velocity, msg.effort, stamp_to_ns(msg.header.stamp)) != se.OK:
+            return
+        if not self._warm:
+            self.ff.warm_up(f.q)
+            self._warm = True
+        t0 = time.perf_counter_ns()
+        total = self.ff.compute(f.q, f.dq, self.ddq_d)
+        o = self.out
+        o.compute_time_us = (time.perf_counter_ns() - t0) * 1e-3
+        o.header.stamp = msg.header.stamp
+        o.total = as_array(total)
+        if self.vals["publish_parts"]:
+            o.rbd = as_array(self.ff.rbd_part)
+            o.friction = as_array(self.ff.friction)
+            o.residual = as_array(self.ff.residual)
+        self.pub.publish(o)
+
+
+def main(argv: list[str] | None = None) -> int:
+    from idyn_ros.nodes.common import run
+
+    return run([FeedforwardNode], argv)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,104 @@
+"""joint_state_buffer: /joint_states -> clean, ordered state with causal dq/ddq estimates.
+
+Glue around ``idyn_ros.control.state_estimation.JointStateFilter`` (the controller embeds the
+same class so both see identical estimates). Publishes ``idyn_ros/JointStateEstimate`` on
+``state_estimate_topic`` for every accepted sample; rejected samples (NaN/Inf, missing joint, stamp
+going backwards) are dropped and reported on /diagnostics (ERROR, once per distinct reason); no
+input for ``stale_timeout`` s is reported as STALE.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import numpy as np
+from rclpy.node import Node
+
+from idyn_ros.control import state_estimation as se
+from idyn_ros.nodes import parameters as prm
+from idyn_ros.nodes.common import HOT_IN, Diagnostics, as_array, load_robot, stamp_to_ns
+
+KIND = "joint_state_buffer"
+
+
+class JointStateBufferNode(Node):
+    def __init__(self, name: str = "joint_state_buffer", **kwargs: Any) -> None:
+        from sensor_msgs.msg import JointState
+
+        from idyn_ros.msg import JointStateEstimate
+
+        super().__init__(name, **kwargs)
+        v = self.vals = prm.declare(self, KIND)
+        self.spec, robot = load_robot(v)
+        self.n = robot.n
+        problems = prm.validate_all(KIND, v, self.n)
+        if problems:
+            raise prm.ParameterError("; ".join(problems))
+        self.add_on_set_parameters_callback(prm.make_validator(self, KIND, lambda: self.n, lambda: True))
+        self.filter = se.JointStateFilter(robot.joint_names, v["rate_hz"], v["accel_cutoff_hz"],
+                                          v["max_gap_periods"], use_measured_velocity=v["use_measured_velocity"])
+        self._dq_prev = np.zeros(self.n)
+        self.ddq_raw = np.zeros(self.n)
+        self.out = JointStateEstimate(joint_names=list(robot.joint_names))
+        self.pub = self.create_publisher(JointStateEstimate, v["state_estimate_topic"], HOT_IN)
+        self.create_subscription(JointState, v["joint_states_topic"], self._on_joint_state, HOT_IN)
+        self.diag = Diagnostics(self, f"idyn: {self.get_name()}", v["robot"])
+        self.create_timer(v["diagnostics_period"], self._on_diagnostics)
+        self._last_rx = -1
+        self.rejected = 0
+        self.accepted = 0
+        self._last_reason = ""
+
+    def _on_joint_state(self, msg: Any) -> None:
+        self._last_rx = time.monotonic_ns()
+        f = self.filter
+        prev_ns = f.stamp_ns
+        self._dq_prev[:] = f.dq
+        status = f.update(msg.name, msg.position, msg.velocity, msg.effort, stamp_to_ns(msg.header.stamp))
+        if status == se.DUPLICATE:
+            return
+        if status != se.OK:
+            self.rejected += 1
+            if f.reason != self._last_reason:
+                self._last_reason = f.reason
+                self.get_logger().error(f"rejected /joint_states: {f.reason}")
+                self.diag.set(Diagnostics.ERROR, f"rejecting input: {f.reason}", publish=True)
+            return
+        self.accepted += 1
+        if prev_ns >= 0 and f.samples > 1:
+            np.subtract(f.dq, self._dq_prev, out=self.ddq_raw)
+            self.ddq_raw /= (f.stamp_ns - prev_ns) * 1e-9
+        else:
+            self.ddq_raw[:] = 0.0
+        o = self.out
+        o.header.stamp = msg.header.stamp
+        o.position = as_array(f.q)
+        o.velocity = as_array(f.dq)
+        o.acceleration = as_array(f.ddq)
+        o.acceleration_raw = as_array(self.ddq_raw)
+        o.effort = as_array(f.effort) if len(msg.effort) else as_array(np.zeros(0))
+        o.rotational_displacement = as_array(f.estimate.r)
+        self.pub.publish(o)
+
+    def _on_diagnostics(self) -> None:
+        now = time.monotonic_ns()
+        if self._last_rx < 0:
+            self.diag.set(Diagnostics.STALE, f"no /joint_states on {self.vals['joint_states_topic']} yet")
+        elif now - self._last_rx > self.vals["stale_timeout"] * 1e9:
+            self.diag.set(Diagnostics.STALE, f"no /joint_states for {(now - self._last_rx) * 1e-9:.3f} s")
+        elif self.diag.level != Diagnostics.ERROR:  # an input error stays reported (latched)
+            self.diag.set(Diagnostics.OK, "ok")
+        self.diag.values.update(accepted=self.accepted, rejected=self.rejected)
+        self.diag.values = {k: str(v) for k, v in self.diag.values.items()}
+        self.diag.publish()
+
+
+def main(argv: list[str] | None = None) -> int:
+    from idyn_ros.nodes.common import run
+
+    return run([JointStateBufferNode], argv)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,146 @@
+"""reference: desired (q, dq, ddq) as idyn_ros/JointReference, one message per /joint_states sample.
+
+Event-driven like the controller: each accepted joint state triggers one reference sample at the
+state's stamp + ``lookahead_periods`` (the controller reads it one hop later, i.e. for its next
+tick), so the reference runs on the plant's clock (sim time in lockstep, wall time in real time)
+and needs no 1 kHz timer. Sources (``mode``): hold the first state; min-jerk moves through
+``setpoints`` (``idyn_ros.control.reference.MinJerkMove``, Flash & Hogan); an excitation/recorded
+``npz_path``; or a trajectory_msgs/JointTrajectory sent to ``~/joint_trajectory`` (starts from the
+current reference at once, points resolved by joint name).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from rclpy.node import Node
+
+from idyn_ros.control import reference as ref
+from idyn_ros.control import state_estimation as se
+from idyn_ros.errors import IdynError
+from idyn_ros.nodes import parameters as prm
+from idyn_ros.nodes.common import HOT_IN, MONITOR, Diagnostics, as_array, load_robot, stamp_to_ns
+
+KIND = "reference"
+
+
+class ReferenceNode(Node):
+    def __init__(self, name: str = "reference", **kwargs: Any) -> None:
+        from sensor_msgs.msg import JointState
+        from trajectory_msgs.msg import JointTrajectory
+
+        from idyn_ros.msg import JointReference
+
+        super().__init__(name, **kwargs)
+        v = self.vals = prm.declare(self, KIND)
+        self.spec, self.robot = load_robot(v)
+        self.n = self.robot.n
+        problems = prm.validate_all(KIND, v, self.n)
+        if problems:
+            raise prm.ParameterError("; ".join(problems))
+        self.add_on_set_parameters_callback(prm.make_validator(self, KIND, lambda: self.n, lambda: True))
+        self.add_post_set_parameters_callback(lambda _p: self._restart())
+        self.diag = Diagnostics(self, f"idyn: {self.get_name()}", v["robot"])
+        self.filter = se.JointStateFilter(self.robot.joint_names, v["rate_hz"])
+        self.source: Any = None
+        self.t0_ns = -1
+        self.q_last = np.zeros(self.n)
+        self.out = JointReference(joint_names=list(self.robot.joint_names))
+        self.pub = self.create_publisher(JointReference, v["reference_topic"], HOT_IN)
+        self.create_subscription(JointState, v["joint_states_topic"], self._on_joint_state, HOT_IN)
+        self.create_subscription(JointTrajectory, "~/joint_trajectory", self._on_trajectory, MONITOR)
+        self.create_timer(v["diagnostics_period"], self.diag.publish)
+        self.lookahead_ns = int(v["lookahead_periods"] * 1e9 / v["rate_hz"])
+
+    def _restart(self) -> None:
+        self.vals = prm.values(self, KIND)
+        self.source = None  # rebuilt from the current reference at the next state
+
+    def _build(self, q_start: np.ndarray) -> Any:
+        v = self.vals
+        n = self.n
+        mode = v["mode"]
+        if mode == "setpoints":
+            flat = np.asarray(v["setpoints"], dtype=float)
+            points = flat.reshape(-1, n) if flat.size else np.zeros((0, n))
+            durations = list(v["durations"])
+            if len(durations) != len(points):
+                raise IdynError(f"reference: {len(points)} set points but {len(durations)} durations; give one "
+                                "duration (s) per set point")
+            return ref.MinJerkMove(q_start, [q_start, *points], [v["start_delay"], *durations])
+        if mode == "npz":
+            traj = ref.load_npz_trajectory(v["npz_path"], self.robot.joint_names)
+            move_in = ref.MinJerkMove(q_start, [traj.q[0]], [max(v["start_delay"], 1e-3)])
+            return _Chain(move_in, traj)
+        return ref.MinJerkMove(q_start, [], [])  # hold (also "trajectory" until one arrives)
+
+    def _on_trajectory(self, msg: Any) -> None:
+        try:
+            idx = [list(msg.joint_names).index(j) for j in self.robot.joint_names]
+        except ValueError:
+            self.get_logger().error(f"JointTrajectory lacks joints of {list(self.robot.joint_names)}; ignored")
+            return
+        pts = msg.points
+        times = [p.time_from_start.sec + p.time_from_start.nanosec * 1e-9 for p in pts]
+        pos = [[p.positions[i] for i in idx] for p in pts]
+        vel = [[p.velocities[i] for i in idx] for p in pts] if all(len(p.velocities) for p in pts) else None
+        acc = [[p.accelerations[i] for i in idx] for p in pts] if all(len(p.accelerations) for p in pts) else None
+        try:
+            self.source = ref.from_joint_trajectory_points(times, pos, vel, acc, self.q_last.copy())
+        except IdynError as exc:
+            self.get_logger().error(f"JointTrajectory rejected: {exc}")
+            return
+        self.t0_ns = self.filter.stamp_ns
+
+    def _on_joint_state(self, msg: Any) -> None:
+        f = self.filter
+        if f.update(msg.name, msg.position, msg.velocity, msg.effort, stamp_to_ns(msg.header.stamp)) != se.OK:
+            return
+        if self.source is None:
+            try:
+                start = f.q if self.t0_ns < 0 else self.q_last
+                self.source = self._build(start.copy())
+                self.diag.set(Diagnostics.OK, f"mode {self.vals['mode']}", publish=True)
+            except IdynError as exc:
+                self.get_logger().error(str(exc))
+                self.diag.set(Diagnostics.ERROR, str(exc), publish=True)
+                self.source = self._hold(f.q.copy())
+            self.t0_ns = f.stamp_ns
+        t = (f.stamp_ns + self.lookahead_ns - self.t0_ns) * 1e-9
+        if self.vals["loop"] and self.source.duration > 0 and t > self.source.duration:
+            self.t0_ns = f.stamp_ns
+            t = 0.0
+        q, dq, ddq = self.source.sample(t)
+        self.q_last[:] = q
+        o = self.out
+        o.header.stamp = msg.header.stamp
+        o.positions, o.velocities, o.accelerations = as_array(q), as_array(dq), as_array(ddq)
+        self.pub.publish(o)
+
+    @staticmethod
+    def _hold(q: np.ndarray) -> Any:
+        return ref.MinJerkMove(q, [], [])
+
+
+class _Chain:
+    """Two trajectories one after the other."""
+
+    def __init__(self, first: Any, second: Any) -> None:
+        self.first, self.second = first, second
+        self.duration = first.duration + second.duration
+
+    def sample(self, t: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        if t < self.first.duration:
+            return self.first.sample(t)
+        return self.second.sample(t - self.first.duration)
+
+
+def main(argv: list[str] | None = None) -> int:
+    from idyn_ros.nodes.common import run
+
+    return run([ReferenceNode], argv)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
