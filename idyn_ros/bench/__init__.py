@@ -10,6 +10,7 @@ ratios measured in one run.
 from __future__ import annotations
 
 import importlib
+import inspect
 import json
 import os
 import platform
@@ -66,7 +67,8 @@ def run_topic(topic: str, quick: bool = False) -> dict:
     """Run one topic; its module returns {result_name: payload}, or one payload named after the topic."""
     module = importlib.import_module(f"idyn_ros.bench.{topic}")
     started = time.perf_counter()
-    results = module.run_benchmarks(quick=quick)
+    accepts_quick = "quick" in inspect.signature(module.run_benchmarks).parameters
+    results = module.run_benchmarks(quick=quick) if accepts_quick else module.run_benchmarks()
     elapsed = time.perf_counter() - started
     files = results.pop("_files", None) if isinstance(results, dict) else None
     named = files if files is not None else {topic: results}
