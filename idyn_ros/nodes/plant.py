@@ -20,8 +20,17 @@ Two clocks (parameter ``clock_mode``):
 - ``realtime``: a wall-clock timer at ``control_rate`` steps the plant with the latest command;
   stamps are wall time, no /clock. The watchdog zeroes the torque when the newest accepted command
   is older than ``command_timeout``.
-Until the first valid command the brakes are engaged (the plant holds still and republishes its
-state every ``command_timeout``), like a real arm before its controller is activated.
+Until the first valid command the brakes are engaged, like a real arm before its controller is
+activated: the arm holds still (the drive applies nothing), but its clock keeps running. In lockstep
+the plant waits ``command_timeout`` s (wall) for an answer, then lets one control period pass with
+the brakes holding (zero drive torque, position held, velocity 0) and republishes the state with that
+period's fresh, strictly later stamp. Why not repeat the old state: a controller drops a state whose
+stamp it has already seen as a duplicate, so if its answer to the first state was lost (sent before
+DDS discovery matched it to the plant) or it subscribed late, an identical republish would deadlock
+the lockstep start. The same holds after ``~/reset_joints`` (its state also gets a fresh stamp) and
+once running (a lockstep timeout steps one period at zero torque, see above): every state published
+in lockstep has a stamp strictly later than the previous one. Brake periods do not count as
+``ticks``; they are counted in ``brake_ticks`` (/diagnostics).
 """
 
 from __future__ import annotations
@@ -61,39 +70,58 @@ PARAMETERS: dict[str, tuple[Any, str]] = {
 }
 
 
-def _ros_value(value: Any) -> Any:
-    """Python/numpy value -> a type rclpy parameters accept (float lists for arrays)."""
+def _empty_list(value: Any) -> bool:
+    """An empty list override = the (empty) default; rclpy would type it BYTE_ARRAY, so it is dropped."""
+    return isinstance(value, (list, tuple, np.ndarray)) and len(value) == 0
+
+
+def _ros_parameter(name: str, value: Any) -> Parameter:
+    """Python/numpy override -> an rclpy Parameter (lists as DOUBLE_ARRAY)."""
     if isinstance(value, (list, tuple, np.ndarray)):
-        return [float(v) for v in value]
+        return Parameter(name, Parameter.Type.DOUBLE_ARRAY, [float(v) for v in value])
     if isinstance(value, np.generic):
-        return value.item()
-    return value
+        value = value.item()
+    return Parameter(name, value=value)
 
 
 class PlantNode(Node):
     """The plant as a ROS 2 node. Parameters: see ``PARAMETERS``; ``overrides`` set them from Python."""
 
     def __init__(self, *, context: Any = None, node_name: str = "plant", **overrides: Any) -> None:
+        from rcl_interfaces.msg import ParameterDescriptor, ParameterType
+        from rclpy.exceptions import InvalidParameterTypeException
+
+        from idyn_ros.errors import ParameterError
+
         unknown = sorted(set(overrides) - set(PARAMETERS))
         if unknown:
-            from idyn_ros.errors import ParameterError
-
             raise ParameterError(f"unknown plant parameters {unknown}; known: {sorted(PARAMETERS)}")
         super().__init__(
             node_name,
             context=context,
-            parameter_overrides=[Parameter(k, value=_ros_value(v)) for k, v in overrides.items()],
+            parameter_overrides=[_ros_parameter(k, v) for k, v in overrides.items() if not _empty_list(v)],
         )
-        from rcl_interfaces.msg import ParameterDescriptor, ParameterType
-
+        p: dict[str, Any] = {}
         for name, (default, description) in PARAMETERS.items():
             descriptor = ParameterDescriptor(description=description, read_only=True)
             if isinstance(default, list):
+                # rclpy infers the type from the default and types `[]` as BYTE_ARRAY, which then
+                # rejects every list of doubles (launch file, YAML, -p name:=[0.0, ...]). So declare
+                # by type (static DOUBLE_ARRAY, dynamic typing off); left unset it reads as the default.
                 descriptor.type = ParameterType.PARAMETER_DOUBLE_ARRAY
+                descriptor.dynamic_typing = False
+                try:
+                    self.declare_parameter(name, Parameter.Type.DOUBLE_ARRAY, descriptor)
+                except InvalidParameterTypeException as exc:  # e.g. [0, 1]: YAML integers
+                    raise ParameterError(
+                        f"parameter {name} must be a list of doubles like [0.0, -0.5] (0.0, not 0): {exc}"
+                    ) from None
+                p[name] = list(self.get_parameter_or(name, Parameter(name, value=default)).value)
+                continue
             if name == "profile":  # `-p profile:=true` arrives as a YAML bool
                 descriptor.dynamic_typing = True
             self.declare_parameter(name, default, descriptor)
-        p = {name: self.get_parameter(name).value for name in PARAMETERS}
+            p[name] = self.get_parameter(name).value
         if isinstance(p["profile"], bool):
             p["profile"] = "true" if p["profile"] else "ideal"
         self._configure(p)
@@ -151,6 +179,8 @@ class PlantNode(Node):
         self._rt_origin_wall = time.monotonic()
         self._rt_ticks = 0
         self.lockstep_timeouts = 0
+        self.brake_ticks = 0
+        self._zero = np.zeros(plant.n)
         self._last_publish_wall = time.monotonic()
         self._start_wall = time.monotonic()
         self._start_sim = plant.time
@@ -223,8 +253,20 @@ class PlantNode(Node):
             self.lockstep_timeouts += 1
             self.gate.expire()
             self._advance(self.gate.command(self.plant.time))
-        else:  # brakes on: repeat the state for late subscribers
-            self._publish(self._state)
+        else:  # brakes on: time passes, the arm is held; a fresh stamp for late/lost answers
+            self._brake_tick()
+
+    def _brake_tick(self) -> None:
+        """Lockstep, brakes engaged: one control period passes with the arm held, then publish.
+
+        The plant has no brake of its own, so: step one period at zero torque (sim time and a timed
+        wrench advance as usual), then put the arm back where the brakes hold it (reset: q held, dq 0).
+        """
+        held = self._state.q_true
+        self.plant.step(self._zero)
+        self._state = self.plant.reset(held)
+        self.brake_ticks += 1
+        self._publish(self._state)
 
     def _realtime_tick(self) -> None:
         """Wall-clock tick: step as many control periods as wall time has advanced (sim time tracks
@@ -316,7 +358,10 @@ class PlantNode(Node):
             response.success, response.message = False, str(exc)
             return response
         self.gate.reset()  # brakes on until the next valid command
-        self._publish(self._state)
+        if self.lockstep:  # a fresh stamp: the controller must not drop the new position as a duplicate
+            self._brake_tick()
+        else:
+            self._publish(self._state)
         response.success, response.message = True, "reset; brakes engaged until the next command"
         return response
 
@@ -338,6 +383,7 @@ class PlantNode(Node):
             "rejected_over_limit": c.rejected_limit,
             "watchdog_trips": c.watchdog_trips,
             "lockstep_timeouts": self.lockstep_timeouts,
+            "brake_ticks": self.brake_ticks,
             "realtime_overruns": self.overruns,
             "watchdog_active": self.gate.watchdog_active,
             "last_error": self.gate.last_error,

@@ -3,8 +3,21 @@
 There is no ``ros2 bag record`` in the pip ROS 2 wheels, so this node is ours. It must not lose
 a message at 1 kHz, so it does as little as possible per message: subscriptions are
 ``raw=True`` (rclpy hands over the CDR bytes, which rosbag2 stores as-is: no deserialisation,
-no serialisation), QoS is reliable with a deep history, and the callback is one append to the
-storage. A timer makes the data durable every ``flush_period`` (MCAP chunk close + flush; sqlite
+no serialisation), QoS has a deep KEEP_LAST history, and the callback is one append to the
+storage.
+
+Reliability is adapted per topic like ``ros2 bag record`` does: a RELIABLE reader does not match a
+BEST_EFFORT writer (e.g. /idyn/reference), so each topic is subscribed RELIABLE only if all its
+publishers offer RELIABLE, else BEST_EFFORT (one INFO line per topic says which). A topic given
+with its type is subscribed at once, before discovery (no early message missed); with no publisher
+known yet it starts RELIABLE. Every flush period the publishers of each RELIABLE topic are checked
+again; when a best-effort one appears the subscription is re-created BEST_EFFORT (never back).
+Trade-off of that switch: messages of the reliable publishers in the few ms between destroying the
+old reader and matching the new one can be missed (a gap, which the importer handles), rather
+than written twice by overlapping readers. To avoid it, start the recorder after the publishers
+or give untyped topics (subscribed on discovery, with the publishers' QoS known).
+
+A timer makes the data durable every ``flush_period`` (MCAP chunk close + flush; sqlite
 WAL commit), so after SIGKILL ``idyn dataset import --recover`` gets all but the last period.
 SIGINT/SIGTERM stop the node, drain what is already queued, and close a complete bag.
 
@@ -99,24 +112,57 @@ def run_recorder(
         for sig, handler in old_handlers.items():
             signal.signal(sig, handler)
         raise
-    qos = QoSProfile(
-        history=HistoryPolicy.KEEP_LAST,
-        depth=qos_depth,
-        reliability=ReliabilityPolicy.RELIABLE,
-        durability=DurabilityPolicy.VOLATILE,
-    )
+    qos = {
+        rel: QoSProfile(
+            history=HistoryPolicy.KEEP_LAST,
+            depth=qos_depth,
+            reliability=rel,
+            durability=DurabilityPolicy.VOLATILE,
+        )
+        for rel in (ReliabilityPolicy.RELIABLE, ReliabilityPolicy.BEST_EFFORT)
+    }
     subscriptions = {}
+    types: dict[str, str] = {}
+    reliability: dict[str, ReliabilityPolicy] = {}
+
+    def offered(name: str) -> tuple[ReliabilityPolicy, str]:
+        """Reliability to request for ``name`` from its publishers' offered QoS, and why."""
+        pubs = node.get_publishers_info_by_topic(name)
+        if not pubs:
+            return ReliabilityPolicy.RELIABLE, "no publisher yet"
+        best_effort = sum(p.qos_profile.reliability != ReliabilityPolicy.RELIABLE for p in pubs)
+        if best_effort:
+            return ReliabilityPolicy.BEST_EFFORT, f"{best_effort} of {len(pubs)} publishers not reliable"
+        return ReliabilityPolicy.RELIABLE, f"all {len(pubs)} publishers reliable"
 
     def subscribe(name: str, msgtype: str) -> None:
         writer.add_topic(name, msgtype)
+        types[name] = msgtype
+        rel, why = offered(name)
+        create(name, rel, why)
+
+    def create(name: str, rel: ReliabilityPolicy, why: str) -> None:
         write = writer.write
         now = time.time_ns
 
         def callback(data: bytes, _topic: str = name) -> None:
             write(_topic, now(), data)
 
-        subscriptions[name] = node.create_subscription(message_class(msgtype), name, callback, qos, raw=True)
-        node.get_logger().info(f"recording {name} ({msgtype})")
+        old = subscriptions.pop(name, None)
+        if old is not None:
+            node.destroy_subscription(old)
+        msgtype = types[name]
+        subscriptions[name] = node.create_subscription(message_class(msgtype), name, callback, qos[rel], raw=True)
+        reliability[name] = rel
+        node.get_logger().info(f"recording {name} ({msgtype}) {rel.name} ({why})")
+
+    def adapt() -> None:
+        """Re-create RELIABLE subscriptions BEST_EFFORT once a best-effort publisher shows up."""
+        for name, rel in list(reliability.items()):
+            if rel == ReliabilityPolicy.RELIABLE:
+                new, why = offered(name)
+                if new == ReliabilityPolicy.BEST_EFFORT:
+                    create(name, new, why + ": re-subscribed")
 
     for name, msgtype in wanted.items():
         if msgtype:
@@ -132,6 +178,7 @@ def run_recorder(
 
     def tick() -> None:
         writer.flush()
+        adapt()
         discover()
         if on_progress is not None:
             on_progress(dict(writer.counts))
@@ -175,7 +222,7 @@ def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.Argu
         "--qos-depth",
         type=int,
         default=10000,
-        help="reliable KEEP_LAST history depth per topic (default 10000 = 10 s at 1 kHz)",
+        help="KEEP_LAST history depth per topic (default 10000 = 10 s at 1 kHz)",
     )
     parser.add_argument(
         "--flush-period",

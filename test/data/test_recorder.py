@@ -105,6 +105,58 @@ def test_sigkilled_recorder_bag_is_recoverable(tmp_path: Path, rclpy_context) ->
     np.testing.assert_array_equal(ds.q, q)
 
 
+def test_best_effort_publishers_are_recorded(tmp_path: Path, rclpy_context) -> None:
+    """A RELIABLE reader does not match a BEST_EFFORT writer (e.g. /idyn/reference): the recorder picks
+    the reliability from the publishers' offered QoS, also re-subscribing a typed topic it subscribed
+    RELIABLE before any publisher existed."""
+    import rclpy
+    from rclpy.qos import HistoryPolicy, QoSProfile, ReliabilityPolicy
+    from rclpy.serialization import deserialize_message
+    from sensor_msgs.msg import JointState
+
+    from idyn_ros.data.bag import BagReader
+
+    typed, untyped, n = "/test_be_typed", "/test_be_untyped", 200
+    best_effort = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=10, reliability=ReliabilityPolicy.BEST_EFFORT)
+    node = rclpy.create_node("test_be_publisher", context=rclpy_context)
+    pubs = {untyped: node.create_publisher(JointState, untyped, best_effort)}  # exists before the recorder
+    rec = subprocess.Popen(
+        [sys.executable, "-m", "idyn_ros.nodes.recorder", "-o", str(tmp_path / "bag"), "--flush-period", "0.2",
+         f"{typed}:sensor_msgs/msg/JointState", untyped],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while not node.get_subscriptions_info_by_topic(typed):  # subscribed before its publisher exists
+            assert time.monotonic() < deadline and rec.poll() is None, "recorder never subscribed"
+            time.sleep(0.05)
+        pubs[typed] = node.create_publisher(JointState, typed, best_effort)
+        while not all(p.get_subscription_count() for p in pubs.values()):  # matched only once best-effort
+            assert time.monotonic() < deadline and rec.poll() is None, "best-effort publishers never matched"
+            time.sleep(0.05)
+        time.sleep(0.3)
+        msg = JointState()
+        msg.name = JOINTS
+        for i in range(n):
+            msg.header.stamp.sec, msg.header.stamp.nanosec = 1, i
+            for pub in pubs.values():
+                pub.publish(msg)
+            time.sleep(0.005)
+        time.sleep(0.5)
+    finally:
+        node.destroy_node()
+        rec.send_signal(signal.SIGINT)
+        out, _ = rec.communicate(timeout=30)
+    assert rec.returncode == 0, out
+    assert f"recording {typed} (sensor_msgs/msg/JointState) RELIABLE (no publisher yet)" in out, out
+    assert f"recording {typed} (sensor_msgs/msg/JointState) BEST_EFFORT" in out, out
+    assert f"recording {untyped} (sensor_msgs/msg/JointState) BEST_EFFORT" in out, out
+    for topic in (typed, untyped):
+        got = [deserialize_message(data, JointState).header.stamp.nanosec
+               for _t, _ns, data in BagReader(tmp_path / "bag").messages([topic])]
+        assert got == list(range(n)), (topic, len(got))
+
+
 @pytest.mark.slow
 def test_recorder_benchmark_short_run_loses_nothing() -> None:
     from idyn_ros.bench.recorder import run_benchmarks

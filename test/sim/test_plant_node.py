@@ -50,7 +50,9 @@ class Harness:
         def on_state(msg):
             self.states.append(msg)
             if self.answer is not None:
-                self.send(self.answer(msg))
+                values = self.answer(msg)
+                if values is not None:  # None: this state gets no answer
+                    self.send(values)
 
         def on_diag(msg):
             for status in msg.status:
@@ -142,6 +144,100 @@ def test_lockstep_loop_over_dds(robot, harness_factory):
     assert d["rejected_wrong_length"] == d["rejected_nan_inf"] == d["rejected_over_limit"] == 0
     assert d["commands_accepted"] >= 200
     assert np.all(np.isfinite(h.states[-1].effort))
+
+
+def _stamp_ns(msg) -> int:
+    return msg.header.stamp.sec * 1_000_000_000 + msg.header.stamp.nanosec
+
+
+def _controller_like(lose_first: bool):
+    """Answers like the controller node: a state whose stamp equals the last one seen is a duplicate
+    (no answer); with ``lose_first`` the answer to the first state is lost (sent before discovery)."""
+    hold = _hold()
+    last: list[int] = []
+    lost: list[int] = []
+
+    def answer(msg):
+        stamp = _stamp_ns(msg)
+        if last and stamp == last[-1]:
+            return None
+        last.append(stamp)
+        tau = hold(msg)
+        if lose_first and not lost:
+            lost.append(stamp)
+            return None
+        return tau
+
+    return answer
+
+
+@pytest.mark.parametrize("how", ["override", "ros-args"])
+def test_initial_positions_parameter_is_a_double_list(how, harness_factory):
+    """initial_positions:=[...] (doubles) is accepted (it was typed BYTE_ARRAY from its [] default)."""
+    from idyn_ros.nodes.plant import PlantRunner
+
+    q0 = [0.1, -0.3, 0.0, -2.0, 0.0, 1.7, 0.3]
+    if how == "override":
+        with PlantRunner(robot="panda", profile="ideal", initial_positions=q0):
+            h = harness_factory("panda")
+            assert h.spin_until(lambda: len(h.states) > 0), "no /joint_states from the plant"
+        np.testing.assert_array_equal(h.states[0].position, q0)
+        return
+    env = dict(os.environ, ROS_AUTOMATIC_DISCOVERY_RANGE="LOCALHOST")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "idyn_ros.nodes.plant", "--ros-args", "-p", "robot:=panda", "-p", "profile:=ideal",
+         "-p", f"initial_positions:=[{', '.join(repr(v) for v in q0)}]"],
+        env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )
+    try:
+        h = harness_factory("panda")
+        ok = h.spin_until(lambda: len(h.states) > 0, timeout=60.0)
+    finally:
+        proc.send_signal(signal.SIGINT)
+        try:
+            out, _ = proc.communicate(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            out, _ = proc.communicate()
+    assert ok, out
+    np.testing.assert_array_equal(h.states[0].position, q0)  # braked: every state until a command holds q0
+
+
+def test_lockstep_start_survives_lost_first_answer_and_late_controller(harness_factory):
+    """The plant keeps its clock running while braked: a late controller whose first answer is lost and
+    which drops duplicate stamps still gets the loop going (it deadlocked when the braked plant
+    repeated the same stamp)."""
+    from idyn_ros.nodes.plant import PlantRunner
+
+    q0 = [0.0, -1.2, 1.5, -0.3, 0.0, 0.0]
+    with PlantRunner(robot="ur5", profile="true", command_timeout=0.1, initial_positions=q0) as runner:
+        time.sleep(0.5)  # the plant has published (and re-published) before the controller exists
+        h = harness_factory("ur5")
+        h.answer = _controller_like(lose_first=True)
+        assert h.spin_until(lambda: runner.node.ticks >= 100, timeout=60.0), (runner.node.ticks, len(h.states))
+        h.answer = None
+        h.spin_until(lambda: False, timeout=0.2)
+        d = runner.node.diagnostics()
+    assert d["brake_ticks"] >= 1 and d["commands_accepted"] >= 100
+    stamps = np.array([_stamp_ns(s) for s in h.states])
+    assert np.all(np.diff(stamps) > 0), "lockstep stamps must strictly increase"
+    braked = [s for s in h.states if _stamp_ns(s) <= stamps[0] + 1_000_000]  # before the first command
+    np.testing.assert_allclose(braked[0].position, q0, atol=1e-3)  # held by the brakes (encoder quantised)
+
+
+def test_reset_joints_gets_a_fresh_stamp(harness_factory):
+    from idyn_ros.nodes.plant import PlantRunner
+    from idyn_ros.srv import ResetJoints
+
+    with PlantRunner(robot="ur5", profile="ideal", command_timeout=5.0):
+        h = harness_factory("ur5")
+        assert h.spin_until(lambda: len(h.states) > 0)
+        before = _stamp_ns(h.states[-1])
+        q = [0.2, -1.0, 1.0, 0.0, 0.5, 0.0]
+        r = h.call(h.reset, ResetJoints.Request(joint_names=list(h.spec.joint_names), positions=q))
+        assert r.success, r.message
+        assert h.spin_until(lambda: np.allclose(h.states[-1].position, q), timeout=4.0)  # < command_timeout
+        assert _stamp_ns(h.states[-1]) > before
 
 
 def test_services_and_ground_truth(harness_factory):
