@@ -1,0 +1,265 @@
+"""GP benchmarks (issue 8): LIP vs SE / GIP / LSE on synthetic Panda data and real KUKA LWR4+ data,
+data efficiency, energy read-outs, training time and ONNX prediction latency.
+
+Run: ``python -m idyn_ros.bench.gp [--quick]`` or ``idyn bench --only gp``. Writes bench/results/gp.json
+(via the bench runner) and gp_data_efficiency.png next to it. Budget knobs are the module constants.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+# Budget (the machine is 2 shared cores): hyperparameters by L-BFGS on a random subset of the
+# training set, then the posterior on all N samples (see idyn_ros.models.gp.gp).
+HYPER_POINTS = 150
+LBFGS_ITERS = 40
+FIT_SECONDS = 240.0
+LSE_TRAIN_POINTS = 150  # LSE uses the autodiff operator (no closed form): fewer samples, said in the output
+
+
+def _fit_eval(kind: str, dof: int, tr: Any, te: Any, n_train: int | None = None, friction: bool = False,
+              seed: int = 0) -> dict:
+    import torch
+
+    from idyn_ros.models.gp.gp import stack_inputs
+    from idyn_ros.models.gp.train import make_gp, nmse_percent
+
+    sl = slice(None) if n_train is None else slice(0, n_train)
+    idx = np.arange(tr.q.shape[0])[sl]
+    if n_train is not None and n_train < tr.q.shape[0]:
+        idx = np.sort(np.random.default_rng(seed).choice(tr.q.shape[0], n_train, replace=False))
+    X = stack_inputs(tr.q[idx], tr.dq[idx], tr.ddq[idx])
+    Y = torch.as_tensor(tr.tau_noisy[idx], dtype=torch.float64)
+    gp = make_gp(kind, dof, X, Y, friction=friction)
+    rep = gp.fit(X, Y, method="lbfgs", iterations=LBFGS_ITERS, max_hyper_points=HYPER_POINTS, seed=seed,
+                 max_seconds=FIT_SECONDS)
+    t0 = time.perf_counter()
+    pred = gp.predict(stack_inputs(te.q, te.dq, te.ddq))[0].numpy()
+    pred_s = time.perf_counter() - t0
+    e = nmse_percent(pred, te.tau)
+    return {"nmse": e, "fit_seconds": rep.seconds, "predict_seconds": pred_s, "gp": gp, "n_train": len(idx)}
+
+
+def synthetic_study(dof: int, pairs: int, kinds: tuple[str, ...]) -> dict:
+    """Per-joint nMSE (median over pairs) for each kind; LIP energy nMSE vs pinocchio."""
+    from idyn_ros.models.gp import readouts
+    from idyn_ros.models.gp.synthetic import make_set, true_energies
+    from idyn_ros.models.gp.train import nmse_percent
+
+    res: dict[str, Any] = {k: [] for k in kinds}
+    energy_T, energy_U, fit_s = [], [], {k: [] for k in kinds}
+    for p in range(pairs):
+        tr, te = make_set(p, dof), make_set(100 + p, dof)
+        for kind in kinds:
+            n_train = LSE_TRAIN_POINTS if kind == "lse-gp" else None
+            out = _fit_eval(kind, dof, tr, te, n_train=n_train, seed=p)
+            res[kind].append(out["nmse"])
+            fit_s[kind].append(out["fit_seconds"])
+            print(f"[gp] {dof}-DoF pair {p} {kind}: mean nMSE {np.mean(out['nmse']):.3f} % "
+                  f"(fit {out['fit_seconds']:.0f} s)", flush=True)
+            if kind == "lip-gp":
+                T_true, U_true = true_energies(dof, te.q, te.dq)
+                T_hat = readouts.kinetic_energy(out["gp"], te.q, te.dq)[0]
+                U_hat = readouts.potential_energy(out["gp"], te.q)[0]
+                U_hat = U_hat - U_hat[0] + U_true[0]  # U is known up to a constant: align at sample 0
+                energy_T.append(float(nmse_percent(T_hat[:, None], T_true[:, None])[0]))
+                energy_U.append(float(nmse_percent(U_hat[:, None], U_true[:, None])[0]))
+    summary = {}
+    for kind in kinds:
+        arr = np.array(res[kind])  # (pairs, n)
+        summary[kind] = {
+            "median_nmse_percent_per_joint": np.median(arr, 0).round(4).tolist(),
+            "mean_over_joints_of_median_percent": float(np.median(arr, 0).mean()),
+            "n_train": LSE_TRAIN_POINTS if kind == "lse-gp" else 500,
+            "fit_seconds_median": float(np.median(fit_s[kind])),
+        }
+    summary["lip-gp"]["energy_nmse_percent_median"] = {
+        "kinetic": float(np.median(energy_T)), "potential": float(np.median(energy_U))}
+    return {"dof": dof, "pairs": pairs, "models": summary}
+
+
+def data_efficiency(sizes: tuple[int, ...], kinds: tuple[str, ...], pairs: int, out_png: Path | None) -> dict:
+    """nMSE (mean over joints) and global MSE (sum over joints) vs N, 7 DoF."""
+    from idyn_ros.models.gp.synthetic import make_set
+
+    table: dict[str, dict[str, list[float]]] = {k: {"nmse_mean_percent": [], "global_mse": []} for k in kinds}
+    for kind in kinds:
+        for N in sizes:
+            e_list, g_list = [], []
+            for p in range(pairs):
+                tr, te = make_set(200 + p, 7), make_set(300 + p, 7)
+                out = _fit_eval(kind, 7, tr, te, n_train=N, seed=p)
+                e_list.append(float(np.mean(out["nmse"])))
+                g_list.append(float(np.sum(out["nmse"] / 100 * te.tau.var(0))))
+            table[kind]["nmse_mean_percent"].append(float(np.median(e_list)))
+            table[kind]["global_mse"].append(float(np.median(g_list)))
+            print(f"[gp] data efficiency {kind} N={N}: {np.median(e_list):.3f} %", flush=True)
+    if out_png is not None:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+
+        fig, ax = plt.subplots(figsize=(5, 3.5))
+        for kind in kinds:
+            ax.semilogy(sizes, table[kind]["global_mse"], "o-", label=kind)
+        ax.set_xlabel("training samples N")
+        ax.set_ylabel("global MSE [Nm^2] (sum over joints)")
+        ax.set_title("7-DoF Panda (synthetic), test trajectory")
+        ax.legend()
+        fig.tight_layout()
+        fig.savefig(out_png, dpi=120)
+        plt.close(fig)
+    return {"sizes": list(sizes), "pairs": pairs, "table": table, "png": str(out_png) if out_png else None}
+
+
+def kuka_study(kinds: tuple[str, ...], n_train: int, test_stride: int) -> dict | None:
+    """Real KUKA LWR4+: train on a random subsample of file 1, test on file 3 (every test_stride-th)."""
+    from idyn_ros.models.gp.synthetic import SyntheticSet
+    from idyn_ros.paths import shared_data_dir
+
+    root = shared_data_dir()
+    if root is None or not (root / "kuka_lwr4" / "measurements_1.npz").is_file():
+        return None
+
+    def load(i: int, stride: int = 1) -> SyntheticSet:
+        d = np.load(root / "kuka_lwr4" / f"measurements_{i}.npz")
+        s = slice(None, None, stride)
+        tau = d["torques"][s]
+        return SyntheticSet(d["positions"][s], d["velocities"][s], d["accelerations"][s], tau, tau)
+
+    tr, te = load(1), load(3, test_stride)
+    out: dict[str, Any] = {"n_train": n_train, "n_test": int(te.q.shape[0]), "test_stride": test_stride}
+    for kind in kinds:
+        n = LSE_TRAIN_POINTS if kind == "lse-gp" else n_train
+        r = _fit_eval(kind, 7, tr, te, n_train=n, friction=True, seed=0)
+        out[kind] = {"nmse_percent_per_joint": r["nmse"].round(3).tolist(), "mean_percent": float(np.mean(r["nmse"])),
+                     "n_train": n, "fit_seconds": r["fit_seconds"]}
+        print(f"[gp] KUKA {kind}: mean nMSE {np.mean(r['nmse']):.2f} %", flush=True)
+    return out
+
+
+def latency_study(n_train: int, reps: int) -> dict:
+    """p50/p99 of one 7-DoF query through the exported ONNX (direct posterior mean), N = n_train."""
+    import tempfile
+
+    import onnxruntime as ort
+    import torch
+
+    from idyn_ros.models.gp.export import export_onnx
+    from idyn_ros.models.gp.gp import stack_inputs
+    from idyn_ros.models.gp.synthetic import make_set
+    from idyn_ros.models.gp.train import make_gp
+
+    tr = make_set(7, 7)
+    idx = slice(0, n_train)
+    X = stack_inputs(tr.q[idx], tr.dq[idx], tr.ddq[idx])
+    Y = torch.as_tensor(tr.tau_noisy[idx], dtype=torch.float64)
+    gp = make_gp("lip-gp", 7, X, Y)
+    t0 = time.perf_counter()
+    gp.fit(X, Y, method="none")
+    cond_s = time.perf_counter() - t0
+    res: dict[str, Any] = {"n_train": n_train, "condition_seconds": cond_s}
+    xs = stack_inputs(*(make_set(8, 7, n_samples=20).__dict__[k] for k in ("q", "dq", "ddq")))
+    with torch.no_grad():  # exactness of the fast form in float64 (brief: 1e-6 relative)
+        direct = gp.predict(xs)[0]
+        fast = gp.kernel.contracted_mean(xs, gp.X, gp.alpha)
+    res["fast_vs_direct_float64_max_rel"] = float((fast - direct).abs().max() / direct.abs().max())
+    meta = {"model_kind": "lip-gp", "robot": "panda", "joint_names": [f"panda_joint{i}" for i in range(1, 8)],
+            "sample_rate_hz": 10.0}
+    q = tr.q[:1].astype(np.float32)
+    feeds = {"q": q, "dq": tr.dq[:1].astype(np.float32), "ddq": tr.ddq[:1].astype(np.float32)}
+    ref = gp.predict(stack_inputs(*(feeds[k].astype(np.float64) for k in ("q", "dq", "ddq"))))[0].numpy()[0]
+    outs = {}
+    with tempfile.TemporaryDirectory() as d:
+        for form in ("direct", "fast"):
+            path = export_onnx(gp, Path(d) / f"lip_{form}.onnx", meta, form=form)
+            opts = ort.SessionOptions()
+            opts.intra_op_num_threads = 1
+            sess = ort.InferenceSession(str(path), opts, providers=["CPUExecutionProvider"])
+            got = sess.run(["tau"], feeds)[0][0]
+            outs[form] = got
+            ts = []
+            for _ in range(reps):
+                t = time.perf_counter()
+                sess.run(None, feeds)
+                ts.append(time.perf_counter() - t)
+            ts_us = np.array(ts) * 1e6
+            res[f"onnx_{form}"] = {
+                "p50_us": float(np.percentile(ts_us, 50)), "p99_us": float(np.percentile(ts_us, 99)),
+                "nodes": len(__import__("onnx").load(str(path)).graph.node),
+                "max_rel_err_vs_torch_posterior": float(np.max(np.abs(got - ref)) / np.max(np.abs(ref)))}
+        diff = np.max(np.abs(outs["fast"] - outs["direct"])) / np.max(np.abs(outs["direct"]))
+        res["fast_vs_direct_onnx_max_rel"] = float(diff)
+        try:  # the runtime owned by the models engineer, when it has landed
+            from idyn_ros.runtime import ModelRuntime
+
+            # no inertial parameters in a GP artifact: the whole graph must run ("onnx" backend)
+            rt = ModelRuntime(str(Path(d) / "lip_fast.onnx"), rbd_backend="onnx")
+            ts = []
+            for _ in range(reps):
+                t = time.perf_counter()
+                rt.step(tr.q[0], tr.dq[0], tr.ddq[0])
+                ts.append(time.perf_counter() - t)
+            ts_us = np.array(ts) * 1e6
+            res["runtime_fast"] = {"p50_us": float(np.percentile(ts_us, 50)), "p99_us": float(np.percentile(ts_us, 99))}
+        except Exception as exc:  # report, do not hide the ONNX numbers
+            res["runtime_fast"] = f"ModelRuntime not usable: {type(exc).__name__}: {exc}"
+    # Weight-space bound: for 7 DoF the kinetic posterior spans sum_i 5^i * i(i+1)/2 trig monomials;
+    # one M(q) evaluation is at least a (1 x 78125) @ (78125 x 28) product. Time just that product.
+    n_feat = 5**7
+    B = np.random.default_rng(0).standard_normal((n_feat, 28))
+    phi = np.ones(n_feat)
+    tw = []
+    for _ in range(max(20, reps // 20)):
+        t = time.perf_counter()
+        phi @ B
+        tw.append(time.perf_counter() - t)
+    res["weight_space_lower_bound_us"] = {"p50": float(np.percentile(np.array(tw) * 1e6, 50)),
+                                          "coefficients": int(sum(5**i * i * (i + 1) // 2 for i in range(1, 8)))}
+    return res
+
+
+def run_benchmarks(quick: bool = False) -> dict:
+    """All GP figures. quick=True: fewer pairs/sizes (smoke run); full: 10 pairs per DoF."""
+    from idyn_ros.bench import results_dir
+
+    t0 = time.perf_counter()
+    pairs = 2 if quick else 10
+    kinds = ("lip-gp", "gip-gp", "se-gp", "lse-gp")
+    out: dict[str, Any] = {"settings": {"hyper_points": HYPER_POINTS, "lbfgs_iters": LBFGS_ITERS,
+                                        "fit_seconds_cap": FIT_SECONDS, "lse_train_points": LSE_TRAIN_POINTS,
+                                        "quick": quick}}
+    partial = results_dir() / "gp_partial.json"
+
+    def section(name: str, value: Any) -> None:  # keep finished sections if a later one is interrupted
+        out[name] = value
+        partial.write_text(json.dumps(out, indent=2, default=float))
+
+    section("latency", latency_study(500, 200 if quick else 1000))
+    section("synthetic_6dof", synthetic_study(6, pairs, kinds if not quick else ("lip-gp", "gip-gp", "se-gp")))
+    if not quick:
+        section("synthetic_7dof", synthetic_study(7, pairs, ("lip-gp", "gip-gp", "se-gp")))
+    png = results_dir() / "gp_data_efficiency.png"
+    section("data_efficiency", data_efficiency((50, 100, 200) if quick else (50, 100, 200, 500),
+                                               ("lip-gp", "se-gp", "gip-gp"), 1, png))
+    section("kuka_lwr4", kuka_study(("lip-gp", "gip-gp", "se-gp"), 300 if quick else 500, 10 if quick else 5))
+    out["total_seconds"] = time.perf_counter() - t0
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    res = run_benchmarks(quick="--quick" in argv)
+    print(json.dumps(res, indent=2, default=float))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,97 @@
+"""train_gp on Panda synthetic data (pinocchio torques) -> model.onnx + metrics.json; ONNX parity and
+metadata; the runtime runs the artifact."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from idyn_ros.models.gp import GP_KINDS, train_gp
+from idyn_ros.models.gp.synthetic import make_set, panda_model
+
+
+def _dataset(seed: int, dof: int, n: int):
+    from idyn_ros.data import Dataset
+
+    s = make_set(seed, dof, n_samples=n)
+    rm = panda_model(dof)
+    return Dataset(t=np.arange(n) / 10.0, q=s.q, dq=s.dq, tau=s.tau_noisy, ddq=s.ddq,
+                   joint_names=rm.joint_names, robot="panda", source=f"synthetic seed {seed}")
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory: pytest.TempPathFactory):
+    rm = panda_model(2)
+    out = tmp_path_factory.mktemp("lip")
+    metrics = train_gp("lip-gp", rm, [_dataset(0, 2, 40)], [_dataset(100, 2, 60)], out, seed=0,
+                       max_samples=30, max_minutes=0.5, friction=True, iterations=8, max_hyper_points=30)
+    return rm, out, metrics
+
+
+def test_train_gp_writes_metrics_and_onnx(trained) -> None:
+    _, out, metrics = trained
+    assert metrics["model_kind"] == "lip-gp"
+    assert GP_KINDS == ("lip-gp", "se-gp", "gip-gp", "lse-gp")
+    saved = json.loads((out / "metrics.json").read_text())
+    assert saved["n_train"] == 30 and saved["model_kind"] == "lip-gp"
+    assert len(saved["val_nmse_percent"]) == 2 and np.isfinite(saved["val_nmse_mean_percent"])
+    # 2-DoF Panda (joints 1-2, rest locked): the Lagrangian is in the LIP span -> small error
+    assert saved["val_nmse_mean_percent"] < 5.0, saved["val_nmse_percent"]
+    assert (out / "model.onnx").is_file()
+
+
+def test_onnx_matches_posterior_and_carries_metadata(trained) -> None:
+    import onnx
+    import onnxruntime as ort
+    import torch
+
+    from idyn_ros.models.gp.gp import GPInverseDynamics, stack_inputs
+    from idyn_ros.models.gp.train import make_gp
+
+    rm, out, _ = trained
+    model = onnx.load(str(out / "model.onnx"))
+    meta = json.loads({p.key: p.value for p in model.metadata_props}["idyn"])
+    for key in ("format_version", "model_kind", "robot", "joint_names", "sample_rate_hz", "inputs", "outputs",
+                "state", "parameters", "rate_hz"):
+        assert key in meta, key
+    assert meta["joint_names"] == list(rm.joint_names) and meta["model_kind"] == "lip-gp"
+    ck = torch.load(out / "gp.pt", weights_only=False)
+    gp: GPInverseDynamics = make_gp("lip-gp", 2, ck["X"], ck["Y"], friction=True)
+    gp.load_state_dict(ck["state_dict"])
+    gp.condition(ck["X"], ck["Y"])
+    sess = ort.InferenceSession(str(out / "model.onnx"), providers=["CPUExecutionProvider"])
+    s = make_set(7, 2, n_samples=5)
+    for k in range(5):
+        feeds = {"q": s.q[k : k + 1].astype(np.float32), "dq": s.dq[k : k + 1].astype(np.float32),
+                 "ddq": s.ddq[k : k + 1].astype(np.float32)}
+        tau, rbd, fric, res = sess.run(["tau", "tau_rbd", "tau_friction", "tau_residual"], feeds)
+        ref = gp.predict(stack_inputs(*(feeds[n].astype(np.float64) for n in ("q", "dq", "ddq"))))[0].numpy()
+        assert np.allclose(tau, ref, rtol=1e-5, atol=1e-5 * np.abs(ref).max())
+        assert np.allclose(tau, rbd + fric + res, atol=1e-5 * np.abs(ref).max())
+
+
+def test_runtime_runs_the_gp_artifact(trained) -> None:
+    pytest.importorskip("idyn_ros.runtime.model_runtime")
+    from idyn_ros.runtime import ModelRuntime
+
+    rm, out, _ = trained
+    rt = ModelRuntime(out / "model.onnx", robot=rm, rbd_backend="onnx")
+    s = make_set(8, 2, n_samples=3)
+    import onnxruntime as ort
+
+    sess = ort.InferenceSession(str(out / "model.onnx"), providers=["CPUExecutionProvider"])
+    pred = rt.step(s.q[0], s.dq[0], s.ddq[0])
+    ref = sess.run(["tau"], {"q": s.q[:1].astype(np.float32), "dq": s.dq[:1].astype(np.float32),
+                             "ddq": s.ddq[:1].astype(np.float32)})[0][0]
+    assert np.allclose(pred.total, ref, rtol=1e-5, atol=1e-4)
+
+
+@pytest.mark.slow
+def test_lse_has_no_onnx_but_reports_why(tmp_path) -> None:
+    rm = panda_model(2)
+    m = train_gp("lse-gp", rm, [_dataset(1, 2, 12)], [], tmp_path, max_samples=12, friction=False,
+                 iterations=1, max_hyper_points=12)
+    assert m["onnx"] is None and "LSE" in m["onnx_error"]
+    assert (tmp_path / "metrics.json").is_file()
