@@ -13,13 +13,17 @@ Model kinds:
   mlp-hybrid    RBD + friction (SDP) + stateless MLP residual, two-stage
   lstm          black-box LSTM (no physics)
   delan         Deep Lagrangian Network + friction (training/evaluation only: not exportable)
+  lip-gp        Gaussian process with the Lagrangian-inspired polynomial kernel (Giacomuzzo et al.);
+                se-gp, gip-gp, lse-gp are its baselines (--max-samples subsamples the training data)
 """
 
 from __future__ import annotations
 
 import argparse
 
-HELP = "train a model (rbd, rbd-friction, hybrid, hybrid-r, mlp-hybrid, lstm, delan) -> DIR/model.onnx"
+HELP = "train a model (rbd, rbd-friction, hybrid, hybrid-r, mlp-hybrid, lstm, delan, *-gp) -> DIR/model.onnx"
+NN_KINDS = ("rbd", "rbd-friction", "hybrid", "hybrid-r", "mlp-hybrid", "lstm", "delan")
+GP_KINDS = ("lip-gp", "se-gp", "gip-gp", "lse-gp")  # == idyn_ros.models.gp.GP_KINDS (test checks)
 
 EPILOG = """examples:
   idyn train --robot kuka_lwr4.urdf --data measurements_1.npz --val measurements_2.npz \\
@@ -39,7 +43,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--test", nargs="+", default=[], metavar="F",
                         help="test recordings: metrics go to metrics.json and the artifact metadata")
     parser.add_argument("--model", required=True, metavar="KIND",
-                        choices=["rbd", "rbd-friction", "hybrid", "hybrid-r", "mlp-hybrid", "lstm", "delan"],
+                        choices=[*NN_KINDS, *GP_KINDS],
                         help="model kind (see above)")
     parser.add_argument("--out", required=True, metavar="DIR", help="output directory")
     parser.add_argument("--mode", choices=["e2e", "2s"], default="e2e",
@@ -64,6 +68,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="window stride in samples (default: = window, non-overlapping)")
     parser.add_argument("--hidden", type=int, default=50, help="LSTM hidden size (default: 50)")
     parser.add_argument("--resume", action="store_true", help="continue from DIR/checkpoint.pt")
+    parser.add_argument("--max-samples", type=int, default=500,
+                        help="GP kinds: training samples kept (seeded random subset; default: 500)")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
 
 
@@ -78,6 +84,8 @@ def run(args: argparse.Namespace) -> int:
     train = load_recordings(args.data, robot)
     val = load_recordings(args.val, robot)
     test = load_recordings(args.test, robot)
+    if args.model in GP_KINDS:
+        return _train_gp(args, robot, train, val or test)
     cfg = ModelConfig(kind=args.model, mode=args.mode, id_method=args.id_method,
                       friction_kinds=parse_kinds(args.friction), seed=args.seed, epochs=args.epochs,
                       patience=args.patience, window=args.window, stride=args.stride or args.window,
@@ -91,4 +99,17 @@ def run(args: argparse.Namespace) -> int:
     print(f"{args.model}: {metrics['stopped']}; {split} nMSE per joint "
           + " ".join(f"{v:.3f}" for v in m["nmse"]) + f" (mean {m['nmse_mean']:.3f})")
     print(f"wrote {args.out}/model.onnx (id {metrics.get('model_id')}) and {args.out}/metrics.json")
+    return 0
+
+
+def _train_gp(args: argparse.Namespace, robot, train: list, val: list) -> int:
+    from idyn_ros.models.gp import train_gp
+
+    metrics = train_gp(args.model, robot, train, val, args.out, seed=args.seed, max_samples=args.max_samples,
+                       max_minutes=args.max_minutes if args.max_minutes is not None else 10.0)
+    if "val_nmse_mean_percent" in metrics:
+        print(f"{args.model}: val nMSE per joint [%] "
+              + " ".join(f"{v:.2f}" for v in metrics["val_nmse_percent"])
+              + f" (mean {metrics['val_nmse_mean_percent']:.2f})")
+    print(f"wrote {args.out}/model.onnx and {args.out}/metrics.json")
     return 0

@@ -105,12 +105,16 @@ class ModelRuntime:
         self._kinds = tuple(params.get("friction_kinds") or ())
         self._fric = np.asarray(params.get("friction") or np.zeros((n, 0)), dtype=np.float64)
         self._pin = None
+        # identified inertial parameters (n, 10), pinocchio order, or None (kinds without RBD: lstm, delan)
+        self.inertial = None if params.get("inertial") is None else np.asarray(params["inertial"], dtype=np.float64)
         model = onnx.load(str(self.path))
         has_residual = meta["model_kind"] not in ("rbd", "rbd-friction")
         needs_rbd_input = "tau_rbd" in self._residual_inputs(model) if has_residual else False
         if rbd_backend == "pinocchio" and params.get("inertial") is not None:
-            self._pin = self._pinocchio_model(robot, np.asarray(params["inertial"]))
-        if rbd_backend == "onnx" or (self._pin is None and params.get("inertial") is not None):
+            self._pin = self._pinocchio_model(robot, self.inertial)
+        # The split path needs inertial parameters to rebuild the RBD part in pinocchio; artifacts without
+        # them (lstm, delan, GP models whose energy part is in tau_rbd) run the whole graph.
+        if rbd_backend == "onnx" or self._pin is None:
             self.backend = "onnx"
             graph = model
             self._feeds_rbd = False

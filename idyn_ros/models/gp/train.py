@@ -71,6 +71,8 @@ def _dataset_arrays(ds: Any, robot_model: Any) -> Arrays:
 
     if isinstance(ds, str | Path):
         ds = load_dataset(ds)
+    if not hasattr(ds, "joint_names"):  # idyn_ros.models.sources.Recording: already in the robot's order
+        return ds.q, ds.dq, ds.ddq, ds.tau
     names = list(ds.joint_names)
     missing = [j for j in robot_model.joint_names if j not in names]
     if missing:
@@ -139,7 +141,8 @@ def train_gp(kind: str, robot_model: Any, train_datasets: list[Any], val_dataset
 
         export_onnx(gp, out_dir / "model.onnx", {
             "model_kind": kind, "robot": robot_model.name, "joint_names": list(robot_model.joint_names),
-            "sample_rate_hz": rate, "n_train": int(q.shape[0]),
+            "sample_rate_hz": rate, "rate_hz": rate, "n_train": int(q.shape[0]),
+            "urdf": robot_model.urdf_xml,  # lets `idyn evaluate` and the runtime rebuild the robot
             "test_metrics": {k: metrics[k] for k in ("val_nmse_percent",) if k in metrics},
         })
         metrics["onnx"] = str(out_dir / "model.onnx")
