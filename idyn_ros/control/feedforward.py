@@ -86,6 +86,12 @@ class FeedforwardComputer:
         digest = hashlib.sha256(path.read_bytes()).hexdigest()[:12]
         return f"{path.name}:{digest}"
 
+    @property
+    def inertial_parameters(self) -> np.ndarray | None:
+        """The loaded model's identified inertial parameters (n, 10) (pinocchio order), None without them
+        (fallback, or a model kind without an RBD part)."""
+        return None if self.runtime is None else self.runtime.inertial
+
     def reset(self) -> None:
         """Zero the recurrent state (the runtime's), e.g. before a warm-up."""
         if self.runtime is not None:

@@ -16,6 +16,8 @@ import numpy as np
 from idyn_ros.errors import DatasetError
 
 
+# Kept apart from data.trajectories.min_jerk (same quintic): that one is vectorised over a time array and costs
+# ~5x more per call (29 vs 6 us measured) on the 1 kHz reference path; this one samples one scalar t.
 def min_jerk(q0: np.ndarray, q1: np.ndarray, duration: float, t: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Flash & Hogan minimum-jerk move (Reuss sec. V-C), rest to rest.
 

@@ -7,7 +7,9 @@ allocation. Everything in this module is pure numpy with preallocated buffers; n
 Decisions (one line each, tested in test/control/test_state_estimation.py):
 - velocity: the measured velocity is used when it is present and finite; otherwise backward
   difference of q. Acceleration: backward difference of dq over the *stamp* dt (robust to jitter),
-  then a 2nd-order Butterworth low-pass designed for the nominal rate (causal, ~1/(2 pi fc) lag).
+  then a 2nd-order Butterworth low-pass designed for the nominal rate (causal, ~1/(2 pi fc) lag):
+  ``data.filters.ButterworthLowPass``. Not ``data.filters.BackwardDifference``: that one divides by the
+  nominal period and low-passes first-order; here dt is the stamp difference and gaps restart it.
 - a stamp equal to the previous one is a duplicate (ignored, not an error); a stamp going backwards
   is rejected; a gap longer than ``max_gap_periods`` resets the differentiators (no huge ddq spike).
 """
@@ -19,6 +21,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
+
+from idyn_ros.data.filters import ButterworthLowPass
 
 # Status codes returned by JointStateFilter.update (ints: cheap to compare on the hot path).
 OK = 0
@@ -36,52 +40,6 @@ STATUS_TEXT = {
     REJECT_BACKWARDS: "stamp went backwards",
     REJECT_LENGTH: "array length does not match the joint names",
 }
-
-
-class Biquad:
-    """Per-channel 2nd-order Butterworth low-pass (direct form II transposed), causal.
-
-    Coefficients from the bilinear transform with prewarping, so the -3 dB point is ``cutoff_hz``
-    at ``rate_hz`` (standard RBJ cookbook low-pass with Q = 1/sqrt(2)).
-    """
-
-    def __init__(self, n: int, cutoff_hz: float, rate_hz: float) -> None:
-        if not 0.0 < cutoff_hz < 0.5 * rate_hz:
-            raise ValueError(f"cutoff {cutoff_hz} Hz must lie in (0, {0.5 * rate_hz}) Hz (Nyquist)")
-        w0 = 2.0 * math.pi * cutoff_hz / rate_hz
-        alpha = math.sin(w0) / (2.0 * (1.0 / math.sqrt(2.0)))
-        cw = math.cos(w0)
-        a0 = 1.0 + alpha
-        self.b0 = (1.0 - cw) / 2.0 / a0
-        self.b1 = (1.0 - cw) / a0
-        self.b2 = self.b0
-        self.a1 = -2.0 * cw / a0
-        self.a2 = (1.0 - alpha) / a0
-        self.z1 = np.zeros(n)
-        self.z2 = np.zeros(n)
-        self.y = np.zeros(n)
-        self._tmp = np.zeros(n)
-
-    def reset(self, value: np.ndarray | float = 0.0) -> None:
-        """Start at steady state ``value`` (no transient)."""
-        self.y[:] = value
-        # steady state of DF2T: z1 = y - b0 x, z2 = b2 x - a2 y with x = y
-        self.z1[:] = self.y * (1.0 - self.b0)
-        self.z2[:] = self.y * (self.b2 - self.a2)
-
-    def step(self, x: np.ndarray) -> np.ndarray:
-        """Filter one sample; returns the internal output buffer (copy it to keep it)."""
-        y = self.y
-        np.multiply(x, self.b0, out=y)
-        y += self.z1
-        np.multiply(x, self.b1, out=self.z1)
-        self.z1 += self.z2
-        np.multiply(y, self.a1, out=self._tmp)
-        self.z1 -= self._tmp
-        np.multiply(x, self.b2, out=self.z2)
-        np.multiply(y, self.a2, out=self._tmp)
-        self.z2 -= self._tmp
-        return y
 
 
 class RotationalDisplacement:
@@ -186,7 +144,7 @@ class JointStateFilter:
         self.period_ns = round(1e9 / rate_hz)
         self.max_gap_ns = int(max_gap_periods * self.period_ns)
         self.use_measured_velocity = use_measured_velocity
-        self._accel_lp = Biquad(self.n, accel_cutoff_hz, rate_hz)
+        self._accel_lp = ButterworthLowPass(self.n, rate_hz, accel_cutoff_hz)
         self._rd = RotationalDisplacement(self.n)
         self.history = History(history_length, 3 * self.n) if history_length > 0 else None
         self._names_cache: tuple[str, ...] | None = None
@@ -285,7 +243,7 @@ class JointStateFilter:
         else:
             np.subtract(self.dq, self._dq_prev, out=self._scratch)
             self._scratch /= dt
-            self.ddq[:] = self._accel_lp.step(self._scratch)
+            self.ddq[:] = self._accel_lp.update(self._scratch)
         self._rd.update(self.q)
         if self.history is not None:
             n = self.n

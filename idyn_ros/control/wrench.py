@@ -16,9 +16,17 @@ Wrench: F = (J^T)^+ tau_ext with the damped pseudo-inverse (J^T)^+ = (J J^T + mu
 flange Jacobian in base-aligned axes (LOCAL_WORLD_ALIGNED): F = [f (N); m (Nm)] at the flange origin.
 Tool frame: f_tool = R^T f, m_tool = R^T m. For n = 7 the null-space part of tau_ext is lost; near a
 singularity mu trades accuracy for boundedness (Doenges sec. 6.3).
+
+Model side with a learned artifact (``observer_rigid_body_terms`` + ``LearnedModelTerms``): both
+observers take M, C, g (and RNEA) from the artifact's identified inertial parameters, and add only its
+friction and residual parts. (Adding them on top of the nominal-URDF M, C, g kept the nominal model's
+bias in the momentum observer.) A model kind without an RBD part (lstm, delan) cannot be split into
+M, C, g: the direct residual then uses its total torque, the momentum observer the nominal RBD alone.
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 import numpy as np
 
@@ -30,6 +38,38 @@ def damped_pinv_transpose(J: np.ndarray, damping: float) -> np.ndarray:
     JJt = J @ J.T
     JJt[np.diag_indices(6)] += damping * damping
     return np.linalg.solve(JJt, J)
+
+
+def observer_rigid_body_terms(robot: Any, inertial_parameters: np.ndarray | None = None) -> RigidBodyTerms:
+    """M, C, g, RNEA and flange Jacobian for the observers: ``robot`` (an ``idyn_ros.dynamics.RobotModel``)
+    with the identified ``inertial_parameters`` (n, 10) when given, else its nominal URDF inertials."""
+    if inertial_parameters is not None:
+        robot = robot.with_inertial_parameters(inertial_parameters)
+    return RigidBodyTerms(robot.pin_model, robot.flange_frame)
+
+
+class LearnedModelTerms:
+    """The learned model's torque beyond the observers' RBD terms, into preallocated buffers (Nm).
+
+    ``model`` is a loaded ``FeedforwardComputer`` (``compute``, ``total``, ``friction``, ``residual``,
+    ``inertial_parameters``); ``rbd`` the observers' terms (from ``observer_rigid_body_terms`` with the
+    same inertial parameters). ``update(q, dq, ddq) -> (extra_direct, extra_momentum | None)``.
+    """
+
+    def __init__(self, model: Any, rbd: RigidBodyTerms) -> None:
+        self.model = model
+        self.rbd = rbd
+        self.identified = model.inertial_parameters is not None
+        self.extra = np.zeros(rbd.n)
+
+    def update(self, q: np.ndarray, dq: np.ndarray, ddq: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
+        m = self.model
+        m.compute(q, dq, ddq)
+        if self.identified:  # rbd.rnea == the model's RBD part: both observers add friction + residual
+            np.add(m.friction, m.residual, out=self.extra)
+            return self.extra, self.extra
+        np.subtract(m.total, self.rbd.rnea(q, dq, ddq), out=self.extra)  # direct: the model's total torque
+        return self.extra, None
 
 
 class DirectResidual:
@@ -78,7 +118,7 @@ class MomentumObserver:
         C = self.rbd.coriolis_matrix(q, dq)
         beta = self.rbd.gravity(q) - C.T @ dq  # g - C^T dq
         if tau_model_extra is not None:
-            beta = beta + tau_model_extra  # friction etc. on the model side
+            beta += tau_model_extra  # friction etc. on the model side
         self.integral += (tau - beta + self.r) * dt
         np.multiply(self.K, p - self.p0 - self.integral, out=self.r)
         return self.r

@@ -237,33 +237,34 @@ class ButterworthLowPass(_OnlineFilter):
         b0 = k * k * norm
         self.b = np.array([b0, 2.0 * b0, b0])
         self.a = np.array([1.0, 2.0 * (k * k - 1.0) * norm, (1.0 - math.sqrt(2.0) * k + k * k) * norm])
+        # Python floats for the per-sample path (unpacking the arrays would create numpy scalars each call)
+        self._coef = (float(self.b[0]), float(self.b[1]), float(self.b[2]), float(self.a[1]), float(self.a[2]))
         self.s1 = np.zeros(n)
         self.s2 = np.zeros(n)
         self.y = np.zeros(n)
         self._tmp = np.zeros(n)
         self._init = False
 
-    def reset(self, x0: np.ndarray | None = None) -> None:
-        """Restart; with ``x0`` the state is set to the steady state for a constant input x0."""
+    def reset(self, x0: np.ndarray | float | None = None) -> None:
+        """Restart; with ``x0`` (array or scalar) the state (and ``y``) is the steady state for a constant x0."""
         self._init = False
         if x0 is not None:
             self._settle(np.asarray(x0, dtype=float))
 
     def _settle(self, x0: np.ndarray) -> None:
-        _b0, b1, b2 = self.b
-        _, a1, a2 = self.a
+        _b0, b1, b2, a1, a2 = self._coef
         # steady state y = x0: s2 = (b2 - a2) x0, s1 = (b1 - a1) x0 + s2
         np.multiply(x0, b2 - a2, out=self.s2)
         np.multiply(x0, b1 - a1, out=self.s1)
         self.s1 += self.s2
+        self.y[:] = x0
         self._init = True
 
     def update(self, x: np.ndarray) -> np.ndarray:
         """Filter one sample (n,); returns the internal output array."""
         if not self._init:
             self._settle(np.asarray(x, dtype=float))
-        b0, b1, b2 = self.b
-        _, a1, a2 = self.a
+        b0, b1, b2, a1, a2 = self._coef
         # y = b0 x + s1; s1 = b1 x - a1 y + s2; s2 = b2 x - a2 y
         np.multiply(x, b0, out=self.y)
         self.y += self.s1

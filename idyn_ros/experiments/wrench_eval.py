@@ -5,8 +5,8 @@ false-positive level while moving without contact.
 The estimators are the ``idyn_ros.control.wrench`` classes combined exactly as the wrench_observer
 node does (idyn_ros/nodes/wrench_observer.py): raw backward-difference acceleration for the direct
 residual, low-passed afterwards (accel_cutoff_hz 20 Hz); the momentum observer with K_O = 50 1/s;
-with a learned model, the direct residual uses its total torque and the momentum observer adds its
-friction + residual parts to the RBD terms. Decision (differs from the node's default
+with a learned model, both observers take M, C, g from its identified inertial parameters and add its
+friction + residual parts (so the direct residual uses its total torque). Decision (differs from the node's default
 ``torque_source: command``): the actuator torque is the plant's measured effort, because the true
 plant delays the command by one tick, so the command topic is not the torque that acted over the
 last period while the effort is (the node's ``torque_source: effort`` setting).
@@ -38,12 +38,16 @@ class WrenchEstimator:
 
     def __init__(self, robot_model: Any, model_path: Path | None = None, rate_hz: float = 1000.0,
                  observer_gain: float = 50.0, accel_cutoff_hz: float = 20.0) -> None:
-        from idyn_ros.control import state_estimation as se
         from idyn_ros.control.feedforward import FeedforwardComputer
-        from idyn_ros.control.rbd import RigidBodyTerms
-        from idyn_ros.control.wrench import DirectResidual, MomentumObserver, WrenchMapper
+        from idyn_ros.control.wrench import (
+            DirectResidual,
+            LearnedModelTerms,
+            MomentumObserver,
+            WrenchMapper,
+            observer_rigid_body_terms,
+        )
+        from idyn_ros.data.filters import ButterworthLowPass
 
-        self.rbd = RigidBodyTerms(robot_model.pin_model, robot_model.flange_frame)
         self.model = None
         if model_path is not None:
             self.model = FeedforwardComputer(robot_model, model_path, "rbd", rate_hz)
@@ -51,10 +55,13 @@ class WrenchEstimator:
                 from idyn_ros.errors import ModelArtifactError
 
                 raise ModelArtifactError(self.model.fallback_reason)
+        pi = self.model.inertial_parameters if self.model is not None else None
+        self.rbd = observer_rigid_body_terms(robot_model, pi)
+        self.model_terms = LearnedModelTerms(self.model, self.rbd) if self.model is not None else None
         self.direct = DirectResidual(self.rbd)
         self.momentum = MomentumObserver(self.rbd, observer_gain)
         self.map_d, self.map_m = WrenchMapper(self.rbd), WrenchMapper(self.rbd)
-        self.lp = se.Biquad(robot_model.n, accel_cutoff_hz, rate_hz)
+        self.lp = ButterworthLowPass(robot_model.n, rate_hz, accel_cutoff_hz)
         self.dt = 1.0 / rate_hz
         self.dq_prev: np.ndarray | None = None
         self.f_direct = np.zeros(6)
@@ -73,11 +80,9 @@ class WrenchEstimator:
         ddq = (dq - self.dq_prev) / self.dt
         self.dq_prev[:] = dq
         extra_d = extra_m = None
-        if self.model is not None:
-            model_tau = self.model.compute(q, dq, ddq)
-            extra_d = model_tau - self.rbd.rnea(q, dq, ddq)
-            extra_m = self.model.friction + self.model.residual
-        tau_d = self.lp.step(self.direct.update(q, dq, ddq, tau, extra_d))
+        if self.model_terms is not None:
+            extra_d, extra_m = self.model_terms.update(q, dq, ddq)
+        tau_d = self.lp.update(self.direct.update(q, dq, ddq, tau, extra_d))
         tau_m = self.momentum.update(q, dq, tau, self.dt, extra_m)
         self.f_direct[:] = self.map_d.update(q, tau_d)[0]
         self.f_momentum[:] = self.map_m.update(q, tau_m)[0]

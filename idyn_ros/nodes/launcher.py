@@ -9,6 +9,7 @@ loopback (ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST unless the caller set it).
 
 from __future__ import annotations
 
+import copy
 import os
 import signal
 import subprocess
@@ -70,12 +71,19 @@ class Launcher:
 
         import yaml
 
+        class _NoAliasDumper(yaml.SafeDumper):
+            """Never emit anchors/aliases (rcl: "Will not support aliasing"), e.g. for anchors in the file."""
+
+            def ignore_aliases(self, data: Any) -> bool:
+                return True
+
         if not overrides:
             return self.params_file
         data = yaml.safe_load(self.params_file.read_text())
         for section in data.values():
-            section.setdefault("ros__parameters", {}).update(overrides)
-        text = yaml.safe_dump(data, sort_keys=False)
+            # a copy per section: shared list objects would be dumped as &id001/*id001, which rcl rejects
+            section.setdefault("ros__parameters", {}).update(copy.deepcopy(dict(overrides)))
+        text = yaml.dump(data, Dumper=_NoAliasDumper, sort_keys=False)
         digest = hashlib.sha256(text.encode()).hexdigest()[:12]
         path = Path(tempfile.gettempdir()) / f"idyn_{self.robot}_{digest}.yaml"
         path.write_text(text)

@@ -5,8 +5,9 @@ Two estimators from ``idyn_ros.control.wrench`` (conventions and equations there
     last period and tau the command applied over that period, low-passed afterwards (the same
     filter then acts on both sides of the residual); tau_model = the learned model when
     ``model_path`` loads (FeedforwardComputer), else the nominal RBD;
-(b) the generalised-momentum observer (needs no ddq), RBD M, C, g (+ the learned model's friction
-    and residual parts as extra model torque when a model is loaded).
+(b) the generalised-momentum observer (needs no ddq): M, C, g from the learned model's identified
+    inertial parameters + its friction and residual parts when a model with an RBD part is loaded,
+    else the nominal RBD (``observer_rigid_body_terms``, ``LearnedModelTerms``).
 Outputs (geometry_msgs/WrenchStamped, wrench applied BY the environment at the flange origin):
 ``wrench_topic`` (primary, base axes), ``<wrench_topic>/tool`` (primary, flange axes),
 ``<wrench_topic>/direct`` and ``<wrench_topic>/momentum`` (base axes); tau_ext as
@@ -25,8 +26,14 @@ from rclpy.node import Node
 
 from idyn_ros.control import state_estimation as se
 from idyn_ros.control.feedforward import FeedforwardComputer
-from idyn_ros.control.rbd import RigidBodyTerms
-from idyn_ros.control.wrench import DirectResidual, MomentumObserver, WrenchMapper
+from idyn_ros.control.wrench import (
+    DirectResidual,
+    LearnedModelTerms,
+    MomentumObserver,
+    WrenchMapper,
+    observer_rigid_body_terms,
+)
+from idyn_ros.data.filters import ButterworthLowPass
 from idyn_ros.nodes import parameters as prm
 from idyn_ros.nodes.common import (
     COMMAND_OUT,
@@ -57,7 +64,6 @@ class WrenchObserverNode(Node):
             raise prm.ParameterError("; ".join(problems))
         self.add_on_set_parameters_callback(prm.make_validator(self, KIND, lambda: self.n, lambda: True))
         self.add_post_set_parameters_callback(lambda _p: self._apply_tunables())
-        self.rbd = RigidBodyTerms(self.robot.pin_model, self.robot.flange_frame)
         self.diag = Diagnostics(self, f"idyn: {self.get_name()}", v["robot"])
         self.model = None
         if v["model_path"]:
@@ -66,13 +72,17 @@ class WrenchObserverNode(Node):
                 self.get_logger().error(f"wrench observer model: {self.model.fallback_reason}")
                 self.diag.set(Diagnostics.ERROR, self.model.fallback_reason, publish=True)
                 self.model = None
+        # M, C, g from the model's identified inertials when it has them (else nominal URDF)
+        pi = self.model.inertial_parameters if self.model is not None else None
+        self.rbd = observer_rigid_body_terms(self.robot, pi)
+        self.model_terms = LearnedModelTerms(self.model, self.rbd) if self.model is not None else None
         self.direct = DirectResidual(self.rbd)
         self.momentum = MomentumObserver(self.rbd, v["observer_gain"])
         self.map_direct = WrenchMapper(self.rbd)
         self.map_momentum = WrenchMapper(self.rbd)
         self._apply_tunables()
         self.filter = se.JointStateFilter(self.robot.joint_names, v["rate_hz"])
-        self._lp = se.Biquad(n, v["accel_cutoff_hz"], v["rate_hz"])
+        self._lp = ButterworthLowPass(n, v["rate_hz"], v["accel_cutoff_hz"])
         self._dq_prev = np.zeros(n)
         self.ddq_raw = np.zeros(n)
         self.tau_cmd = np.zeros(n)
@@ -132,11 +142,9 @@ class WrenchObserverNode(Node):
         self.ddq_raw /= dt
         q, dq = f.q, f.dq
         extra_direct = extra_momentum = None
-        if self.model is not None:
-            model_tau = self.model.compute(q, dq, self.ddq_raw)
-            extra_direct = model_tau - self.rbd.rnea(q, dq, self.ddq_raw)
-            extra_momentum = self.model.friction + self.model.residual
-        tau_direct = self._lp.step(self.direct.update(q, dq, self.ddq_raw, self.tau_applied, extra_direct))
+        if self.model_terms is not None:
+            extra_direct, extra_momentum = self.model_terms.update(q, dq, self.ddq_raw)
+        tau_direct = self._lp.update(self.direct.update(q, dq, self.ddq_raw, self.tau_applied, extra_direct))
         tau_mom = self.momentum.update(q, dq, self.tau_applied, dt, extra_momentum)
         base_d, _ = self.map_direct.update(q, tau_direct)
         base_m, tool_m = self.map_momentum.update(q, tau_mom)
