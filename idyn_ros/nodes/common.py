@@ -54,6 +54,24 @@ def load_robot(vals: dict[str, Any]) -> tuple[Any, Any]:
     return spec, model
 
 
+def declare_and_load(node: Any, kind: str) -> tuple[dict[str, Any], Any, Any]:
+    """Declare ``kind``'s parameters on ``node``, load its robot, validate, and keep validating at run time.
+
+    The shared start of every non-lifecycle node. Returns (values, RobotSpec, RobotModel); raises
+    ``ParameterError`` naming every invalid parameter.
+    """
+    from idyn_ros.nodes import parameters as prm
+
+    vals = prm.declare(node, kind)
+    spec, robot = load_robot(vals)
+    n = robot.n
+    problems = prm.validate_all(kind, vals, n)
+    if problems:
+        raise prm.ParameterError("; ".join(problems))
+    node.add_on_set_parameters_callback(prm.make_validator(node, kind, lambda: n, lambda: True))
+    return vals, spec, robot
+
+
 def command_topic(vals: dict[str, Any], spec: Any) -> str:
     return vals["command_topic"] or f"/{spec.effort_controller}/commands"
 
@@ -135,6 +153,28 @@ def make_executor(kind: str = "events") -> Any:
     return SingleThreadedExecutor()
 
 
+MAX_UNCONVERTIBLE_MESSAGES = 100  # then the node stops: something is persistently wrong, not a stray sample
+
+
+def spin_surviving_bad_messages(exe: Any, rclpy: Any) -> None:
+    """``exe.spin()``, but a sample rclpy cannot convert to Python does not kill the node.
+
+    Seen here with six nodes on one machine: rclpy raised "Unable to convert call argument '0' to Python
+    object" from ``take_message`` in a /joint_states subscriber now and then. The sample is lost either way;
+    dropping it and spinning on keeps the node (and, for the controller, its watchdog) alive. Only that
+    error is swallowed, each one is reported on stderr, and a persistent stream still stops the node.
+    """
+    dropped = 0
+    while rclpy.ok():
+        try:
+            exe.spin()
+        except RuntimeError as exc:
+            if "Unable to convert" not in str(exc) or dropped >= MAX_UNCONVERTIBLE_MESSAGES:
+                raise
+            dropped += 1
+            print(f"idyn: dropped a message rclpy could not convert ({dropped}): {exc}", file=sys.stderr, flush=True)
+
+
 def run(factories: Sequence[Callable[[], Any]], argv: Sequence[str] | None = None, executor: str = "single") -> int:
     """rclpy.init with ``argv`` (--ros-args ...), build nodes, spin one executor until shutdown."""
     import rclpy
@@ -150,7 +190,7 @@ def run(factories: Sequence[Callable[[], Any]], argv: Sequence[str] | None = Non
             for node in nodes:
                 exe.add_node(node)
             try:
-                exe.spin()
+                spin_surviving_bad_messages(exe, rclpy)
             finally:
                 for node in nodes:
                     if hasattr(node, "shutdown_hook"):

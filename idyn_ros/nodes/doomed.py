@@ -21,7 +21,7 @@ from idyn_ros.control import state_estimation as se
 from idyn_ros.control.doomed import Doomed, DoomedConfig
 from idyn_ros.control.rbd import RigidBodyTerms
 from idyn_ros.nodes import parameters as prm
-from idyn_ros.nodes.common import HOT_IN, Diagnostics, NameMap, as_array, load_robot, stamp_to_ns
+from idyn_ros.nodes.common import HOT_IN, Diagnostics, NameMap, as_array, declare_and_load, stamp_to_ns
 
 KIND = "doomed"
 RING = 16  # controller states kept for pairing by stamp
@@ -35,13 +35,9 @@ class DoomedNode(Node):
         from idyn_ros.msg import AdaptationState, ControllerState
 
         super().__init__(name, **kwargs)
-        v = self.vals = prm.declare(self, KIND)
-        self.spec, self.robot = load_robot(v)
+        v, self.spec, self.robot = declare_and_load(self, KIND)
+        self.vals = v
         n = self.n = self.robot.n
-        problems = prm.validate_all(KIND, v, n)
-        if problems:
-            raise prm.ParameterError("; ".join(problems))
-        self.add_on_set_parameters_callback(prm.make_validator(self, KIND, lambda: self.n, lambda: True))
         self.add_post_set_parameters_callback(self._after_set)
         self.rbd = RigidBodyTerms(self.robot.pin_model)
         limit = v["offset_limit"] or list(0.05 * self.robot.effort_limit)

@@ -18,8 +18,7 @@ from rclpy.node import Node
 
 from idyn_ros.control import state_estimation as se
 from idyn_ros.control.feedforward import FeedforwardComputer
-from idyn_ros.nodes import parameters as prm
-from idyn_ros.nodes.common import HOT_IN, Diagnostics, NameMap, as_array, load_robot, stamp_to_ns
+from idyn_ros.nodes.common import HOT_IN, Diagnostics, NameMap, as_array, declare_and_load, stamp_to_ns
 
 KIND = "feedforward"
 
@@ -31,13 +30,9 @@ class FeedforwardNode(Node):
         from idyn_ros.msg import FeedforwardTorque, JointReference
 
         super().__init__(name, **kwargs)
-        v = self.vals = prm.declare(self, KIND)
-        self.spec, self.robot = load_robot(v)
+        v, self.spec, self.robot = declare_and_load(self, KIND)
+        self.vals = v
         n = self.n = self.robot.n
-        problems = prm.validate_all(KIND, v, n)
-        if problems:
-            raise prm.ParameterError("; ".join(problems))
-        self.add_on_set_parameters_callback(prm.make_validator(self, KIND, lambda: self.n, lambda: True))
         self.diag = Diagnostics(self, f"idyn: {self.get_name()}", v["robot"])
         self.ff = FeedforwardComputer(self.robot, v["model_path"] or None, v["fallback"], v["rate_hz"],
                                       v["warmup_ticks"])

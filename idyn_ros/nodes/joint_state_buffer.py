@@ -16,8 +16,7 @@ import numpy as np
 from rclpy.node import Node
 
 from idyn_ros.control import state_estimation as se
-from idyn_ros.nodes import parameters as prm
-from idyn_ros.nodes.common import HOT_IN, Diagnostics, as_array, load_robot, stamp_to_ns
+from idyn_ros.nodes.common import HOT_IN, Diagnostics, as_array, declare_and_load, stamp_to_ns
 
 KIND = "joint_state_buffer"
 
@@ -29,13 +28,9 @@ class JointStateBufferNode(Node):
         from idyn_ros.msg import JointStateEstimate
 
         super().__init__(name, **kwargs)
-        v = self.vals = prm.declare(self, KIND)
-        self.spec, robot = load_robot(v)
+        v, self.spec, robot = declare_and_load(self, KIND)
+        self.vals = v
         self.n = robot.n
-        problems = prm.validate_all(KIND, v, self.n)
-        if problems:
-            raise prm.ParameterError("; ".join(problems))
-        self.add_on_set_parameters_callback(prm.make_validator(self, KIND, lambda: self.n, lambda: True))
         self.filter = se.JointStateFilter(robot.joint_names, v["rate_hz"], v["accel_cutoff_hz"],
                                           v["max_gap_periods"], use_measured_velocity=v["use_measured_velocity"])
         self._dq_prev = np.zeros(self.n)

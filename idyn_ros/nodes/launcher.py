@@ -107,6 +107,8 @@ class Launcher:
         env.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
         env.setdefault("PYTHONUNBUFFERED", "1")
         env.setdefault("OMP_NUM_THREADS", "1")
+        if self.log_dir:
+            self.log_dir.mkdir(parents=True, exist_ok=True)
         for name, cmd in self.commands().items():
             out = open(self.log_dir / f"{name}.log", "w") if self.log_dir else subprocess.DEVNULL  # noqa: SIM115
             self.procs[name] = subprocess.Popen(cmd, env=env, stdout=out, stderr=subprocess.STDOUT,

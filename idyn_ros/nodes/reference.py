@@ -20,7 +20,7 @@ from idyn_ros.control import reference as ref
 from idyn_ros.control import state_estimation as se
 from idyn_ros.errors import IdynError
 from idyn_ros.nodes import parameters as prm
-from idyn_ros.nodes.common import HOT_IN, MONITOR, Diagnostics, as_array, load_robot, stamp_to_ns
+from idyn_ros.nodes.common import HOT_IN, MONITOR, Diagnostics, as_array, declare_and_load, stamp_to_ns
 
 KIND = "reference"
 
@@ -33,13 +33,9 @@ class ReferenceNode(Node):
         from idyn_ros.msg import JointReference
 
         super().__init__(name, **kwargs)
-        v = self.vals = prm.declare(self, KIND)
-        self.spec, self.robot = load_robot(v)
+        v, self.spec, self.robot = declare_and_load(self, KIND)
+        self.vals = v
         self.n = self.robot.n
-        problems = prm.validate_all(KIND, v, self.n)
-        if problems:
-            raise prm.ParameterError("; ".join(problems))
-        self.add_on_set_parameters_callback(prm.make_validator(self, KIND, lambda: self.n, lambda: True))
         self.add_post_set_parameters_callback(lambda _p: self._restart())
         self.diag = Diagnostics(self, f"idyn: {self.get_name()}", v["robot"])
         self.filter = se.JointStateFilter(self.robot.joint_names, v["rate_hz"])

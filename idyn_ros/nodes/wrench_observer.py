@@ -42,7 +42,7 @@ from idyn_ros.nodes.common import (
     Diagnostics,
     as_array,
     command_topic,
-    load_robot,
+    declare_and_load,
     stamp_to_ns,
 )
 
@@ -56,13 +56,9 @@ class WrenchObserverNode(Node):
         from std_msgs.msg import Float64MultiArray
 
         super().__init__(name, **kwargs)
-        v = self.vals = prm.declare(self, KIND)
-        self.spec, self.robot = load_robot(v)
+        v, self.spec, self.robot = declare_and_load(self, KIND)
+        self.vals = v
         n = self.n = self.robot.n
-        problems = prm.validate_all(KIND, v, n)
-        if problems:
-            raise prm.ParameterError("; ".join(problems))
-        self.add_on_set_parameters_callback(prm.make_validator(self, KIND, lambda: self.n, lambda: True))
         self.add_post_set_parameters_callback(lambda _p: self._apply_tunables())
         self.diag = Diagnostics(self, f"idyn: {self.get_name()}", v["robot"])
         self.model = None
