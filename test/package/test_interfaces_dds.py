@@ -7,6 +7,7 @@ import subprocess
 import sys
 import textwrap
 import time
+from pathlib import Path
 
 import pytest
 
@@ -24,6 +25,9 @@ MESSAGE_VALUES = {
                             tau_feedforward=[1.0], tau_offset=[0.1], tau_feedback=[0.2], tau_command=[1.3],
                             mode=2, mode_reason="stale joint state", gain_preset="medium",
                             deadline_misses=7, ticks=1000),
+    "JointStateEstimate": dict(joint_names=["a", "b"], position=[0.1, 0.2], velocity=[1.0, -1.0],
+                               acceleration=[2.0, 3.0], acceleration_raw=[2.5, 3.5], effort=[4.0, 5.0],
+                               rotational_displacement=[0.01, -0.02]),
     "PlantGroundTruth": dict(joint_names=["a", "b"], external_torque=[0.5, -0.5], link="flange",
                              payload_mass=1.0),
 }
@@ -87,6 +91,13 @@ SERVICE_SERVER = textwrap.dedent(
 def _start(script: str) -> subprocess.Popen:
     env = dict(os.environ, ROS_AUTOMATIC_DISCOVERY_RANGE="LOCALHOST")
     return subprocess.Popen([sys.executable, "-c", script], env=env)
+
+
+def test_every_interface_file_is_covered() -> None:
+    """A new msg/ or srv/ file must be added to these tests."""
+    root = Path(__file__).resolve().parents[2]
+    assert {p.stem for p in (root / "msg").glob("*.msg")} == set(MESSAGE_VALUES)
+    assert {p.stem for p in (root / "srv").glob("*.srv")} == {"ApplyWrench", "SetPayload", "ResetJoints"}
 
 
 def test_custom_messages_cross_process(rclpy_context) -> None:
