@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 
 from idyn_ros.dynamics.friction import friction_regressor, friction_torque, n_columns
+from idyn_ros.dynamics.inertia import pi_to_barycentric
 from idyn_ros.errors import IdentificationError, ParameterError
 from idyn_ros.models import rbd
 from idyn_ros.models.sources import Recording
@@ -280,9 +281,7 @@ def write_urdf(urdf_xml: str, pin_model: Any, pi: np.ndarray) -> str:
                         links[c].remove(el)
                     stack.append(c)
         p = pi[k - 1]
-        m = float(p[0])
-        c = p[1:4] / m
-        Ic = rbd.inertia_matrix(p) - m * (c @ c * np.eye(3) - np.outer(c, c))
+        m, c, Ic = pi_to_barycentric(p)
         link = links[child]
         el = link.find("inertial")
         if el is not None:

@@ -19,6 +19,8 @@ from typing import Any
 
 import numpy as np
 
+from idyn_ros.dynamics.inertia import pi_to_pseudo_inertia
+
 R_DIFFBARY = 1e-8  # Reuss et al. 2022 Eq. 12/19
 
 
@@ -49,38 +51,12 @@ def with_inertial_parameters(pin_model: Any, pi: np.ndarray) -> Any:
     return model
 
 
-# ---- pseudo-inertia <-> 10-vector (numpy) ----
-
-
-def inertia_matrix(p: np.ndarray) -> np.ndarray:
-    """3x3 inertia about the frame origin from a 10-vector (pinocchio order)."""
-    _, _, _, _, ixx, ixy, iyy, ixz, iyz, izz = p
-    return np.array([[ixx, ixy, ixz], [ixy, iyy, iyz], [ixz, iyz, izz]])
-
-
-def pseudo_inertia(p: np.ndarray) -> np.ndarray:
-    """4x4 pseudo-inertia J (Reuss Eq. 10/17) from a 10-vector."""
-    inertia = inertia_matrix(p)
-    J = np.empty((4, 4))
-    J[:3, :3] = 0.5 * np.trace(inertia) * np.eye(3) - inertia
-    J[:3, 3] = J[3, :3] = p[1:4]
-    J[3, 3] = p[0]
-    return J
-
-
-def from_pseudo_inertia(J: np.ndarray) -> np.ndarray:
-    """10-vector (pinocchio order) from a 4x4 pseudo-inertia."""
-    sigma = J[:3, :3]
-    inertia = np.trace(sigma) * np.eye(3) - sigma
-    return np.array(
-        [J[3, 3], J[0, 3], J[1, 3], J[2, 3], inertia[0, 0], inertia[0, 1], inertia[1, 1],
-         inertia[0, 2], inertia[1, 2], inertia[2, 2]]
-    )
+# ---- physical consistency (numpy) ----
 
 
 def min_pseudo_inertia_eig(pi: np.ndarray) -> np.ndarray:
     """Smallest pseudo-inertia eigenvalue per link (n,); > 0 means physically consistent."""
-    return np.array([np.linalg.eigvalsh(pseudo_inertia(p))[0] for p in np.asarray(pi)])
+    return np.array([np.linalg.eigvalsh(pi_to_pseudo_inertia(p))[0] for p in np.asarray(pi)])
 
 
 # ---- torch parameterisations ----
@@ -169,7 +145,7 @@ def _build_torch_classes() -> dict[str, Any]:
                 a = torch.randn(n, 10, generator=g, dtype=torch.float64) * 1e-3
             else:
                 a = torch.stack(
-                    [torch.as_tensor(_chol(pseudo_inertia(p) - R_DIFFBARY * np.eye(4))[_TRIL]) for p in pi_init]
+                    [torch.as_tensor(_chol(pi_to_pseudo_inertia(p) - R_DIFFBARY * np.eye(4))[_TRIL]) for p in pi_init]
                 )
             self.a = nn.Parameter(a)  # (n, 10)
             self.register_buffer("rows", torch.as_tensor(_TRIL[0]))
@@ -190,7 +166,7 @@ def _build_torch_classes() -> dict[str, Any]:
             theta = []
             P = np.eye(4)[::-1]
             for p in pi_init:
-                L = _chol(P @ pseudo_inertia(p) @ P)
+                L = _chol(P @ pi_to_pseudo_inertia(p) @ P)
                 U = P @ L @ P  # upper triangular with J = U U^T
                 alpha = np.log(U[3, 3])
                 Un = U / U[3, 3]

@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from idyn_ros.dynamics.inertia import rotational_inertia
 from idyn_ros.models import rbd
 from idyn_ros.models.sources import Recording
 
@@ -42,7 +43,7 @@ def make_true_robot(pin_model: Any, seed: int = 0, spread: float = 0.15) -> True
     for p in pi_nom:
         m = max(p[0], 1e-3)
         c = p[1:4] / m
-        Ic = rbd.inertia_matrix(p) - m * (c @ c * np.eye(3) - np.outer(c, c))
+        Ic = rotational_inertia(p) - m * (c @ c * np.eye(3) - np.outer(c, c))
         m2 = m * (1 + spread * rng.uniform(-1, 1))
         c2 = c + spread * 0.1 * rng.uniform(-1, 1, 3)  # up to 1.5 cm CoM shift at spread 0.15
         Ic2 = Ic * (1 + spread * rng.uniform(-1, 1))
