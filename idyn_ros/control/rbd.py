@@ -25,6 +25,8 @@ class RigidBodyTerms:
         self.model = pin_model
         self.data = pin_model.createData()
         self.n = pin_model.nv
+        self._M = np.zeros((self.n, self.n))  # mass_matrix() output, reused: no allocation per tick
+        self._strict_lower = np.tril(np.ones((self.n, self.n), dtype=bool), -1)
         self.zero = np.zeros(self.n)
         self.frame_id = -1
         if flange_frame is not None:
@@ -41,9 +43,14 @@ class RigidBodyTerms:
         return pin.computeGeneralizedGravity(self.model, self.data, q)
 
     def mass_matrix(self, q: np.ndarray) -> np.ndarray:
-        """Symmetric M(q) (kg m^2); CRBA fills only the upper triangle, mirrored here."""
+        """Symmetric M(q) (kg m^2); CRBA fills only the upper triangle, mirrored here.
+
+        Returns a buffer that the next call overwrites: copy it to keep it.
+        """
         M = pin.crba(self.model, self.data, q)
-        return np.triu(M) + np.triu(M, 1).T
+        np.copyto(self._M, M)
+        np.copyto(self._M, M.T, where=self._strict_lower)
+        return self._M
 
     def coriolis_matrix(self, q: np.ndarray, dq: np.ndarray) -> np.ndarray:
         """C(q, dq) with dM/dt = C + C^T (pinocchio's Christoffel-consistent choice)."""
