@@ -278,14 +278,15 @@ def measure_doomed(robot: str, payload: float = 1.0, learning_rates: Sequence[fl
 
 
 def measure_latency(robot: str = "panda", composed: bool = True, seconds: float = LATENCY_SECONDS,
-                    warmup: float = 2.0, executor: str = "single") -> dict[str, float]:
-    """Real-time plant at the config rate, all our nodes active; stats of state -> command latency."""
+                    warmup: float = 2.0, executor: str = "single", nodes: Sequence[str] | None = None
+                    ) -> dict[str, float]:
+    """Real-time plant at the config rate, all our nodes active (or ``nodes``); stats of state -> command latency."""
     from idyn_ros.nodes.composed import NODE_NAMES
     from idyn_ros.nodes.launcher import Launcher
     from idyn_ros.nodes.plant import PlantRunner
 
     params = {"robot": robot, "profile": "true", "clock_mode": "realtime"}
-    launcher = Launcher(robot, None, composed, list(NODE_NAMES), {"stale_periods": 3.0}, executor=executor)
+    launcher = Launcher(robot, None, composed, list(nodes or NODE_NAMES), {"stale_periods": 3.0}, executor=executor)
     runner = PlantRunner(executor="events", **params).start()
     samples: list[np.ndarray] = []
     try:

@@ -175,27 +175,38 @@ def spin_surviving_bad_messages(exe: Any, rclpy: Any) -> None:
             print(f"idyn: dropped a message rclpy could not convert ({dropped}): {exc}", file=sys.stderr, flush=True)
 
 
-def run(factories: Sequence[Callable[[], Any]], argv: Sequence[str] | None = None, executor: str = "single") -> int:
-    """rclpy.init with ``argv`` (--ros-args ...), build nodes, spin one executor until shutdown."""
+def run(factories: Sequence[Callable[[], Any]], argv: Sequence[str] | None = None, executor: str = "single",
+        hot_loop: bool = True) -> int:
+    """rclpy.init with ``argv`` (--ros-args ...), build nodes, spin until shutdown.
+
+    With ``hot_loop`` (default) the nodes' 1 kHz inputs are served by one ``HotLoop`` thread per process
+    (controller first) and the executor only carries parameters, lifecycle services and slow timers.
+    """
     import rclpy
     from rclpy.executors import ExternalShutdownException
 
+    from idyn_ros.nodes.hot_loop import HotLoop
+
     argv = list(sys.argv if argv is None else argv)
-    exe = None
     nodes: list[Any] = []
+    errors: list[BaseException] = []
+    HotLoop.enable(hot_loop)
     try:
         with rclpy.init(args=argv):
             exe = make_executor(executor)
             nodes = [factory() for factory in factories]
             for node in nodes:
                 exe.add_node(node)
+            HotLoop.start_all()
             try:
                 spin_surviving_bad_messages(exe, rclpy)
             finally:
                 for node in nodes:
                     if hasattr(node, "shutdown_hook"):
                         node.shutdown_hook()
+                errors = HotLoop.stop_all()
+                for node in nodes:
                     node.destroy_node()
     except (KeyboardInterrupt, ExternalShutdownException):
         pass
-    return 0
+    return 1 if errors else 0

@@ -20,6 +20,7 @@ from rclpy.node import Node
 from idyn_ros.control import state_estimation as se
 from idyn_ros.control.doomed import Doomed, DoomedConfig
 from idyn_ros.control.rbd import RigidBodyTerms
+from idyn_ros.nodes import hot_loop
 from idyn_ros.nodes import parameters as prm
 from idyn_ros.nodes.common import HOT_IN, Diagnostics, NameMap, as_array, declare_and_load, stamp_to_ns
 
@@ -56,8 +57,8 @@ class DoomedNode(Node):
         self.unpaired = 0
         self.out = AdaptationState(joint_names=list(self.robot.joint_names))
         self.pub = self.create_publisher(AdaptationState, v["adaptation_topic"], HOT_IN)
-        self.create_subscription(JointState, v["joint_states_topic"], self._on_joint_state, HOT_IN)
-        self.create_subscription(ControllerState, v["controller_state_topic"], self._on_controller_state, HOT_IN)
+        hot_loop.subscribe(self, JointState, v["joint_states_topic"], self._on_joint_state, HOT_IN)
+        hot_loop.subscribe(self, ControllerState, v["controller_state_topic"], self._on_controller_state, HOT_IN)
         self.create_service(Trigger, "~/freeze", self._srv_freeze)
         self.create_service(Trigger, "~/unfreeze", self._srv_unfreeze)
         self.create_service(Trigger, "~/reset", self._srv_reset)

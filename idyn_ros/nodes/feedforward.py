@@ -18,6 +18,7 @@ from rclpy.node import Node
 
 from idyn_ros.control import state_estimation as se
 from idyn_ros.control.feedforward import FeedforwardComputer
+from idyn_ros.nodes import hot_loop
 from idyn_ros.nodes.common import HOT_IN, Diagnostics, NameMap, as_array, declare_and_load, stamp_to_ns
 
 KIND = "feedforward"
@@ -48,8 +49,8 @@ class FeedforwardNode(Node):
         self.out = FeedforwardTorque(joint_names=list(self.robot.joint_names), model_id=self.ff.model_id,
                                      fallback=self.ff.fallback)
         self.pub = self.create_publisher(FeedforwardTorque, v["feedforward_topic"], HOT_IN)
-        self.create_subscription(JointState, v["joint_states_topic"], self._on_joint_state, HOT_IN)
-        self.create_subscription(JointReference, v["reference_topic"], self._on_reference, HOT_IN)
+        hot_loop.subscribe(self, JointState, v["joint_states_topic"], self._on_joint_state, HOT_IN)
+        hot_loop.subscribe(self, JointReference, v["reference_topic"], self._on_reference, HOT_IN)
         self.create_timer(v["diagnostics_period"], self.diag.publish)
 
     def _on_reference(self, msg: Any) -> None:

@@ -16,6 +16,7 @@ import numpy as np
 from rclpy.node import Node
 
 from idyn_ros.control import state_estimation as se
+from idyn_ros.nodes import hot_loop
 from idyn_ros.nodes.common import HOT_IN, Diagnostics, as_array, declare_and_load, stamp_to_ns
 
 KIND = "joint_state_buffer"
@@ -37,7 +38,7 @@ class JointStateBufferNode(Node):
         self.ddq_raw = np.zeros(self.n)
         self.out = JointStateEstimate(joint_names=list(robot.joint_names))
         self.pub = self.create_publisher(JointStateEstimate, v["state_estimate_topic"], HOT_IN)
-        self.create_subscription(JointState, v["joint_states_topic"], self._on_joint_state, HOT_IN)
+        hot_loop.subscribe(self, JointState, v["joint_states_topic"], self._on_joint_state, HOT_IN)
         self.diag = Diagnostics(self, f"idyn: {self.get_name()}", v["robot"])
         self.create_timer(v["diagnostics_period"], self._on_diagnostics)
         self._last_rx = -1

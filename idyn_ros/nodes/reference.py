@@ -19,6 +19,7 @@ from rclpy.node import Node
 from idyn_ros.control import reference as ref
 from idyn_ros.control import state_estimation as se
 from idyn_ros.errors import IdynError
+from idyn_ros.nodes import hot_loop
 from idyn_ros.nodes import parameters as prm
 from idyn_ros.nodes.common import HOT_IN, MONITOR, Diagnostics, as_array, declare_and_load, stamp_to_ns
 
@@ -44,7 +45,7 @@ class ReferenceNode(Node):
         self.q_last = np.zeros(self.n)
         self.out = JointReference(joint_names=list(self.robot.joint_names))
         self.pub = self.create_publisher(JointReference, v["reference_topic"], HOT_IN)
-        self.create_subscription(JointState, v["joint_states_topic"], self._on_joint_state, HOT_IN)
+        hot_loop.subscribe(self, JointState, v["joint_states_topic"], self._on_joint_state, HOT_IN)
         self.create_subscription(JointTrajectory, "~/joint_trajectory", self._on_trajectory, MONITOR)
         self.create_timer(v["diagnostics_period"], self.diag.publish)
         self.lookahead_ns = int(v["lookahead_periods"] * 1e9 / v["rate_hz"])

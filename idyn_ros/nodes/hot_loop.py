@@ -1,0 +1,201 @@
+"""The 1 kHz subscriptions of every idyn node in a process, served by one lean wait loop instead of an executor.
+
+Why: rclpy's executors rebuild their wait set in Python from every entity of every node (parameter and
+lifecycle services, timers, guard conditions) before each callback. Measured here against the real-time
+plant (quiet machine, ``/tmp``-free repro in ``idyn_ros.bench.latency``): a node that only echoes each
+/joint_states as a command costs ~450 us of CPU per message on a SingleThreadedExecutor and ~200 us on this
+loop; six nodes on one executor saturate a core and answer ~30 % of the ticks.
+
+How: the hot-path subscriptions are created on a hidden per-process node (``_idyn_hot_<pid>``) that no
+executor spins, and one thread waits on exactly those subscriptions (plus a wake-up guard condition). Ready
+messages are taken and dispatched in registration order, so in a composed process the controller (created
+first) answers before any monitoring node runs. Everything else of a node (parameters, lifecycle services,
+diagnostics timers) stays on its executor, which now wakes only for that slow traffic.
+
+Threading: callbacks run in the loop thread while parameter/lifecycle callbacks run in the executor thread.
+The nodes swap whole arrays or write in place with single numpy calls (atomic under the GIL); a tick may
+pair a new desired position with the previous desired velocity, which is harmless at 1 kHz.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+import threading
+import time
+import traceback
+from collections.abc import Callable
+from typing import Any, ClassVar
+
+MAX_UNCONVERTIBLE_MESSAGES = 100  # same policy as common.spin_surviving_bad_messages
+
+
+class _Entry:
+    __slots__ = ("callback", "subscription")
+
+    def __init__(self, subscription: Any, callback: Callable[[Any], None]) -> None:
+        self.subscription = subscription
+        self.callback = callback
+
+
+class HotLoop:
+    """One thread per process (per rclpy context) serving registered subscriptions; see the module docstring."""
+
+    _by_context: ClassVar[dict[int, HotLoop]] = {}
+    _enabled = False  # set by nodes.common.run(); nodes built elsewhere (tests, in-process loops) use plain subs
+
+    @classmethod
+    def enable(cls, on: bool = True) -> None:
+        cls._enabled = on
+
+    @classmethod
+    def enabled(cls) -> bool:
+        return cls._enabled
+
+    @classmethod
+    def for_context(cls, context: Any) -> HotLoop:
+        loop = cls._by_context.get(id(context))
+        if loop is None:
+            loop = cls._by_context[id(context)] = HotLoop(context)
+        return loop
+
+    @classmethod
+    def start_all(cls) -> None:
+        for loop in cls._by_context.values():
+            loop.start()
+
+    @classmethod
+    def stop_all(cls) -> list[BaseException]:
+        """Stop every loop; returns the exceptions that ended a loop (empty when all ended cleanly)."""
+        errors = []
+        for loop in list(cls._by_context.values()):
+            loop.stop()
+            if loop.error is not None:
+                errors.append(loop.error)
+        cls._by_context.clear()
+        return errors
+
+    def __init__(self, context: Any) -> None:
+        import rclpy
+        from rclpy.guard_condition import GuardCondition
+
+        self.context = context
+        self.node = rclpy.create_node(f"_idyn_hot_{os.getpid()}", context=context, start_parameter_services=False,
+                                      enable_rosout=False)
+        self._wake = GuardCondition(None, None, context=context)
+        self._entries: tuple[_Entry, ...] = ()
+        self._idle: list[list[Any]] = []  # [period_ns, callback, last_ns]
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.error: BaseException | None = None
+        self.dropped = 0
+
+    # ------------------------------------------------------------------ registration (any thread)
+    def subscribe(self, msg_type: Any, topic: str, callback: Callable[[Any], None], qos: Any) -> Any:
+        """Create a subscription served by this loop (the callback runs in the loop thread)."""
+        sub = self.node.create_subscription(msg_type, topic, lambda _msg: None, qos)
+        with self._lock:
+            self._entries = (*self._entries, _Entry(sub, callback))
+        self._wake.trigger()
+        return sub
+
+    def unsubscribe(self, subscription: Any) -> None:
+        with self._lock:
+            self._entries = tuple(e for e in self._entries if e.subscription is not subscription)
+        self._wake.trigger()
+        self.node.destroy_subscription(subscription)  # rclpy defers the destruction while the loop holds the handle
+
+    def every(self, period_s: float, callback: Callable[[], None]) -> None:
+        """Call ``callback`` from the loop thread at least every ``period_s`` (checked after each wake-up)."""
+        with self._lock:
+            self._idle.append([int(period_s * 1e9), callback, time.monotonic_ns()])
+        self._wake.trigger()
+
+    def cancel(self, callback: Callable[[], None]) -> None:
+        with self._lock:
+            self._idle = [e for e in self._idle if e[1] is not callback]
+
+    # ------------------------------------------------------------------ the loop
+    def start(self) -> None:
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._run, name="idyn-hot-loop", daemon=True)
+            self._thread.start()
+
+    def stop(self, timeout: float = 2.0) -> None:
+        self._stop.set()
+        with contextlib.suppress(Exception):
+            self._wake.trigger()
+        if self._thread is not None:
+            self._thread.join(timeout)
+            self._thread = None
+
+    def _run(self) -> None:
+        from rclpy.impl.implementation_singleton import rclpy_implementation as _rclpy
+
+        wait_set = None
+        sized_for = -1
+        try:
+            while not self._stop.is_set() and self.context.ok():
+                entries, idle = self._entries, self._idle
+                if len(entries) != sized_for:
+                    wait_set = _rclpy.WaitSet(len(entries), 1, 0, 0, 0, 0, self.context.handle)
+                    sized_for = len(entries)
+                timeout_ns = min((e[0] for e in idle), default=100_000_000)
+                with contextlib.ExitStack() as held:
+                    wait_set.clear_entities()
+                    for e in entries:
+                        held.enter_context(e.subscription.handle)
+                        wait_set.add_subscription(e.subscription.handle)
+                    held.enter_context(self._wake.handle)
+                    wait_set.add_guard_condition(self._wake.handle)
+                    wait_set.wait(timeout_ns)
+                    ready = wait_set.get_ready_entities("subscription")
+                    for e in entries:  # registration order: the controller first
+                        if e.subscription.handle.pointer in ready:
+                            self._dispatch(e)
+                if idle:
+                    now = time.monotonic_ns()
+                    for item in idle:
+                        if now - item[2] >= item[0]:
+                            item[2] = now
+                            item[1]()
+        except BaseException as exc:
+            if self.context.ok():
+                self.error = exc
+                traceback.print_exc()
+                with contextlib.suppress(Exception):
+                    self.context.try_shutdown()
+
+    def _dispatch(self, entry: _Entry) -> None:
+        sub = entry.subscription
+        try:
+            info = sub.handle.take_message(sub.msg_type, sub.raw)
+        except RuntimeError as exc:  # see common.spin_surviving_bad_messages
+            if "Unable to convert" not in str(exc) or self.dropped >= MAX_UNCONVERTIBLE_MESSAGES:
+                raise
+            self.dropped += 1
+            print(f"idyn: dropped a message rclpy could not convert ({self.dropped}): {exc}", file=sys.stderr,
+                  flush=True)
+            return
+        if info is not None:
+            entry.callback(info[0])
+
+
+def subscribe(node: Any, msg_type: Any, topic: str, callback: Callable[[Any], None], qos: Any) -> Any:
+    """A 1 kHz input of ``node``: on the process's hot loop when enabled, else a plain subscription.
+
+    Topic names must be absolute (the hot loop's node has another name, so ``~/x`` would resolve differently).
+    """
+    if HotLoop.enabled():
+        return HotLoop.for_context(node.context).subscribe(msg_type, topic, callback, qos)
+    return node.create_subscription(msg_type, topic, callback, qos)
+
+
+def unsubscribe(node: Any, subscription: Any) -> None:
+    loop = HotLoop._by_context.get(id(node.context))
+    if loop is not None and subscription in (e.subscription for e in loop._entries):
+        loop.unsubscribe(subscription)
+    else:
+        node.destroy_subscription(subscription)

@@ -1,0 +1,79 @@
+"""The process's hot loop (idyn_ros/nodes/hot_loop.py) over real DDS inside one process."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+pytestmark = pytest.mark.ros
+
+
+@pytest.fixture()
+def loop(rclpy_context):
+    from idyn_ros.nodes.hot_loop import HotLoop
+
+    HotLoop.enable(True)
+    try:
+        yield HotLoop.for_context(rclpy_context)
+    finally:
+        HotLoop.stop_all()
+        HotLoop.enable(False)
+
+
+def _wait(predicate, timeout: float = 10.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while not predicate() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return predicate()
+
+
+def test_messages_reach_callbacks_in_registration_order_and_unsubscribe_stops_them(rclpy_context, loop):
+    import rclpy
+    from std_msgs.msg import Float64
+
+    from idyn_ros.nodes import hot_loop
+    from idyn_ros.nodes.common import HOT_IN
+
+    node = rclpy.create_node("hot_loop_test", context=rclpy_context)
+    order: list[str] = []
+    first = hot_loop.subscribe(node, Float64, "/hot_loop_test/x", lambda m: order.append("first"), HOT_IN)
+    hot_loop.subscribe(node, Float64, "/hot_loop_test/x", lambda m: order.append("second"), HOT_IN)
+    pub = node.create_publisher(Float64, "/hot_loop_test/x", HOT_IN)
+    loop.start()
+    assert _wait(lambda: pub.get_subscription_count() == 2)
+    assert _wait(lambda: (pub.publish(Float64(data=1.0)), len(order) >= 2)[1])
+    assert order[:2] == ["first", "second"], "both ready in one wake-up: served in registration order"
+    hot_loop.unsubscribe(node, first)
+    assert _wait(lambda: pub.get_subscription_count() == 1)
+    n_first = order.count("first")
+    for _ in range(5):
+        pub.publish(Float64(data=2.0))
+        time.sleep(0.02)
+    assert order.count("first") == n_first and order.count("second") > 1
+    node.destroy_node()
+
+
+def test_every_runs_in_silence(rclpy_context, loop):
+    ticks: list[float] = []
+    loop.every(0.01, lambda: ticks.append(time.monotonic()))
+    loop.start()
+    assert _wait(lambda: len(ticks) >= 10, 5.0), "the watchdog hook must run without any message"
+
+
+def test_a_raising_callback_stops_the_process_context(rclpy_context, loop):
+    import rclpy
+    from std_msgs.msg import Float64
+
+    from idyn_ros.nodes import hot_loop
+    from idyn_ros.nodes.common import HOT_IN
+
+    node = rclpy.create_node("hot_loop_raise", context=rclpy_context)
+    hot_loop.subscribe(node, Float64, "/hot_loop_test/boom", lambda m: 1 / 0, HOT_IN)
+    pub = node.create_publisher(Float64, "/hot_loop_test/boom", HOT_IN)
+    loop.start()
+    assert _wait(lambda: pub.get_subscription_count() == 1)
+    pub.publish(Float64(data=1.0))
+    assert _wait(lambda: not rclpy_context.ok()), \
+        "an exception must end the process like a crashed executor (the plant's drive watchdog then holds)"
+    assert isinstance(loop.error, ZeroDivisionError)
