@@ -163,3 +163,5 @@ def test_wrench_observer_runs(rclpy_context):
     assert got and got[-1].header.frame_id == "panda_link0"
     f = got[-1].wrench.force
     np.testing.assert_allclose([f.x, f.y, f.z], F[:3], atol=0.5)
+    stamps = np.array([m.header.stamp.sec + 1e-9 * m.header.stamp.nanosec for m in got])
+    assert np.diff(stamps).min() >= 0.004 - 1e-6, "publish_divider 4: at most every 4th 1 kHz state is published"
