@@ -135,6 +135,7 @@ class JointStateFilter:
         max_gap_periods: float = 3.0,
         history_length: int = 0,
         use_measured_velocity: bool = True,
+        track_rotational_displacement: bool = False,
     ) -> None:
         if rate_hz <= 0:
             raise ValueError(f"rate_hz must be > 0, got {rate_hz}")
@@ -146,6 +147,8 @@ class JointStateFilter:
         self.use_measured_velocity = use_measured_velocity
         self._accel_lp = ButterworthLowPass(self.n, rate_hz, accel_cutoff_hz)
         self._rd = RotationalDisplacement(self.n)
+        # r costs a Python loop over the joints per sample: only the filter that publishes it pays for it
+        self.track_r = track_rotational_displacement
         self.history = History(history_length, 3 * self.n) if history_length > 0 else None
         self._names_cache: tuple[str, ...] | None = None
         self._index = np.arange(self.n)
@@ -244,7 +247,8 @@ class JointStateFilter:
             np.subtract(self.dq, self._dq_prev, out=self._scratch)
             self._scratch /= dt
             self.ddq[:] = self._accel_lp.update(self._scratch)
-        self._rd.update(self.q)
+        if self.track_r:
+            self._rd.update(self.q)
         if self.history is not None:
             n = self.n
             self._hist_row[:n] = self.q

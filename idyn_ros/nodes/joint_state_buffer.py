@@ -33,7 +33,8 @@ class JointStateBufferNode(Node):
         self.vals = v
         self.n = robot.n
         self.filter = se.JointStateFilter(robot.joint_names, v["rate_hz"], v["accel_cutoff_hz"],
-                                          v["max_gap_periods"], use_measured_velocity=v["use_measured_velocity"])
+                                          v["max_gap_periods"], use_measured_velocity=v["use_measured_velocity"],
+                                          track_rotational_displacement=True)  # published as rotational_displacement
         self._dq_prev = np.zeros(self.n)
         self.ddq_raw = np.zeros(self.n)
         self.out = JointStateEstimate(joint_names=list(robot.joint_names))

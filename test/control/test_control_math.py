@@ -171,3 +171,13 @@ def test_sampled_trajectory_and_npz(tmp_path):
         reference.load_npz_trajectory(path, ["a", "zz"])
     jt = reference.from_joint_trajectory_points([1.0], [[1.0, 2.0]], None, None, np.zeros(2))
     np.testing.assert_allclose(jt.sample(1.0)[0], [1.0, 2.0])
+
+
+def test_filter_tracks_r_only_when_asked():
+    """r is a per-joint Python loop: only the joint_state_buffer (which publishes it) asks for it."""
+    tracked = se.JointStateFilter(["j"], rate_hz=1000.0, track_rotational_displacement=True)
+    plain = se.JointStateFilter(["j"], rate_hz=1000.0)
+    for k in range(50):
+        for f in (tracked, plain):
+            assert f.update(["j"], [0.001 * k], [], [], k * 1_000_000) == se.OK
+    assert tracked.estimate.r[0] > 0.02 and plain.estimate.r[0] == 0.0
