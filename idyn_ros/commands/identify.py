@@ -70,6 +70,7 @@ def run(args: argparse.Namespace) -> int:
               f"parameter directions are excited less than the ridge and stay near nominal")
     print("train nMSE per joint: " + " ".join(f"{v:.4f}" for v in res.info["train_nmse"]))
     print("physically consistent links: " + " ".join("yes" if e > 0 else "NO" for e in eig))
+    print("armature (reflected rotor inertia, kg m^2): " + " ".join(f"{v:.4f}" for v in res.armature))
     for path in args.test:
         rec = load_recordings([path], robot)[0]
         m = torque_metrics(res.predict(robot.pin_model, rec), rec.tau)
@@ -78,7 +79,7 @@ def run(args: argparse.Namespace) -> int:
         Path(args.params_out).write_text(json.dumps({
             "method": res.method, "robot": robot.name, "joint_names": list(robot.joint_names),
             "inertial": res.pi.tolist(), "friction_kinds": list(res.friction_kinds),
-            "friction": res.friction.tolist(), "info": res.info}, indent=2))
+            "friction": res.friction.tolist(), "armature": res.armature.tolist(), "info": res.info}, indent=2))
         print(f"wrote {args.params_out}")
     if args.urdf_out:
         if problems:
@@ -86,12 +87,16 @@ def run(args: argparse.Namespace) -> int:
                 f"{args.method} gave physically inconsistent bodies ({'; '.join(problems[:3])}); a URDF "
                 f"cannot hold them. Use --method sdp, diffbary or logchol"
             )
-        xml = write_urdf(robot.urdf_xml, robot.pin_model, res.pi)
+        xml = write_urdf(robot.urdf_xml, robot.pin_model, res.pi, res.armature)
         Path(args.urdf_out).write_text(xml)
         import pinocchio as pin
 
+        from idyn_ros.dynamics.model import urdf_armature
+
         check = pin.buildModelFromXML(xml)
-        err = np.abs(rbd.inertial_parameters(check) - res.pi).max()
+        arm = urdf_armature(xml)
+        err = max(np.abs(rbd.inertial_parameters(check) - res.pi).max(),
+                  np.abs(np.array([arm[j] for j in robot.pin_model.names[1:]]) - res.armature).max())
         print(f"wrote {args.urdf_out} (reloaded in pinocchio: max parameter difference {err:.2e}, "
               f"consistency check: {len(check_physical_consistency(rbd.inertial_parameters(check)))} problems)")
     return 0

@@ -12,7 +12,7 @@ Model kinds:
   hybrid-r      hybrid whose LSTM also sees tau_RBD and the rotational displacement r (Callar 2021)
   mlp-hybrid    RBD + friction (SDP) + stateless MLP residual, two-stage
   lstm          black-box LSTM (no physics)
-  delan         Deep Lagrangian Network + friction (training/evaluation only: not exportable)
+  delan         Deep Lagrangian Network + friction (closed-form derivatives, exported like the others)
   lip-gp        Gaussian process with the Lagrangian-inspired polynomial kernel (Giacomuzzo et al.);
                 se-gp, gip-gp, lse-gp are its baselines (--max-samples subsamples the training data)
 """

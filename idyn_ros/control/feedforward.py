@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from idyn_ros.control.rbd import RigidBodyTerms
+from idyn_ros.control.rbd import RigidBodyTerms, model_rigid_body_terms
 from idyn_ros.errors import IdynError, ModelArtifactError
 
 FALLBACKS = ("rbd", "gravity", "none")
@@ -91,6 +91,16 @@ class FeedforwardComputer:
         """The loaded model's identified inertial parameters (n, 10) (pinocchio order), None without them
         (fallback, or a model kind without an RBD part)."""
         return None if self.runtime is None else self.runtime.inertial
+
+    @property
+    def armature(self) -> np.ndarray | None:
+        """The loaded model's identified armature (n,) kg m^2, None without an RBD part (or in fallback)."""
+        return None if self.runtime is None else self.runtime.armature
+
+    def feedback_terms(self, with_flange: bool = False) -> RigidBodyTerms:
+        """M(q), g(q), C for the users of this model's inertia (controller feedback, observers): the model's
+        identified inertials + armature when it has them, else the nominal URDF (``model_rigid_body_terms``)."""
+        return model_rigid_body_terms(self.robot, self.inertial_parameters, self.armature, with_flange)
 
     def reset(self) -> None:
         """Zero the recurrent state (the runtime's), e.g. before a warm-up."""

@@ -7,6 +7,8 @@ feedforward fallback never share mutable state (pinocchio habit: one Data per th
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pinocchio as pin
 
@@ -64,3 +66,20 @@ class RigidBodyTerms:
         """
         J = pin.computeFrameJacobian(self.model, self.data, q, self.frame_id, pin.LOCAL_WORLD_ALIGNED)
         return J, self.data.oMf[self.frame_id].rotation
+
+
+def model_rigid_body_terms(robot: Any, inertial_parameters: np.ndarray | None = None,
+                           armature: np.ndarray | None = None, with_flange: bool = False) -> RigidBodyTerms:
+    """``RigidBodyTerms`` of a loaded model: ``robot`` (an ``idyn_ros.dynamics.RobotModel``) with the model's
+    identified ``inertial_parameters`` (n, 10) and ``armature`` (n,) kg m^2 when given, else its own.
+
+    Why: every consumer of M(q) (the controller's acceleration-space feedback M(q)(Kp e + Kd de), the
+    momentum observer's p = M dq) must use the same inertia as the feedforward. A URDF mass matrix
+    without the reflected rotor inertia (Panda wrist: M_jj ~0.01-0.05 vs Ia ~0.2 kg m^2) scales the
+    feedback down by M_jj / (M_jj + Ia), i.e. to 1/5-1/20 of the requested stiffness.
+    """
+    if inertial_parameters is not None:
+        robot = robot.with_inertial_parameters(inertial_parameters)
+    if armature is not None:
+        robot = robot.with_armature(armature)
+    return RigidBodyTerms(robot.pin_model, robot.flange_frame if with_flange else None)

@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from idyn_ros.control.rbd import RigidBodyTerms
+from idyn_ros.control.rbd import RigidBodyTerms, model_rigid_body_terms
 
 
 def damped_pinv_transpose(J: np.ndarray, damping: float) -> np.ndarray:
@@ -40,12 +40,12 @@ def damped_pinv_transpose(J: np.ndarray, damping: float) -> np.ndarray:
     return np.linalg.solve(JJt, J)
 
 
-def observer_rigid_body_terms(robot: Any, inertial_parameters: np.ndarray | None = None) -> RigidBodyTerms:
+def observer_rigid_body_terms(robot: Any, inertial_parameters: np.ndarray | None = None,
+                              armature: np.ndarray | None = None) -> RigidBodyTerms:
     """M, C, g, RNEA and flange Jacobian for the observers: ``robot`` (an ``idyn_ros.dynamics.RobotModel``)
-    with the identified ``inertial_parameters`` (n, 10) when given, else its nominal URDF inertials."""
-    if inertial_parameters is not None:
-        robot = robot.with_inertial_parameters(inertial_parameters)
-    return RigidBodyTerms(robot.pin_model, robot.flange_frame)
+    with the identified ``inertial_parameters`` (n, 10) and ``armature`` (n,) when given, else its nominal
+    URDF inertials (``model_rigid_body_terms``)."""
+    return model_rigid_body_terms(robot, inertial_parameters, armature, with_flange=True)
 
 
 class LearnedModelTerms:

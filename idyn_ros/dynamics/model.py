@@ -40,6 +40,36 @@ REFERENCE_FRAMES: dict[str, Any] = {
     "local_world_aligned": pin.ReferenceFrame.LOCAL_WORLD_ALIGNED,
 }
 
+# Armature (reflected rotor inertia) in a URDF, which has no tag for it. Decision: Drake's URDF
+# extension (drake.mit.edu/doxygen_cxx/group__multibody__parsing.html), the one existing convention:
+#   <transmission name="..."><joint name="J"/><actuator name="...">
+#     <drake:rotor_inertia value="I_rotor"/><drake:gear_ratio value="G"/></actuator></transmission>
+# with reflected inertia G^2 I_rotor (we write G = 1, I_rotor = the reflected value). Other URDF parsers
+# (urdfdom, pinocchio) ignore the namespaced children, so such a file still loads everywhere;
+# ``RobotModel.from_urdf`` reads it into pinocchio's ``model.armature`` (added to M(q) and RNEA).
+DRAKE_NS = "http://drake.mit.edu"
+
+
+def urdf_armature(xml: str) -> dict[str, float]:
+    """Reflected rotor inertia per joint name (kg m^2) from Drake ``<transmission>`` tags (see above)."""
+    if "rotor_inertia" not in xml:
+        return {}
+    root = ET.fromstring(xml)
+    out: dict[str, float] = {}
+    for tr in root.iter("transmission"):
+        joint = tr.find("joint")
+        if joint is None:
+            continue
+        for act in tr.iter("actuator"):
+            ri = act.find(f"{{{DRAKE_NS}}}rotor_inertia")
+            if ri is None:
+                continue
+            gr = act.find(f"{{{DRAKE_NS}}}gear_ratio")
+            g = float(gr.get("value", "1")) if gr is not None else 1.0
+            out[joint.get("name")] = float(ri.get("value")) * g * g
+    return out
+
+
 _ONE_DOF_JOINTS = re.compile(r"^JointModel(R[XYZ]|P[XYZ]|RevoluteUnaligned|PrismaticUnaligned)$")
 
 
@@ -245,6 +275,9 @@ class RobotModel:
                 )
         if flange_frame is None and name is not None:
             flange_frame = _preset_flange(name, pm)
+        for jname, value in urdf_armature(xml).items():
+            if pm.existJointName(jname) and pm.joints[pm.getJointId(jname)].nv == 1:
+                pm.armature[pm.joints[pm.getJointId(jname)].idx_v] = value
         model = cls(pm, xml, name=name, flange_frame=flange_frame, unbounded_joints=unbounded)
         if check_inertia:
             from idyn_ros.dynamics.inertia import assert_physically_consistent
@@ -438,6 +471,20 @@ class RobotModel:
         pm = self.pin_model.copy()
         for j in range(1, pm.njoints):
             pm.inertias[j] = pin.Inertia.FromDynamicParameters(pi[j - 1])
+        return RobotModel(pm, self.urdf_xml, self.name, self.flange_frame, self._unbounded)
+
+    @property
+    def armature(self) -> np.ndarray:
+        """(n,) reflected rotor inertia per joint (kg m^2); pinocchio adds it to M(q) and RNEA."""
+        return np.array(self.pin_model.armature, dtype=np.float64)
+
+    def with_armature(self, armature: Any) -> RobotModel:
+        """New model with armature ``armature`` (n,) kg m^2 (tau_j += Ia_j ddq_j, M_jj += Ia_j)."""
+        a = np.asarray(armature, dtype=np.float64).reshape(self.n)
+        if np.any(~np.isfinite(a)) or np.any(a < 0):
+            raise ParameterError(f"armature must be finite and >= 0 (kg m^2), got {a}")
+        pm = self.pin_model.copy()
+        pm.armature = a
         return RobotModel(pm, self.urdf_xml, self.name, self.flange_frame, self._unbounded)
 
     def parameter_names(self) -> list[str]:

@@ -224,7 +224,8 @@ def run_episode(
 
     Args:
         plant: ``idyn_ros.sim.Plant`` (reset here to ``q_start``, default the reference's start, at rest).
-        rbd: rigid-body terms of the nominal model (M(q) for the feedback, g(q) for the safe torque).
+        rbd: rigid-body terms whose M(q) scales the feedback: the controller node's, i.e. the loaded model's
+            inertia (``FeedforwardComputer.feedback_terms``: identified inertials + armature), else nominal.
         ff: feedforward (model or RBD fallback); None = no feedforward (``use_feedforward: false``).
         cfg: gains and limits (``loop_config``).
         doomed: optional DOOMED learner in the loop.

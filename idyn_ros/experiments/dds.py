@@ -282,6 +282,7 @@ def cross_check(robot: str, start: np.ndarray, goal: np.ndarray, duration: float
     q0 = plant.state().q_true.copy()
     rbd = RigidBodyTerms(robot_model.pin_model)
     ff = make_feedforward(robot_model, "model" if model_path else "rbd", model_path or None)
+    rbd = ff.feedback_terms()  # as the controller node: feedback inertia from the loaded model
     # no position-limit trip here: the plant's default pose can sit on a limit (Panda joint 4 at -4 deg)
     # and the DDS nodes have no such check either; this compares the loops, not the safety layer
     inf = np.full(plant.n, np.inf)

@@ -44,13 +44,14 @@ def run_setting(robot: str, robot_model: Any, plant: Any, eta: float, alpha: flo
     from idyn_ros.control.rbd import RigidBodyTerms
     from idyn_ros.experiments.closed_loop import DoomedHook, loop_config, make_feedforward, run_episode
 
-    rbd = RigidBodyTerms(robot_model.pin_model)
+    ff = make_feedforward(robot_model, feedforward, model_path)
+    rbd = ff.feedback_terms() if ff is not None else RigidBodyTerms(robot_model.pin_model)  # controller's M
     cfg = loop_config(robot, gain, plant.n, rbd)
     ref = _task(robot_model, n_moves, duration)
     learner = Doomed(plant.n, DoomedConfig(learning_rate=eta, momentum=gamma, variance_gain=alpha,
                                            offset_limit=offset_scale * np.asarray(robot_model.effort_limit)))
     hook = DoomedHook(learner, record=True)
-    ep = run_episode(plant, rbd, make_feedforward(robot_model, feedforward, model_path), ref, cfg, hold=0.5,
+    ep = run_episode(plant, rbd, ff, ref, cfg, hold=0.5,
                      doomed=hook)
     out: dict[str, Any] = {"eta": eta, "alpha": alpha, "gamma": gamma}
     if ep.failed:

@@ -9,14 +9,16 @@ of the drive latency, and in lockstep its log times are wall-clock while joint s
 time). Friction, armature and the sensor offset are therefore things the models must learn.
 
 Collection (Reuss et al. 2022 Sec. IV): optimised Fourier excitations (``optimize_excitation``,
-min cond(Y_b)) tracked by the stiff impedance controller with nominal RBD feedforward; one recording
-per trajectory; the split is by trajectory (train and validation are different trajectories).
+min cond(Y_b)) tracked with nominal RBD feedforward and a joint-space PD in torque units (the drive's
+position loop, ``excitation_loop_config``; see there why not the acceleration-space presets); one
+recording per trajectory; the split is by trajectory (train and validation are different trajectories).
 Acceleration for training comes from ``idyn_ros.models.sources`` (zero-phase filtered derivative of
 dq, Reuss Sec. IV-B). The min-jerk moves of the tracking table are never in the training data.
 
 Cache layout: ``<workdir>/models/<robot>/data/excite_<i>.npz``, ``<workdir>/models/<robot>/<row>/
 model.onnx`` + ``metrics.json``. A model is reused when its ``model.onnx`` and ``spec.json`` (the
-training settings it was made with) exist and match, so reruns skip training.
+training settings it was made with, a digest of its data files and ``CACHE_VERSION``) exist and match,
+so reruns skip training.
 """
 
 from __future__ import annotations
@@ -41,6 +43,30 @@ MODEL_ROWS: dict[str, dict[str, Any]] = {
 }
 
 
+# Bumped when the model content changes for the same settings (2: armature identified; 3: excitation
+# recorded with the torque-space drive PD, every joint moves), so cached data and artifacts made by older
+# code are re-recorded / retrained instead of silently reused.
+CACHE_VERSION = 3
+
+# Excitation feedback (decision, see ``excitation_loop_config``): full effort at this position error (rad).
+EXCITATION_FULL_EFFORT_ERROR = 0.25
+# Rotor-inertia guess for the damping gain, J_rotor ~ this x effort limit (s^2; kg m^2 per Nm). Rule of
+# thumb: reflected rotor inertia grows with gear ratio, and so does the joint's peak torque. Deliberately
+# on the low side: underestimating the inertia only lowers the damping ratio, overestimating it puts a
+# large Kd/M on the 1 kHz loop with one tick of latency, which can destabilise it.
+EXCITATION_ROTOR_INERTIA_PER_NM = 0.005
+
+
+def _files_digest(paths: Sequence[Path]) -> str:
+    """sha256 over the files' bytes: a re-recorded dataset at the same path invalidates the cached model."""
+    import hashlib
+
+    h = hashlib.sha256()
+    for p in paths:
+        h.update(Path(p).read_bytes())
+    return h.hexdigest()[:16]
+
+
 @dataclass
 class DataSpec:
     """How much excitation data to record: ``count`` trajectories of ``period`` s, velocities and
@@ -54,7 +80,7 @@ class DataSpec:
     seed: int = 0
 
     def key(self) -> dict[str, Any]:
-        return dict(self.__dict__)
+        return {**self.__dict__, "cache_version": CACHE_VERSION}
 
 
 def excitation_trajectories(robot_model: Any, spec: DataSpec, progress: Callable[[str], None] | None = None) -> list:
@@ -73,11 +99,37 @@ def excitation_trajectories(robot_model: Any, spec: DataSpec, progress: Callable
     return out
 
 
-def record_inprocess(robot: str, robot_model: Any, traj: Any, path: Path, gain: str = "stiff",
+def excitation_loop_config(robot_model: Any, rbd: Any, q0: np.ndarray) -> Any:
+    """Feedback for recording excitations: a joint-space PD in torque units, like a drive's position loop.
+
+    Why not the controller's acceleration-space presets (decision): they scale Kp e by the *URDF* M(q),
+    which has almost no inertia about distal axes (iiwa14 joint 7: M_77 ~ 1e-4 kg m^2) while the real
+    joint carries reflected rotor inertia and stiction; M_77 Kp e then stays below the breakaway torque and
+    the joint never moves (iiwa14 j7: range 0, |dq| < 0.004 rad/s), so its parameters are not excited.
+    A real user records with the drive's position loop instead, whose gains do not depend on the model:
+      Kp_j = effort_limit_j / EXCITATION_FULL_EFFORT_ERROR   (full torque at 0.25 rad error) [Nm/rad]
+      Kd_j = 2 sqrt(Kp_j (M_jj(q0) + J_j))  critically damped with the inertia guess
+      J_j  = EXCITATION_ROTOR_INERTIA_PER_NM * effort_limit_j   (rotor inertia guess, see its comment)
+    Stiction e_s = F_s / Kp_j is then ~0.01 rad and every joint tracks. The drive loop is the
+    recording's controller only; the tracking table still uses the controller node's presets.
+    """
+    from idyn_ros.control import law
+    from idyn_ros.experiments.closed_loop import LoopConfig
+
+    effort = np.asarray(robot_model.effort_limit, dtype=float)
+    kp = effort / EXCITATION_FULL_EFFORT_ERROR
+    inertia = np.diag(rbd.mass_matrix(np.asarray(q0, dtype=float))) + EXCITATION_ROTOR_INERTIA_PER_NM * effort
+    kd = law.critical_damping(kp, 1.0, "torque", inertia)
+    return LoopConfig("drive", kp, kd, "torque",
+                      source="idyn_ros.experiments.models_cache.excitation_loop_config (drive position loop)")
+
+
+def record_inprocess(robot: str, robot_model: Any, traj: Any, path: Path, gain: str = "drive",
                      plant: Any = None) -> Path:
-    """Track one excitation on the true plant in-process (stiff gains, nominal RBD feedforward) and save
-    the recording as a DESIGN.md dataset ``.npz`` (t, q, dq, tau = measured effort, q_d/dq_d/ddq_d,
-    tau_cmd). Raises ``DatasetError`` if the safety layer stopped the run."""
+    """Track one excitation on the true plant in-process (nominal RBD feedforward; ``gain="drive"``: the
+    torque-space drive PD of ``excitation_loop_config``, else a controller preset) and save the recording
+    as a DESIGN.md dataset ``.npz`` (t, q, dq, tau = measured effort, q_d/dq_d/ddq_d, tau_cmd). Raises
+    ``DatasetError`` if the safety layer stopped the run."""
     from idyn_ros.control.rbd import RigidBodyTerms
     from idyn_ros.data.dataset import Dataset
     from idyn_ros.errors import DatasetError
@@ -87,8 +139,9 @@ def record_inprocess(robot: str, robot_model: Any, traj: Any, path: Path, gain: 
     plant = plant or Plant(robot, "true")
     rbd = RigidBodyTerms(robot_model.pin_model)
     ref = FourierReference(traj)
-    ep = run_episode(plant, rbd, make_feedforward(robot_model, "rbd"), ref, loop_config(robot, gain, plant.n, rbd),
-                     hold=0.5)
+    cfg = (excitation_loop_config(robot_model, rbd, ref.sample(0.0)[0]) if gain == "drive"
+           else loop_config(robot, gain, plant.n, rbd))
+    ep = run_episode(plant, rbd, make_feedforward(robot_model, "rbd"), ref, cfg, hold=0.5)
     if ep.failed:
         raise DatasetError(f"excitation run on the {robot} plant failed: {ep.reason}; lower DataSpec.speed")
     sl = slice(int(0.5 / plant.control_dt), None)  # drop the hold: the motion only
@@ -132,7 +185,8 @@ def train_row(robot: str, row: str, train: Sequence[Path], val: Sequence[Path], 
     Uses ``idyn_ros.models.training.fit`` + ``idyn_ros.models.export`` (the ``idyn train`` library).
     """
     spec = {"row": row, **MODEL_ROWS[row], "train": [str(p) for p in train], "val": [str(p) for p in val],
-            "minutes": minutes, "epochs": epochs, "seed": seed}
+            "minutes": minutes, "epochs": epochs, "seed": seed, "cache_version": CACHE_VERSION,
+            "data_sha256": _files_digest([*train, *val])}
     out_dir = Path(out_dir)
     onnx_path = out_dir / "model.onnx"
     if onnx_path.is_file() and (out_dir / "spec.json").is_file() and \

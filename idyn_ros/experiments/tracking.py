@@ -90,6 +90,8 @@ def run_cell(robot: str, robot_model: Any, plant: Any, row: str, gain: str, move
     if kind == "model" and (model_row not in model_paths or not Path(model_paths[model_row]).is_file()):
         return {"failed": True, "reason": f"no trained model for {model_row}"}
     ff = make_feedforward(robot_model, kind, model_paths.get(model_row) if model_row else None)
+    if ff is not None:  # feedback M(q) from the model's inertia, as the controller node does
+        rbd = ff.feedback_terms()
     cfg = loop_config(robot, gain, plant.n, rbd)
     rmse, final, per_move, episodes = [], [], [], []
     for mv in moves:

@@ -56,7 +56,7 @@ class WrenchEstimator:
 
                 raise ModelArtifactError(self.model.fallback_reason)
         pi = self.model.inertial_parameters if self.model is not None else None
-        self.rbd = observer_rigid_body_terms(robot_model, pi)
+        self.rbd = observer_rigid_body_terms(robot_model, pi, self.model.armature if self.model is not None else None)
         self.model_terms = LearnedModelTerms(self.model, self.rbd) if self.model is not None else None
         self.direct = DirectResidual(self.rbd)
         self.momentum = MomentumObserver(self.rbd, observer_gain)
@@ -126,7 +126,9 @@ def run_pushes(robot: str, feedforward: str = "rbd", model_path: Path | None = N
         t_on = SETTLE_S + i * (PUSH_S + GAP_S)
         events.append((t_on, lambda p, w=w: p.apply_wrench(None, w, PUSH_S)))
     ref = HoldReference(q0, duration=n_ticks * plant.control_dt - SETTLE_S)
-    ep = run_episode(plant, rbd, make_feedforward(robot_model, feedforward, model_path), ref,
+    ff = make_feedforward(robot_model, feedforward, model_path)
+    rbd = ff.feedback_terms() if ff is not None else rbd  # the controller's feedback inertia
+    ep = run_episode(plant, rbd, ff, ref,
                      loop_config(robot, gain, plant.n, rbd), hold=SETTLE_S, events=events, on_tick=on_tick)
     out: dict[str, Any] = {"feedforward": feedforward, "gain": gain}
     if ep.failed:
@@ -169,7 +171,9 @@ def false_positive(robot: str, feedforward: str = "rbd", model_path: Path | None
             norms["direct"].append(float(np.linalg.norm(est.f_direct[:3])))
             norms["momentum"].append(float(np.linalg.norm(est.f_momentum[:3])))
 
-    ep = run_episode(plant, rbd, make_feedforward(robot_model, feedforward, model_path),
+    ff = make_feedforward(robot_model, feedforward, model_path)
+    rbd = ff.feedback_terms() if ff is not None else rbd  # the controller's feedback inertia
+    ep = run_episode(plant, rbd, ff,
                      MinJerkMove(pts[0], [pts[1]], [duration]), loop_config(robot, gain, plant.n, rbd),
                      hold=SETTLE_S, on_tick=on_tick)
     if ep.failed:

@@ -3,7 +3,8 @@
 Graph: inputs ``q, dq, ddq`` (1, n) float32 (+ ``h_in, c_in`` (1, 1, H) for LSTM models, + ``r_in``
 (1, n) for hybrid-r), outputs ``tau, tau_rbd, tau_friction, tau_residual`` (1, n) (+ ``h_out,
 c_out`` [, ``r_out``]). The RBD part is ``idyn_ros.dynamics.torch_rnea.TorchRNEA`` with the
-identified parameters as constants; friction and the residual network (with its input/output
+identified parameters as constants (DeLaN: its closed-form Euler-Lagrange torque,
+``zoo.DeLaN.forward``); friction and the residual network (with its input/output
 normalisation folded in) follow. The runtime may instead evaluate RBD and friction from the
 metadata with pinocchio/numpy and run only the residual subgraph (see idyn_ros.runtime).
 
@@ -25,7 +26,6 @@ import torch
 from torch import nn
 
 from idyn_ros.dynamics.friction import torch_friction_torque
-from idyn_ros.errors import ModelArtifactError
 from idyn_ros.models.zoo import TorqueModel, _r_step
 
 FORMAT_VERSION = 1
@@ -46,14 +46,19 @@ class StepModule(nn.Module):
             with torch.no_grad():
                 pi = model.pi().double().numpy()
             self.rnea = TorchRNEA(robot, torch.float32, pi=pi, learn_parameters=False)
+        with torch.no_grad():
+            self.register_buffer("ia", model.armature().float().clone())  # (n,) kg m^2, tau_rbd += Ia ddq
         self.register_buffer("fric", model.friction.detach().float().clone())
+        self.delan = model.delan  # DeLaN: closed-form Euler-Lagrange torque (zoo.DeLaN.forward), no autograd
         self.residual = model.residual
         self.norm = model.norm
         self.dt = 1.0 / cfg.rate_hz if cfg.rate_hz else 0.0
         self.with_r = cfg.kind == "hybrid-r"
 
     def forward(self, q: torch.Tensor, dq: torch.Tensor, ddq: torch.Tensor, *state: torch.Tensor) -> Any:
-        tau_rbd = self.rnea(q, dq, ddq) if self.rnea is not None else torch.zeros_like(q)
+        tau_rbd = self.rnea(q, dq, ddq) + self.ia * ddq if self.rnea is not None else torch.zeros_like(q)
+        if self.delan is not None:
+            tau_rbd = self.delan(q, dq, ddq)
         if self.fric.numel():
             tau_f = torch_friction_torque(dq, self.fric, self.cfg.friction_kinds)
         else:
@@ -103,6 +108,7 @@ def build_metadata(
     inputs, outputs, state = io_names(model)
     with torch.no_grad():
         pi = model.pi().double().numpy().tolist() if model.inertial is not None else None
+        armature = model.armature().double().numpy().tolist() if model.inertial is not None else None
     return {
         "format_version": FORMAT_VERSION,
         "model_kind": model.cfg.kind,
@@ -118,6 +124,7 @@ def build_metadata(
         "tau_max": None if tau_range is None else np.asarray(tau_range[1]).tolist(),
         "parameters": {
             "inertial": pi,  # (n, 10) pinocchio order [m, mc, Ixx, Ixy, Iyy, Ixz, Iyz, Izz] about joint origin
+            "armature": armature,  # (n,) kg m^2 reflected rotor inertia (tau_j += Ia_j ddq_j, M_jj += Ia_j) or None
             "friction_kinds": list(model.cfg.friction_kinds) if model.friction.numel() else [],
             "friction": model.friction.detach().double().numpy().tolist(),
         },
@@ -133,11 +140,6 @@ def export_onnx(model: TorqueModel, robot: Any, path: str | Path, metadata: dict
     """Write ``path`` (.onnx) with the step graph and metadata; returns the model id."""
     import onnx
 
-    if model.delan is not None:
-        raise ModelArtifactError(
-            "DeLaN models cannot be exported to ONNX (their torques come from autograd "
-            "derivatives); use kind hybrid or rbd-friction for deployment"
-        )
     step = StepModule(model, robot).eval()
     n = model.n
     inputs, outputs, state = io_names(model)

@@ -12,6 +12,18 @@ samples (Callar 2021 Eq. 4.22, Reuss et al. 2022 Eq. 4 + Eq. 13):
 - ``diffbary``: same objective by gradient descent through ``J = A A^T + r 1`` (Reuss Eq. 18-21).
 - ``logchol``: same through the log-Cholesky factor (Rucker & Wensing 2022).
 
+Armature (reflected rotor inertia ``Ia_j``, kg m^2): one extra regressor column per joint,
+``tau_j += Ia_j ddq_j`` (the rotor spins with the joint: geared drives reflect ``gear^2 I_rotor``,
+on a Panda 0.2-0.6 kg m^2 vs link inertias of 0.01-0.05 about the wrist axes). ``Ia >= 0`` in the
+consistent methods. Some armature columns lie in the span of the inertial columns (joint 1 of a
+fixed-base arm: ``Ia_1 ddq_1`` is exactly ``Izz_1 ddq_1``; Panda joint 2 too), and ``Ia_j`` is nearly
+collinear with ``Izz_j`` on the others. Decisions: OLS/WLS (base parameters) keep such ``Ia = 0`` and
+the link parameters absorb them (same dynamics). The consistent methods keep every ``Ia`` with a ridge
+toward 0 that is ``ARMATURE_RIDGE`` (1e-3) times the inertial one: along the (near-)collinear
+direction the prior then keeps the URDF link inertia and puts the difference in ``Ia`` (the rotor is
+what the URDF lacks; an equal ridge split it half-half, and absorbing a 0.6 kg m^2 rotor into a link
+can break its triangle inequality, seen on the ideal Panda plant + FR3 armature).
+
 The consistent methods identify the full (n, 10) parameters, which the data cannot fully
 determine (only the base combinations are excited). They add a ridge term toward the nominal
 parameters, ``reg * mean(diag(G)) * ||pi - pi_nom||^2`` with ``G`` the (weighted) Gram matrix:
@@ -37,6 +49,7 @@ from idyn_ros.models.sources import Recording
 METHODS = ("ols", "wls", "sdp", "diffbary", "logchol")
 EPS_LMI = 1e-6  # pseudo-inertia margin [kg m^2]; J_k - eps 1 must be PSD
 DEFAULT_REG = 1e-4  # ridge toward nominal, relative to the mean Gram diagonal (see module doc)
+ARMATURE_RIDGE = 1e-3  # armature ridge toward 0 relative to the inertial ridge (see module doc)
 
 
 @dataclass
@@ -51,21 +64,60 @@ class IdentificationResult:
     weights: np.ndarray  # (n,) per-joint row weights used
     reg: float
     info: dict[str, Any] = field(default_factory=dict)
+    armature: np.ndarray | None = None  # (n,) kg m^2 reflected rotor inertia, tau_j += Ia_j ddq_j
+
+    def __post_init__(self) -> None:
+        if self.armature is None:
+            self.armature = np.zeros(self.pi.shape[0])
 
     def predict(self, pin_model: Any, rec: Recording, Y: np.ndarray | None = None) -> np.ndarray:
         """Predicted torque (N, n) in Nm for a recording."""
         if Y is None:
             Y = rbd.regressor_batch(pin_model, rec.q, rec.dq, rec.ddq)
-        return Y @ self.pi.ravel() + friction_torque(rec.dq, self.friction, self.friction_kinds)
+        return (Y @ self.pi.ravel() + self.armature * rec.ddq
+                + friction_torque(rec.dq, self.friction, self.friction_kinds))
+
+
+def identifiable_armature(pin_model: Any, seed: int = 0, tol: float = 1e-6) -> np.ndarray:
+    """(n,) bool: joint j's armature column ``ddq_j e_j`` is not in the span of the inertial columns.
+
+    Tested on random states like ``structural_base``: relative least-squares residual of the column
+    projected on the inertial regressor > ``tol`` (see module doc for what happens to the others).
+    """
+    rng = np.random.default_rng(seed)
+    n = pin_model.nv
+    m = 60
+    q = rng.uniform(-np.pi, np.pi, (m, n))
+    ddq = rng.normal(size=(m, n)) * 5
+    W = rbd.regressor_batch(pin_model, q, rng.normal(size=(m, n)) * 2, ddq).reshape(m * n, -1)
+    out = np.zeros(n, dtype=bool)
+    for j in range(n):
+        a = (ddq[:, :, None] * np.eye(n)[None, :, j : j + 1]).reshape(m * n)
+        x, *_ = np.linalg.lstsq(W, a, rcond=None)
+        out[j] = np.linalg.norm(a - W @ x) > tol * np.linalg.norm(a)
+    return out
+
+
+def armature_regressor(ddq: np.ndarray, joints: np.ndarray) -> np.ndarray:
+    """(N, n) ddq -> (N, n, len(joints)): column c is ``ddq_j`` on row ``j = joints[c]``, zero elsewhere."""
+    N, n = ddq.shape
+    A = np.zeros((N, n, len(joints)))
+    for c, j in enumerate(joints):
+        A[:, j, c] = ddq[:, j]
+    return A
 
 
 def structural_base(pin_model: Any, n_friction_cols: int, seed: int = 0, tol: float = 1e-8) -> dict:
-    """Base-parameter structure from random samples: QR with column pivoting on the regressor.
+    """Base-parameter structure on random states, in the index form the solvers below use.
 
-    Returns ``independent`` (column indices), ``beta`` with ``pi_base = pi_ind + beta @ pi_dep``.
-    Rank tolerance: ``tol * |R_00|``, columns below are structurally unidentifiable.
+    The QR with column pivoting, the rank rule (``tol`` = ``RANK_RTOL``) and the map ``K`` are
+    :func:`idyn_ros.dynamics.base_parameters.base_parameters_from_regressor` (what
+    ``RobotModel.base_parameters`` uses); here only this module's states (q in +-pi, which also
+    excites joints whose URDF limits are narrow) and the split into independent/dependent columns.
+    Returns ``independent`` (sorted) = ``ind_raw`` (the column order of the base regressor),
+    ``dependent``, ``beta`` with ``pi_base = pi_ind + beta @ pi_dep``, ``rank``.
     """
-    import scipy.linalg
+    from idyn_ros.dynamics.base_parameters import base_parameters_from_regressor
 
     rng = np.random.default_rng(seed)
     n = pin_model.nv
@@ -73,19 +125,20 @@ def structural_base(pin_model: Any, n_friction_cols: int, seed: int = 0, tol: fl
     q = rng.uniform(-np.pi, np.pi, (m, n))
     Y = rbd.regressor_batch(pin_model, q, rng.normal(size=(m, n)) * 2, rng.normal(size=(m, n)) * 5)
     W = Y.reshape(m * n, -1)
-    _, R, piv = scipy.linalg.qr(W, mode="economic", pivoting=True)
-    d = np.abs(np.diag(R))
-    rank = int((d > tol * d[0]).sum())
-    ind, dep = piv[:rank], piv[rank:]
-    beta = np.linalg.solve(R[:rank, :rank], R[:rank, rank:])
-    return {"independent": np.sort(ind), "ind_raw": ind, "dependent": dep, "beta": beta, "rank": rank,
-            "n_inertial": W.shape[1], "n_friction": n_friction_cols}
+    bp = base_parameters_from_regressor(W, rtol=tol)
+    ind = bp.independent  # K[:, ind] is the identity (base_parameters_from_regressor)
+    dep = np.setdiff1d(np.arange(W.shape[1]), ind)
+    return {"independent": np.sort(ind), "ind_raw": ind, "dependent": dep, "beta": bp.K[:, dep],
+            "rank": bp.n_base, "n_inertial": W.shape[1], "n_friction": n_friction_cols}
 
 
-def _stack(pin_model: Any, recs: Sequence[Recording], kinds: Sequence[str]) -> tuple[np.ndarray, ...]:
+def _stack(pin_model: Any, recs: Sequence[Recording], kinds: Sequence[str],
+           arm_joints: np.ndarray) -> tuple[np.ndarray, ...]:
+    """Inertial regressor with the armature columns appended (N, n, 10n + A), friction regressor, torque."""
     Ys, Fs, taus = [], [], []
     for r in recs:
-        Ys.append(rbd.regressor_batch(pin_model, r.q, r.dq, r.ddq))
+        Y = rbd.regressor_batch(pin_model, r.q, r.dq, r.ddq)
+        Ys.append(np.concatenate([Y, armature_regressor(r.ddq, arm_joints)], axis=2))
         Fs.append(friction_regressor(r.dq, kinds))
         taus.append(r.tau)
     return np.concatenate(Ys), np.concatenate(Fs), np.concatenate(taus)
@@ -101,16 +154,23 @@ def identify(
     solver: str = "CLARABEL",
     steps: int = 3000,
     seed: int = 0,
+    armature: bool = True,
 ) -> IdentificationResult:
-    """Identify inertial + friction parameters from recordings (see module docstring)."""
+    """Identify inertial + armature + friction parameters from recordings (see module docstring).
+
+    ``armature=False``: no rotor-inertia columns (Ia = 0), the rigid-body model of the URDF alone.
+    """
     if method not in METHODS:
         raise ParameterError(f"unknown identification method '{method}'; choose one of {METHODS}")
     kinds = tuple(friction_kinds)
     n = pin_model.nv
     B = n_columns(kinds)
-    Y, F, tau = _stack(pin_model, recs, kinds)  # (N, n, 10n), (N, n, nB), (N, n)
+    arm_all = np.arange(n) if armature else np.zeros(0, int)  # column 10n + j: armature of joint j
+    arm_joints = np.flatnonzero(identifiable_armature(pin_model, seed)) if armature else arm_all  # in OLS/WLS
+    A = len(arm_all)
+    Y, F, tau = _stack(pin_model, recs, kinds, arm_all)  # (N, n, 10n + A), (N, n, nB), (N, n)
     N = len(tau)
-    base = structural_base(pin_model, n * B, seed)
+    base = _extended_base(pin_model, arm_joints, n * B, seed)
     p_base = base["rank"] + n * B
     if N * n < 2 * p_base:
         raise IdentificationError(
@@ -127,8 +187,9 @@ def identify(
             f"number {cond:.2g}, {N} samples): the trajectory is too short or too slow. Use an "
             f"optimised excitation (`idyn excite`) that moves every joint"
         )
-    pi_nom = rbd.inertial_parameters(pin_model)
-    info: dict[str, Any] = {"n_samples": N, "cond_base_regressor": cond, "n_base": base["rank"]}
+    pi_nom = np.concatenate([rbd.inertial_parameters(pin_model).ravel(), np.zeros(A)])  # nominal Ia = 0
+    info: dict[str, Any] = {"n_samples": N, "cond_base_regressor": cond, "n_base": base["rank"],
+                            "armature_joints": arm_joints.tolist()}
     t0 = time.perf_counter()
 
     # OLS on base parameters (also the first pass of every other method, for the weights)
@@ -145,11 +206,11 @@ def identify(
             x_b, *_ = np.linalg.lstsq(Wt, (tau * weights).ravel(), rcond=None)
         nb = base["rank"]
         # full pi that reproduces the base parameters: dependent columns stay nominal
-        pi = pi_nom.ravel().copy()
+        pi = pi_nom.copy()
         ind, dep = base["ind_raw"], base["dependent"]
-        pi[ind] = x_b[:nb] - base["beta"] @ pi_nom.ravel()[dep]
-        res = IdentificationResult(method, pi.reshape(n, 10), kinds, x_b[nb:].reshape(n, B), nb,
-                                   weights, 0.0, info)
+        pi[ind] = x_b[:nb] - base["beta"] @ pi_nom[dep]
+        res = IdentificationResult(method, pi[: 10 * n].reshape(n, 10), kinds, x_b[nb:].reshape(n, B), nb,
+                                   weights, 0.0, info, _full_armature(n, arm_all, pi[10 * n :]))
     else:
         Wf = np.concatenate([Y, F], axis=2) * weights[None, :, None]  # (N, n, p)
         Wf = Wf.reshape(N * n, -1)
@@ -159,27 +220,52 @@ def identify(
         lam = reg * float(np.mean(np.diag(G)))
         # how many parameter directions the data excite less than the ridge (these stay ~nominal)
         info["directions_held_at_nominal"] = int((np.linalg.eigvalsh(G) < lam).sum())
-        x_nom = np.concatenate([pi_nom.ravel(), np.zeros(n * B)])
+        x_nom = np.concatenate([pi_nom, np.zeros(n * B)])
+        lam_v = np.full(len(b), lam)
+        lam_v[10 * n : 10 * n + A] *= ARMATURE_RIDGE
         if method == "sdp":
-            x = _solve_sdp(G, b, lam, x_nom, n, solver)
+            x = _solve_sdp(G, b, lam_v, x_nom, n, solver, A)
         else:
-            x = _solve_gradient(G, b, lam, x_nom, n, method, steps, seed)
-        res = IdentificationResult(method, x[: 10 * n].reshape(n, 10), kinds, x[10 * n :].reshape(n, B),
-                                   base["rank"], weights, reg, info)
+            x = _solve_gradient(G, b, lam_v, x_nom, n, method, steps, seed, A)
+        p = 10 * n + A
+        res = IdentificationResult(method, x[: 10 * n].reshape(n, 10), kinds, x[p:].reshape(n, B),
+                                   base["rank"], weights, reg, info, _full_armature(n, arm_all, x[10 * n : p]))
         info["ridge_lambda"] = lam
     info["seconds"] = time.perf_counter() - t0
-    pred = (Y @ res.pi.ravel()) + np.einsum("tnk,k->tn", F, res.friction.ravel())
+    pred = (Y @ np.concatenate([res.pi.ravel(), res.armature[arm_all]])
+            + np.einsum("tnk,k->tn", F, res.friction.ravel()))
+    info["armature"] = res.armature.tolist()
     info["train_nmse"] = (((pred - tau) ** 2).mean(0) / tau.var(0)).tolist()
     info["min_pseudo_inertia_eig"] = rbd.min_pseudo_inertia_eig(res.pi).tolist()
     return res
 
 
-def _solve_sdp(G: np.ndarray, b: np.ndarray, lam: float, x_nom: np.ndarray, n: int, solver: str) -> np.ndarray:
-    """min x'Gx - 2b'x + lam|x - x_nom|^2  s.t.  J_k(pi_k) >= eps 1 (Reuss Eq. 10)."""
+def _full_armature(n: int, joints: np.ndarray, values: np.ndarray) -> np.ndarray:
+    """(n,) armature with the identified ``values`` at ``joints``, 0 elsewhere (module doc)."""
+    out = np.zeros(n)
+    out[joints] = values
+    return out
+
+
+def _extended_base(pin_model: Any, arm_joints: np.ndarray, n_friction_cols: int, seed: int) -> dict:
+    """``structural_base`` of the inertial columns with the (independent) armature columns appended."""
+    base = structural_base(pin_model, n_friction_cols, seed)
+    A = len(arm_joints)
+    if A:
+        extra = np.asarray(arm_joints) + base["n_inertial"]  # column 10n + j of the stacked regressor
+        base = dict(base, independent=np.concatenate([base["independent"], extra]),
+                    ind_raw=np.concatenate([base["ind_raw"], extra]),
+                    beta=np.vstack([base["beta"], np.zeros((A, base["beta"].shape[1]))]), rank=base["rank"] + A)
+    return base
+
+
+def _solve_sdp(G: np.ndarray, b: np.ndarray, lam: np.ndarray, x_nom: np.ndarray, n: int, solver: str,
+               n_armature: int = 0) -> np.ndarray:
+    """min x'Gx - 2b'x + sum lam_i (x_i - x_nom,i)^2  s.t.  J_k(pi_k) >= eps 1 (Reuss Eq. 10), Ia >= 0."""
     import cvxpy as cp
 
     p = len(b)
-    M = G + lam * np.eye(p)
+    M = G + np.diag(lam)
     L = np.linalg.cholesky(M)
     c = np.linalg.solve(L, b + lam * x_nom)  # |L'x - c|^2 = x'Mx - 2(b + lam x_nom)'x + const
     x = cp.Variable(p)
@@ -195,6 +281,8 @@ def _solve_sdp(G: np.ndarray, b: np.ndarray, lam: float, x_nom: np.ndarray, n: i
             ]
         )  # Reuss Eq. 17
         cons.append((J + J.T) / 2 >> EPS_LMI * np.eye(4))
+    if n_armature:
+        cons.append(x[10 * n : 10 * n + n_armature] >= 0)
     prob = cp.Problem(cp.Minimize(cp.sum_squares(L.T @ x - c)), cons)
     try:
         prob.solve(solver=solver)
@@ -211,26 +299,33 @@ def _solve_sdp(G: np.ndarray, b: np.ndarray, lam: float, x_nom: np.ndarray, n: i
             t *= 0.5
             pi[k] = (1 - t) * pi[k] + t * x_nom[10 * k : 10 * k + 10]
     out[: 10 * n] = pi.ravel()
+    out[10 * n : 10 * n + n_armature] = np.maximum(out[10 * n : 10 * n + n_armature], 0.0)  # solver round-off
     return out
 
 
 def _solve_gradient(
-    G: np.ndarray, b: np.ndarray, lam: float, x_nom: np.ndarray, n: int, kind: str, steps: int, seed: int
+    G: np.ndarray, b: np.ndarray, lam: np.ndarray, x_nom: np.ndarray, n: int, kind: str, steps: int, seed: int,
+    n_armature: int = 0,
 ) -> np.ndarray:
-    """Same objective as the SDP by Adam (+ L-BFGS polish) through a consistent parameterisation."""
+    """Same objective as the SDP by Adam (+ L-BFGS polish) through a consistent parameterisation.
+
+    Armature ``Ia = s^2`` (>= 0); decision: start at s = 0.03 (Ia ~ 1e-3 kg m^2), not at the nominal
+    0, where the gradient of s^2 vanishes.
+    """
     import torch
 
     torch.manual_seed(seed)
     pi_mod = rbd.inertial_module(kind, x_nom[: 10 * n].reshape(n, 10), seed)
-    fr = torch.nn.Parameter(torch.zeros(len(b) - 10 * n, dtype=torch.float64))
-    Gt, bt, xn = (torch.as_tensor(a) for a in (G, b, x_nom))
-    scale = float(b @ np.linalg.lstsq(G + lam * np.eye(len(b)), b, rcond=None)[0]) or 1.0
+    s_arm = torch.nn.Parameter(torch.full((n_armature,), 0.03, dtype=torch.float64))
+    fr = torch.nn.Parameter(torch.zeros(len(b) - 10 * n - n_armature, dtype=torch.float64))
+    Gt, bt, xn, lt = (torch.as_tensor(a) for a in (G, b, x_nom, lam))
+    scale = float(b @ np.linalg.lstsq(G + np.diag(lam), b, rcond=None)[0]) or 1.0
 
     def loss_fn() -> torch.Tensor:
-        x = torch.cat([pi_mod().reshape(-1), fr])
-        return (x @ Gt @ x - 2 * bt @ x + lam * ((x - xn) ** 2).sum()) / scale
+        x = torch.cat([pi_mod().reshape(-1), s_arm**2, fr])
+        return (x @ Gt @ x - 2 * bt @ x + (lt * (x - xn) ** 2).sum()) / scale
 
-    params = [*pi_mod.parameters(), fr]
+    params = [*pi_mod.parameters(), s_arm, fr]
     opt = torch.optim.Adam(params, lr=1e-3)  # Reuss et al. 2022 use Adam for DiffBary
     for _ in range(steps):
         opt.zero_grad()
@@ -247,11 +342,13 @@ def _solve_gradient(
 
     lbfgs.step(closure)
     with torch.no_grad():
-        return torch.cat([pi_mod().reshape(-1), fr]).numpy().copy()
+        return torch.cat([pi_mod().reshape(-1), s_arm**2, fr]).numpy().copy()
 
 
-def write_urdf(urdf_xml: str, pin_model: Any, pi: np.ndarray) -> str:
-    """URDF text with each moving body's <inertial> replaced by ``pi`` (n, 10).
+def write_urdf(urdf_xml: str, pin_model: Any, pi: np.ndarray, armature: np.ndarray | None = None) -> str:
+    """URDF text with each moving body's <inertial> replaced by ``pi`` (n, 10), and ``armature`` (n,)
+    (kg m^2, when given) as Drake ``<transmission>`` rotor inertias (convention and reason:
+    ``idyn_ros.dynamics.model.DRAKE_NS``; ``RobotModel.from_urdf`` loads them back).
 
     The identified body of joint k is the joint's child link plus every link fixed to it (pinocchio
     merges them); the merged links' own <inertial> elements are removed so that the reloaded
@@ -259,6 +356,9 @@ def write_urdf(urdf_xml: str, pin_model: Any, pi: np.ndarray) -> str:
     """
     import xml.etree.ElementTree as ET
 
+    from idyn_ros.dynamics.model import DRAKE_NS
+
+    ET.register_namespace("drake", DRAKE_NS)
     root = ET.fromstring(urdf_xml)
     joints = {j.get("name"): j for j in root.findall("joint")}
     links = {lk.get("name"): lk for lk in root.findall("link")}
@@ -293,4 +393,15 @@ def write_urdf(urdf_xml: str, pin_model: Any, pi: np.ndarray) -> str:
             el, "inertia", ixx=f"{Ic[0, 0]:.10g}", ixy=f"{Ic[0, 1]:.10g}", ixz=f"{Ic[0, 2]:.10g}",
             iyy=f"{Ic[1, 1]:.10g}", iyz=f"{Ic[1, 2]:.10g}", izz=f"{Ic[2, 2]:.10g}",
         )
+    if armature is not None:
+        for tr in [t for t in root.findall("transmission") if t.get("name", "").startswith("idyn_armature_")]:
+            root.remove(tr)  # a re-identified URDF replaces its old armature
+        for k in range(1, pin_model.njoints):
+            jname = pin_model.names[k]
+            tr = ET.SubElement(root, "transmission", name=f"idyn_armature_{jname}")
+            ET.SubElement(tr, "type").text = "transmission_interface/SimpleTransmission"
+            ET.SubElement(tr, "joint", name=jname)
+            act = ET.SubElement(tr, "actuator", name=f"idyn_armature_{jname}_motor")
+            ET.SubElement(act, f"{{{DRAKE_NS}}}rotor_inertia", value=f"{float(armature[k - 1]):.10g}")
+            ET.SubElement(act, f"{{{DRAKE_NS}}}gear_ratio", value="1")
     return ET.tostring(root, encoding="unicode")

@@ -86,11 +86,7 @@ def train_run(
         out = Path(out_dir)
         pi0 = res.model.pi().detach().numpy() if res.model.inertial is not None else np.zeros((res.model.n, 10))
         save_model(out / "model.pt", res, pi0, metrics)
-        if res.model.delan is None:
-            model, ck = load_model(out / "model.pt")
-            metrics["model_id"] = export_model(model, ck, robot, out / "model.onnx")
-        else:
-            metrics["model_id"] = None
-            metrics["note"] = "DeLaN is not exportable to ONNX; no model.onnx written"
+        model, ck = load_model(out / "model.pt")
+        metrics["model_id"] = export_model(model, ck, robot, out / "model.onnx")
         (out / "metrics.json").write_text(json.dumps(metrics, indent=2))
     return res, metrics

@@ -29,7 +29,10 @@ from idyn_ros.models import identification, rbd
 from idyn_ros.models.sources import Recording, fingerprint
 from idyn_ros.models.zoo import KINDS, ModelConfig, TorqueModel, rotational_displacement
 
-MAX_THREADS = 2  # shared 2-core machine
+# torch intra-op threads. Decision: 1. On the shared 2-core machine (load ~9) 3 epochs of hybrid E2E on
+# 20k samples took 26.5 s with 2 threads and 1.4 s with 1 (OpenMP threads spin-wait when the cores are
+# oversubscribed); our batches (64 x 100 steps, LSTM 50) are too small for 2 threads to gain much.
+MAX_THREADS = 1
 
 
 @dataclass
@@ -68,29 +71,37 @@ def prepare(pin_model: Any, rec: Recording, need_y: bool) -> Prepared:
     return Prepared(t(rec.q), t(rec.dq), t(rec.ddq), t(rec.tau), Y, 1.0 / rec.rate_hz)
 
 
-def _physics_init(cfg: ModelConfig, pin_model: Any, recs: Sequence[Recording]) -> tuple[np.ndarray, np.ndarray, dict]:
-    """Inertial (n, 10) and friction (n, B) starting values + identification info."""
+def _physics_init(cfg: ModelConfig, pin_model: Any,
+                  recs: Sequence[Recording]) -> tuple[np.ndarray, np.ndarray, np.ndarray, dict]:
+    """Inertial (n, 10), friction (n, B) and armature (n,) starting values + identification info."""
     pi_nom = rbd.inertial_parameters(pin_model)
     kinds = cfg.friction_kinds if cfg.has_friction else ()
     e2e = cfg.kind in ("hybrid", "hybrid-r") and cfg.mode == "e2e"
     n = pin_model.nv
     B = n_columns(kinds)
     if not cfg.has_rbd:
-        return pi_nom, np.zeros((n, B)), {}
+        return pi_nom, np.zeros((n, B)), np.zeros(n), {}
     if cfg.id_method == "nominal" or e2e:
-        # nominal RBD; friction alone by LS on the nominal residual (per joint)
+        # nominal RBD; friction (and for E2E the armature, clipped >= 0) by LS on the nominal residual per joint
         tau_res = [r.tau - rbd.regressor_batch(pin_model, r.q, r.dq, r.ddq) @ pi_nom.ravel() for r in recs]
         fr = np.zeros((n, B))
-        if B:
+        ia = np.zeros(n)
+        if B or e2e:
             dq = np.concatenate([r.dq for r in recs])
             res = np.concatenate(tau_res)
-            phi = friction_basis(dq, kinds)  # (N, n, B)
+            phi = friction_basis(dq, kinds) if B else np.zeros((len(dq), n, 0))  # (N, n, B)
+            ddq = np.concatenate([r.ddq for r in recs])
             for j in range(n):
-                fr[j] = np.linalg.lstsq(phi[:, j], res[:, j], rcond=None)[0]
-        return pi_nom, fr, {"method": "nominal+friction-ls" if B else "nominal"}
+                cols = np.concatenate([phi[:, j], ddq[:, j : j + 1]], axis=1) if e2e else phi[:, j]
+                x = np.linalg.lstsq(cols, res[:, j], rcond=None)[0]
+                fr[j] = x[:B]
+                if e2e:
+                    ia[j] = max(float(x[B]), 0.0)
+        what = "nominal" + ("+friction" if B else "") + ("+armature" if e2e else "") + ("-ls" if B or e2e else "")
+        return pi_nom, fr, ia, {"method": what, "armature": ia.tolist()}
     res = identification.identify(pin_model, recs, cfg.id_method, kinds, reg=cfg.reg, seed=cfg.seed)
     info = {"method": res.method, **{k: v for k, v in res.info.items() if k != "seconds"}}
-    return res.pi, res.friction, info
+    return res.pi, res.friction, res.armature, info
 
 
 def _features_stats(cfg: ModelConfig, model: TorqueModel, data: Sequence[Prepared]) -> None:
@@ -150,7 +161,7 @@ def _batch(data: Sequence[Prepared], idx: Sequence[tuple[int, int]], window: int
 def evaluate_scaled(model: TorqueModel, data: Sequence[Prepared], tau_range: torch.Tensor) -> float:
     """Mean min-max scaled MSE over recordings (whole sequences)."""
     model.eval()
-    with torch.no_grad() if model.delan is None else torch.enable_grad():
+    with torch.no_grad():  # DeLaN too: its forward is closed form (no autograd)
         losses = []
         for d in data:
             parts, _ = _run_sequence(model, d)
@@ -182,10 +193,11 @@ def fit(
     cfg.rate_hz = cfg.rate_hz or float(np.median([r.rate_hz for r in train]))
     if cfg.kind == "mlp-hybrid":
         cfg.mode = "2s"  # Reuss: the MLP hybrid is only trained two-stage
-    pi0, fr0, id_info = _physics_init(cfg, pin_model, train)
+    pi0, fr0, ia0, id_info = _physics_init(cfg, pin_model, train)
     model = TorqueModel(cfg, n, pi0)
     with torch.no_grad():
         model.friction.copy_(torch.as_tensor(fr0))
+        model.ia.copy_(torch.as_tensor(ia0))
     if cfg.mode == "2s" or cfg.kind in ("rbd", "rbd-friction"):
         model.freeze_physics()
     need_y = cfg.has_rbd
@@ -268,7 +280,7 @@ def predict(model: TorqueModel, pin_model: Any, rec: Recording) -> dict[str, np.
     """Parts (N, n) in Nm for one recording, evaluated as one sequence with state carried."""
     d = prepare(pin_model, rec, model.inertial is not None)
     model.eval()
-    with torch.no_grad() if model.delan is None else torch.enable_grad():
+    with torch.no_grad():  # DeLaN too: its forward is closed form (no autograd)
         parts, _ = _run_sequence(model, d)
     return {k: v.detach().numpy().astype(np.float64) for k, v in parts.items()}
 

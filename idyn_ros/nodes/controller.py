@@ -31,6 +31,7 @@ from idyn_ros.control.feedforward import FeedforwardComputer
 from idyn_ros.control.rbd import RigidBodyTerms
 from idyn_ros.control.watchdog import Watchdog
 from idyn_ros.errors import IdynError
+from idyn_ros.nodes import hot_loop
 from idyn_ros.nodes import parameters as prm
 from idyn_ros.nodes.common import (
     COMMAND_OUT,
@@ -44,6 +45,7 @@ from idyn_ros.nodes.common import (
     load_robot,
     stamp_to_ns,
 )
+from idyn_ros.nodes.hot_loop import HotLoop
 
 KIND = "controller"
 
@@ -87,6 +89,8 @@ class ControllerNode(LifecycleNode):
             self.embedded = v["feedforward_source"] == "embedded"
             self.ff = FeedforwardComputer(self.robot, v["model_path"] or None, v["fallback"], v["rate_hz"],
                                           v["warmup_ticks"], rbd=RigidBodyTerms(self.robot.pin_model))
+            # feedback inertia = the model's (identified inertials + armature), nominal URDF in fallback
+            self.rbd_fb = self.ff.feedback_terms()
         except IdynError as exc:
             self.get_logger().error(f"configure failed: {exc}")
             self.diag.set(Diagnostics.ERROR, f"configure failed: {exc}", publish=True)
@@ -146,16 +150,19 @@ class ControllerNode(LifecycleNode):
         self.cmd_pub = self.create_publisher(Float64MultiArray, self.cmd_topic, COMMAND_OUT)
         self.state_pub = self.create_publisher(ControllerState, v["controller_state_topic"], MONITOR)
         self._pubs = [self.cmd_pub, self.state_pub]
-        self._subs = [
-            self.create_subscription(JointState, v["joint_states_topic"], self._on_joint_state, HOT_IN),
-            self.create_subscription(JointReference, v["reference_topic"], self._on_reference, HOT_IN),
-            self.create_subscription(AdaptationState, v["adaptation_topic"], self._on_adaptation, HOT_IN),
+        self._subs = [  # the 1 kHz inputs: on the process's hot loop when run as a node (see nodes.hot_loop)
+            hot_loop.subscribe(self, JointState, v["joint_states_topic"], self._on_joint_state, HOT_IN),
+            hot_loop.subscribe(self, JointReference, v["reference_topic"], self._on_reference, HOT_IN),
+            hot_loop.subscribe(self, AdaptationState, v["adaptation_topic"], self._on_adaptation, HOT_IN),
         ]
         if not self.embedded:
-            self._subs.append(self.create_subscription(FeedforwardTorque, v["feedforward_topic"],
-                                                       self._on_feedforward, HOT_IN))
-        self._timers = [self.create_timer(self.period, self._on_watchdog_timer),
-                        self.create_timer(v["diagnostics_period"], self._on_diagnostics_timer)]
+            self._subs.append(hot_loop.subscribe(self, FeedforwardTorque, v["feedforward_topic"],
+                                                 self._on_feedforward, HOT_IN))
+        self._timers = [self.create_timer(v["diagnostics_period"], self._on_diagnostics_timer)]
+        if HotLoop.enabled():  # the watchdog runs where the ticks run: no 1 kHz executor timer
+            HotLoop.for_context(self.context).every(self.period, self._on_watchdog_timer)
+        else:
+            self._timers.append(self.create_timer(self.period, self._on_watchdog_timer))
 
     def on_activate(self, state: State) -> TransitionCallbackReturn:
         self.watchdog.clear()
@@ -188,7 +195,9 @@ class ControllerNode(LifecycleNode):
         for t in self._timers:
             self.destroy_timer(t)
         for s in self._subs:
-            self.destroy_subscription(s)
+            hot_loop.unsubscribe(self, s)
+        if HotLoop.enabled():
+            HotLoop.for_context(self.context).cancel(self._on_watchdog_timer)
         for p in self._pubs:
             self.destroy_publisher(p)
         self._timers, self._subs, self._pubs = [], [], []
@@ -209,7 +218,7 @@ class ControllerNode(LifecycleNode):
         kp = np.asarray(v[f"presets.{self.preset}.kp"], dtype=float)
         self.feedback_space = v["feedback_space"]
         if self.feedback_space == "torque":  # Kd = 2 zeta sqrt(Kp M_jj) at the neutral pose (decision)
-            inertia = np.diag(self.rbd.mass_matrix(np.clip(np.zeros(self.n), self.robot.lower, self.robot.upper)))
+            inertia = np.diag(self.rbd_fb.mass_matrix(np.clip(np.zeros(self.n), self.robot.lower, self.robot.upper)))
             kd = law.critical_damping(kp, v["damping_ratio"], "torque", inertia)
         else:
             kd = law.critical_damping(kp, v["damping_ratio"])
@@ -313,7 +322,7 @@ class ControllerNode(LifecycleNode):
                 and wd.check_finite("reference ddq_d", self.ddq_d) and wd.check_finite("feedforward", self.tau_ff)
                 and wd.check_finite("adaptation offset", offset)):
             return
-        M = self.rbd.mass_matrix(q) if self.feedback_space == "acceleration" else None
+        M = self.rbd_fb.mass_matrix(q) if self.feedback_space == "acceleration" else None
         law.impedance_torque(q, dq, self.q_d, self.dq_d, self.tau_ff, offset, M, self.kp, self.kd,
                              self.feedback_space, out_tau=self.tau, out_fb=self.tau_fb, out_acc=self.acc_fb)
         wd.check_finite("command", self.tau)

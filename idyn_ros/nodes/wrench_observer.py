@@ -34,6 +34,7 @@ from idyn_ros.control.wrench import (
     observer_rigid_body_terms,
 )
 from idyn_ros.data.filters import ButterworthLowPass
+from idyn_ros.nodes import hot_loop
 from idyn_ros.nodes import parameters as prm
 from idyn_ros.nodes.common import (
     COMMAND_OUT,
@@ -70,7 +71,7 @@ class WrenchObserverNode(Node):
                 self.model = None
         # M, C, g from the model's identified inertials when it has them (else nominal URDF)
         pi = self.model.inertial_parameters if self.model is not None else None
-        self.rbd = observer_rigid_body_terms(self.robot, pi)
+        self.rbd = observer_rigid_body_terms(self.robot, pi, self.model.armature if self.model is not None else None)
         self.model_terms = LearnedModelTerms(self.model, self.rbd) if self.model is not None else None
         self.direct = DirectResidual(self.rbd)
         self.momentum = MomentumObserver(self.rbd, v["observer_gain"])
@@ -87,6 +88,7 @@ class WrenchObserverNode(Node):
         self.frame_base = v["frame_id_base"] or self.spec.base_link
         self.frame_tool = self.robot.flange_frame
         topic = v["wrench_topic"]
+        self._ticks = 0
         self.pub = self.create_publisher(WrenchStamped, topic, MONITOR)
         self.pub_tool = self.create_publisher(WrenchStamped, f"{topic}/tool", MONITOR)
         self.pub_direct = self.create_publisher(WrenchStamped, f"{topic}/direct", MONITOR)
@@ -94,9 +96,9 @@ class WrenchObserverNode(Node):
         self.pub_tau = self.create_publisher(JointState, v["external_torque_topic"], MONITOR)
         self._w = WrenchStamped()
         self._jt = JointState(name=list(self.robot.joint_names))
-        self.create_subscription(JointState, v["joint_states_topic"], self._on_joint_state, HOT_IN)
+        hot_loop.subscribe(self, JointState, v["joint_states_topic"], self._on_joint_state, HOT_IN)
         if v["torque_source"] == "command":
-            self.create_subscription(Float64MultiArray, command_topic(v, self.spec), self._on_command, COMMAND_OUT)
+            hot_loop.subscribe(self, Float64MultiArray, command_topic(v, self.spec), self._on_command, COMMAND_OUT)
         self.create_timer(v["diagnostics_period"], self._on_diagnostics)
 
     def _apply_tunables(self) -> None:
@@ -142,6 +144,9 @@ class WrenchObserverNode(Node):
             extra_direct, extra_momentum = self.model_terms.update(q, dq, self.ddq_raw)
         tau_direct = self._lp.update(self.direct.update(q, dq, self.ddq_raw, self.tau_applied, extra_direct))
         tau_mom = self.momentum.update(q, dq, self.tau_applied, dt, extra_momentum)
+        self._ticks += 1
+        if self._ticks % self.vals["publish_divider"]:  # observers updated; Cartesian mapping only when published
+            return
         base_d, _ = self.map_direct.update(q, tau_direct)
         base_m, tool_m = self.map_momentum.update(q, tau_mom)
         primary_mom = self.vals["primary"] == "momentum"

@@ -107,6 +107,10 @@ class ModelRuntime:
         self._pin = None
         # identified inertial parameters (n, 10), pinocchio order, or None (kinds without RBD: lstm, delan)
         self.inertial = None if params.get("inertial") is None else np.asarray(params["inertial"], dtype=np.float64)
+        # identified armature (n,) kg m^2 (reflected rotor inertia; pinocchio adds it to RNEA and M), or None
+        # (model kinds without RBD; artifacts exported before armature was identified: zeros)
+        self.armature = None if self.inertial is None else np.asarray(params.get("armature") or np.zeros(n),
+                                                                        dtype=np.float64)
         model = onnx.load(str(self.path))
         has_residual = meta["model_kind"] not in ("rbd", "rbd-friction")
         needs_rbd_input = "tau_rbd" in self._residual_inputs(model) if has_residual else False
@@ -183,6 +187,7 @@ class ModelRuntime:
             raise ModelArtifactError(f"robot has {model.nv} DoF, model has {self.n}")
         for j in range(1, model.njoints):
             model.inertias[j] = pin.Inertia.FromDynamicParameters(pi[j - 1])
+        model.armature = self.armature
         self._pin_data = model.createData()
         return model
 

@@ -111,3 +111,19 @@ def test_nan_in_data_is_refused(iiwa, synth, tmp_path):
     _save(f, Recording(rec.t, rec.q, rec.dq, rec.ddq, tau), list(iiwa.joint_names))
     with pytest.raises(DatasetError, match=r"NaN|nan|finite"):
         load_recordings([f], iiwa)
+
+
+def test_structural_base_is_the_dynamics_base(iiwa):
+    """identification's base structure comes from dynamics.base_parameters (one implementation): same
+    number of base parameters as RobotModel.base_parameters, and Y pi == Y_ind (pi_ind + beta pi_dep)
+    on states it was not computed from."""
+    from idyn_ros.models import identification, rbd
+
+    base = identification.structural_base(iiwa.pin_model, 0)
+    assert base["rank"] == iiwa.base_parameters().n_base == 43
+    rng = np.random.default_rng(7)
+    q, dq, ddq = iiwa.random_states(20, rng=rng)
+    Y = rbd.regressor_batch(iiwa.pin_model, q, dq, ddq).reshape(20 * 7, -1)
+    pi = rng.normal(size=Y.shape[1])
+    ind, dep = base["ind_raw"], base["dependent"]
+    assert np.allclose(Y @ pi, Y[:, ind] @ (pi[ind] + base["beta"] @ pi[dep]), atol=1e-9 * np.abs(Y @ pi).max())

@@ -109,15 +109,46 @@ def test_training_improves_on_physics_alone(iiwa, synth):
     assert min(vals) < 0.7 * res.initial_val  # the frozen nominal RBD alone
 
 
-def test_delan_trains_but_is_not_exportable(iiwa, synth, tmp_path):
-    from idyn_ros.errors import ModelArtifactError
+def test_delan_closed_form_equals_autograd():
+    """DeLaN's exported forward (derivatives through the layers by hand) is the autograd Euler-Lagrange
+    torque, float64, also where softplus switches to its linear branch (pre-activations > 20)."""
+    import torch
+
+    from idyn_ros.models.zoo import DeLaN
+
+    torch.manual_seed(0)
+    net = DeLaN(7, 32).double()
+    q, dq, ddq = (torch.randn(4, 25, 7, dtype=torch.float64) * s for s in (1.5, 2.0, 5.0))
+    for scale in (1.0, 30.0):  # 30: many trunk units beyond the softplus threshold
+        with torch.no_grad():
+            net.trunk[0].weight.mul_(scale)
+        ref = net.forward_autograd(q, dq, ddq).detach()
+        got = net(q, dq, ddq)
+        assert got.shape == q.shape
+        assert torch.allclose(got, ref, rtol=0, atol=1e-10 * float(ref.abs().max()))
+    # and it is not trivially zero: every term contributes
+    assert float(ref.abs().min()) > 0
+
+
+def test_delan_exports_and_runtime_matches(iiwa, synth, tmp_path):
+    """DeLaN + friction goes into the one-file artifact; ONNX Runtime reproduces the torch model."""
     from idyn_ros.models.sources import Recording
 
     r = synth[1]
     short = Recording(r.t[:300], r.q[:300], r.dq[:300], r.ddq[:300], r.tau[:300])
     cfg = ModelConfig(kind="delan", epochs=1, delan_dim=16, window=50, stride=50, batch=8)
-    res = fit(cfg, iiwa, [short], progress=False)
-    p = predict(res.model, iiwa.pin_model, short)
-    assert np.isfinite(p["tau"]).all()
-    with pytest.raises(ModelArtifactError, match="DeLaN"):
-        ex.export_onnx(res.model, iiwa, tmp_path / "d.onnx", ex.build_metadata(res.model, iiwa))
+    res, metrics = train_run(cfg, iiwa, [short], out_dir=tmp_path, progress=False)
+    assert metrics["model_id"] and (tmp_path / "model.onnx").is_file()
+    meta = read_metadata(tmp_path / "model.onnx")
+    assert meta["model_kind"] == "delan" and meta["state"] == [] and meta["parameters"]["inertial"] is None
+    assert np.asarray(meta["parameters"]["friction"]).shape == (7, 3)
+    ref = predict(res.model, iiwa.pin_model, synth[0])
+    rt = ModelRuntime(tmp_path / "model.onnx", iiwa)
+    assert rt.backend == "onnx"  # no inertial parameters: the whole graph runs in ONNX Runtime
+    rec = synth[0]
+    got = np.array([rt.step(rec.q[t], rec.dq[t], rec.ddq[t]).total.copy() for t in range(rec.n_samples)])
+    fric = np.array([rt.step(rec.q[t], rec.dq[t], rec.ddq[t]).friction.copy() for t in range(rec.n_samples)])
+    scale = np.abs(ref["tau"]).max()
+    assert np.abs(got - ref["tau"]).max() < 1e-5 * max(scale, 1.0)
+    assert np.abs(fric - ref["tau_friction"]).max() < 1e-5 * max(scale, 1.0)
+    assert np.abs(ref["tau_friction"]).max() > 0  # friction is really in the graph
