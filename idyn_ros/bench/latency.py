@@ -396,18 +396,116 @@ def measure_callback_cost(robot: str = "panda", ticks: int = 3000) -> dict[str, 
             "sum_p50_us": float(sum(v["p50_us"] for v in per_node.values()))}
 
 
+PING_TOPIC, PONG_TOPIC = "/idyn_bench/ping", "/idyn_bench/pong"
+
+
+def _lean_wait(wait_set: Any, sub: Any, timeout_ns: int) -> Any:
+    """One WaitSet wait on one subscription (no executor); the taken message or None."""
+    wait_set.clear_entities()
+    wait_set.add_subscription(sub.handle)
+    wait_set.wait(timeout_ns)
+    if wait_set.get_ready_entities("subscription"):
+        info = sub.handle.take_message(sub.msg_type, sub.raw)
+        return info[0] if info is not None else None
+    return None
+
+
+def echo_main() -> None:
+    """The far end of ``measure_transport_floor``: answer each JointState with a Float64MultiArray, nothing else."""
+    import rclpy
+    from rclpy.impl.implementation_singleton import rclpy_implementation as _rclpy
+    from sensor_msgs.msg import JointState
+    from std_msgs.msg import Float64MultiArray
+
+    from idyn_ros.nodes.common import COMMAND_OUT, HOT_IN
+
+    rclpy.init()
+    node = rclpy.create_node("idyn_bench_echo", start_parameter_services=False)
+    pub = node.create_publisher(Float64MultiArray, PONG_TOPIC, COMMAND_OUT)
+    sub = node.create_subscription(JointState, PING_TOPIC, lambda _m: None, HOT_IN)
+    out = Float64MultiArray(data=[0.0] * 7)
+    wait_set = _rclpy.WaitSet(1, 0, 0, 0, 0, 0, node.context.handle)
+    while rclpy.ok():
+        if _lean_wait(wait_set, sub, 100_000_000) is not None:
+            pub.publish(out)
+
+
+def measure_transport_floor(seconds: float = 8.0) -> dict[str, float]:
+    """Round trip JointState -> Float64MultiArray through a second process that does nothing but answer,
+    both ends on a bare rcl WaitSet (no executor): the floor under any node's state -> command latency here."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    import rclpy
+    from rclpy.context import Context
+    from rclpy.impl.implementation_singleton import rclpy_implementation as _rclpy
+    from sensor_msgs.msg import JointState
+    from std_msgs.msg import Float64MultiArray
+
+    from idyn_ros.nodes.common import COMMAND_OUT, HOT_IN
+
+    env = dict(os.environ)
+    env.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
+    ctx = Context()
+    rclpy.init(context=ctx)
+    proc = subprocess.Popen([sys.executable, "-m", "idyn_ros.bench.latency", "echo"], env=env,
+                            stdout=subprocess.DEVNULL, start_new_session=True)
+    rtt: list[float] = []
+    try:
+        node = rclpy.create_node("idyn_bench_ping", context=ctx, start_parameter_services=False)
+        pub = node.create_publisher(JointState, PING_TOPIC, COMMAND_OUT)
+        sub = node.create_subscription(Float64MultiArray, PONG_TOPIC, lambda _m: None, HOT_IN)
+        msg = JointState(name=[f"joint{i}" for i in range(7)], position=[0.0] * 7, velocity=[0.0] * 7,
+                         effort=[0.0] * 7)
+        wait_set = _rclpy.WaitSet(1, 0, 0, 0, 0, 0, ctx.handle)
+        deadline = time.monotonic() + 30.0
+        while sub.get_publisher_count() == 0 or pub.get_subscription_count() == 0:
+            if time.monotonic() > deadline:
+                raise RuntimeError("the echo process did not appear on DDS within 30 s")
+            time.sleep(0.05)
+        end = time.monotonic() + seconds
+        while time.monotonic() < end:  # 1 kHz: one ping per period, wait up to 5 ms for its pong
+            t0 = time.perf_counter_ns()
+            pub.publish(msg)
+            while time.perf_counter_ns() - t0 < 5_000_000:
+                if _lean_wait(wait_set, sub, 5_000_000 - (time.perf_counter_ns() - t0)) is not None:
+                    rtt.append((time.perf_counter_ns() - t0) * 1e-3)
+                    break
+            while time.perf_counter_ns() - t0 < 1_000_000:
+                time.sleep(50e-6)
+        node.destroy_node()
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=5)
+        rclpy.shutdown(context=ctx)
+    r = np.array(rtt[len(rtt) // 8 :])  # after discovery settles
+    return {"p50_us": float(np.percentile(r, 50)), "p99_us": float(np.percentile(r, 99)), "max_us": float(r.max()),
+            "answered": len(rtt), "seconds": seconds}
+
+
 def run_benchmarks() -> dict:
-    """Latency /joint_states -> command at 1 kHz (real-time plant), panda, composed and separate;
-    plus the controller callback's own cost (no DDS)."""
-    return {"composed": measure_latency("panda", composed=True), "separate": measure_latency("panda", composed=False),
-            "controller_callback": measure_callback_cost("panda")}
+    """Latency /joint_states -> command at 1 kHz (real-time plant), panda: all nodes composed and separate, the
+    controller alone, and the transport floor (a do-nothing echo) measured in the same run; plus every node's
+    callback cost (no DDS)."""
+    out = {"transport_floor": measure_transport_floor()}
+    out["composed"] = measure_latency("panda", composed=True)
+    out["composed_controller_only"] = measure_latency("panda", composed=True, nodes=["controller"])
+    out["separate"] = measure_latency("panda", composed=False)
+    out["controller_callback"] = measure_callback_cost("panda")
+    return out
 
 
 if __name__ == "__main__":
     import json
     import sys
 
-    if len(sys.argv) > 1 and sys.argv[1] == "callback":
+    if len(sys.argv) > 1 and sys.argv[1] == "echo":
+        echo_main()
+    elif len(sys.argv) > 1 and sys.argv[1] == "floor":
+        print(json.dumps(measure_transport_floor()))
+    elif len(sys.argv) > 1 and sys.argv[1] == "callback":
         print(json.dumps({r: measure_callback_cost(r) for r in ("panda", "iiwa14", "ur5")}))
     elif len(sys.argv) > 2 and sys.argv[1] == "wrench":
         print(json.dumps(measure_wrench(sys.argv[2])), flush=True)
