@@ -1,5 +1,6 @@
 """Benchmarks of the embedded plant: physics cost, lockstep speed with a controller in another
-process over DDS, and real-time mode period jitter.
+process over DDS and with an in-process command source (no round trip), and real-time mode
+period jitter.
 
 Why separate processes: the acceptance question is "how fast does the loop run with the plant
 node in it", and two rclpy nodes in one process share the GIL, which measures Python, not the loop.
@@ -67,10 +68,95 @@ def node_tick_cost(robot: str = "panda", ticks: int = 2000) -> dict[str, float]:
     return {"p50_us": float(np.percentile(samples, 50) * 1e6), "p99_us": float(np.percentile(samples, 99) * 1e6)}
 
 
-def drift_breakdown(seconds: float = 4.0) -> dict[str, list[float]]:
+def inprocess_lockstep(robot: str = "panda", seconds: float = 3.0, profile: str = "true") -> dict[str, Any]:
+    """Lockstep sim s per wall s with the plant node in the loop but no DDS round trip: an in-process
+    command source calls the node's command callback (what the executor runs when a command
+    arrives) with a PD hold computed from the /joint_states message the node just published, in
+    the same Float64MultiArray form with the stamp label the echo controller sends. The node still
+    publishes /clock and /joint_states to DDS, to a matched reader in a second context (its own
+    participant, not spun: the writer does its delivery work, nothing reads it back). Being in the
+    same process, that delivery may be cheaper than to another process (one loaded run: JointState
+    publish p50 6.4 us unmatched, 10.9 us to a spinning reader process).
+
+    The difference to the DDS loop (``loop_benchmark``) is the round trip: executor wake-ups,
+    serialisation and delivery both ways, and the controller process.
+    """
+    import rclpy
+    from rclpy.context import Context
+    from sensor_msgs.msg import JointState
+    from std_msgs.msg import Float64MultiArray, MultiArrayDimension
+
+    from idyn_ros.nodes.common import HOT_IN, STAMP_LABEL, stamp_to_ns
+    from idyn_ros.nodes.plant import PlantNode
+
+    plant_ctx, reader_ctx = Context(), Context()
+    rclpy.init(context=plant_ctx)
+    rclpy.init(context=reader_ctx)
+    try:
+        node = PlantNode(context=plant_ctx, robot=robot, profile=profile, command_timeout=10.0)
+        reader = rclpy.create_node("idyn_bench_reader", context=reader_ctx)
+        reader.create_subscription(JointState, "/joint_states", lambda _msg: None, HOT_IN)
+        deadline = time.monotonic() + 10.0
+        while node.pub_js.get_subscription_count() == 0 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        matched = node.pub_js.get_subscription_count()
+        js = node._js  # the message the node publishes (the source reads what a controller would receive)
+        n = node.plant.n
+        hold = np.array(js.position)
+        kp, kd = 100.0, 10.0
+        cmd = Float64MultiArray()
+        dim = MultiArrayDimension(label="", size=n, stride=n)
+        cmd.layout.dim = [dim]
+
+        def source() -> None:  # the echo controller's work (controller_main), minus DDS
+            tau = kp * (hold - np.asarray(js.position)) - kd * np.asarray(js.velocity)
+            dim.label = f"{STAMP_LABEL}{stamp_to_ns(js.header.stamp)}"
+            cmd.data = tau.tolist()  # stored as array.array('d'), the type rclpy delivers float64[] in
+
+        for _ in range(200):  # warm-up
+            source()
+            node._on_command(cmd)
+        ticks0, t_sim0 = node.ticks, node.plant.time
+        callback = np.empty(int(seconds * 50_000))  # s per callback, preallocated (>= 20 us per tick)
+        k = 0
+        start = time.perf_counter()
+        while time.perf_counter() - start < seconds and k < callback.size:
+            source()
+            t0 = time.perf_counter()
+            node._on_command(cmd)
+            callback[k] = time.perf_counter() - t0
+            k += 1
+        wall = time.perf_counter() - start
+        ticks = node.ticks - ticks0
+        callback = callback[:k]
+        sim = node.plant.time - t_sim0
+        moved = float(np.abs(np.asarray(js.position) - hold).max())
+        rejected = node.gate.counters.rejected
+        reader.destroy_node()
+        node.destroy_node()
+    finally:
+        rclpy.shutdown(context=reader_ctx)
+        rclpy.shutdown(context=plant_ctx)
+    return {
+        "sim_seconds_per_wall_second": sim / wall,
+        "ticks": ticks,
+        "node_callback_p50_us": float(np.percentile(callback, 50) * 1e6),
+        "node_callback_p99_us": float(np.percentile(callback, 99) * 1e6),
+        "node_callback_share_of_wall": float(callback.sum() / wall),
+        "loop_mean_us": wall / max(ticks, 1) * 1e6,
+        "matched_readers": matched,
+        "max_drift_from_hold_rad": moved,
+        "commands_rejected": rejected,
+        "load_average_1min": os.getloadavg()[0],
+    }
+
+
+def drift_breakdown(seconds: float = 4.0, variants: tuple[str, ...] | None = None, integrator: str | None = None,
+                    physics_rate_hz: float = 1000.0) -> dict[str, list[float]]:
     """Joint RMSE (deg) of nominal-RNEA feedforward + weak PD (Kp 10, Kd 2 sqrt(10)) on a 3 s
     minimum-jerk move (+1 s hold) on the Panda, for the true profile and for each of its effects
-    alone: which part of the "true robot" the nominal model misses most."""
+    alone: which part of the "true robot" the nominal model misses most. ``variants``: only these rows;
+    ``integrator`` (MuJoCo name, e.g. "rk4") and ``physics_rate_hz`` override the plant's (integrator_comparison)."""
     import dataclasses
 
     import pinocchio as pin
@@ -97,7 +183,11 @@ def drift_breakdown(seconds: float = 4.0) -> dict[str, list[float]]:
         return q0 + (10 * s**3 - 15 * s**4 + 6 * s**5) * (q1 - q0), v * (q1 - q0), a * (q1 - q0)
 
     def run(profile: Any) -> list[float]:
-        plant = Plant("panda", profile=profile, seed=3)
+        plant = Plant("panda", profile=profile, seed=3, physics_rate_hz=physics_rate_hz)
+        if integrator is not None:  # integrator_comparison: override the plant's choice
+            import mujoco
+
+            plant.model.opt.integrator = getattr(mujoco.mjtIntegrator, f"mjINT_{integrator.upper()}")
         state = plant.reset(*ref(0.0)[:2])
         ticks = round(seconds / plant.control_dt)
         err = np.empty((ticks, plant.n))
@@ -110,7 +200,7 @@ def drift_breakdown(seconds: float = 4.0) -> dict[str, list[float]]:
 
     true = load_profile("true", "panda", base.joint_names)
     ideal = load_profile("ideal", "panda", base.joint_names)
-    variants = {
+    profiles = {
         "ideal": ideal,
         "true": true,
         "inertials_only": dataclasses.replace(ideal, inertial=true.inertial),
@@ -122,7 +212,90 @@ def drift_breakdown(seconds: float = 4.0) -> dict[str, list[float]]:
             encoder_resolution=true.encoder_resolution, velocity_noise_std=true.velocity_noise_std,
         ),
     }
-    return {name: run(profile) for name, profile in variants.items()}
+    return {name: run(profile) for name, profile in profiles.items() if variants is None or name in variants}
+
+
+INTEGRATORS = ("rk4", "euler", "implicitfast")
+
+
+def integrator_comparison(physics_rates: tuple[float, ...] = (1000.0, 2000.0)) -> dict[str, dict[str, float]]:
+    """The numbers behind the plant's integrator decision (idyn_ros/sim/plant.py docstring), per MuJoCo
+    integrator and physics rate (Panda, 1 kHz control): cost of one mj_step and of one Plant.step (true
+    profile, us p50), max error of the 10 s ideal-plant tracking test (RNEA at t + T/2 + Kp 10; limit
+    0.1 deg), max joint RMSE of nominal RNEA + Kp 10 on the true plant (the drift test), and how far
+    joint 1 moves in 0.5 s pushed with 0.7 / 1.5 x its breakaway torque (stiction: < 1e-4 / > 1e-3 rad)."""
+    import mujoco
+    import pinocchio as pin
+
+    from idyn_ros.sim import Plant
+
+    def timed(fn: Any, n: int = 2000) -> float:
+        for _ in range(200):
+            fn()
+        samples = np.empty(n)
+        for k in range(n):
+            t0 = time.perf_counter()
+            fn()
+            samples[k] = time.perf_counter() - t0
+        return float(np.percentile(samples, 50) * 1e6)
+
+    def plant(profile: str, integrator: str, rate: float, **kw: Any) -> Plant:
+        p = Plant("panda", profile=profile, physics_rate_hz=rate, **kw)
+        p.model.opt.integrator = getattr(mujoco.mjtIntegrator, f"mjINT_{integrator.upper()}")
+        return p
+
+    base = Plant("panda", profile="ideal")
+    model = pin.buildModelFromXML(base.true_urdf())
+    data = model.createData()
+    centre = np.array([1.0, 1.3, 0.0, -2.65, 0.15, 1.15, 0.0])  # test/sim/test_plant.py Q_CENTRE, W, AMPLITUDE
+    w = np.array([0.9, 1.1, 1.3, 0.7, 1.5, 1.2, 1.7])
+
+    def sinusoids(t: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        return centre + 0.3 * np.sin(w * t), 0.3 * w * np.cos(w * t), -0.3 * w**2 * np.sin(w * t)
+
+    def track(p: Plant, seconds: float) -> float:
+        kp, kd = 10.0, 2.0 * np.sqrt(10.0)
+        q0, dq0, _ = sinusoids(0.0)
+        s = p.reset(q0, dq0)
+        worst = 0.0
+        for k in range(round(seconds / p.control_dt)):
+            q_d, dq_d, _ = sinusoids(k * p.control_dt)
+            ff = pin.rnea(model, data, *sinusoids((k + 0.5) * p.control_dt))
+            s = p.step(ff + kp * (q_d - s.q) + kd * (dq_d - s.dq))
+            worst = max(worst, float(np.abs(sinusoids((k + 1) * p.control_dt)[0] - s.q_true).max()))
+        return float(np.degrees(worst))
+
+    def stiction(p: Plant) -> list[float]:
+        true_model = pin.buildModelFromXML(p.true_urdf())
+        true_data = true_model.createData()
+        q = np.array([0.0, 0.3, 0.0, -1.8, 0.0, 1.8, 0.5])
+        moved = []
+        for fraction in (0.7, 1.5):
+            s = p.reset(q)
+            push = fraction * p.profile.friction.frictionloss * (np.arange(7) == 0)
+            for _ in range(500):
+                s = p.step(pin.computeGeneralizedGravity(true_model, true_data, s.q_true) + push)
+            moved.append(float(abs(s.q_true[0] - q[0])))
+        return moved
+
+    out: dict[str, dict[str, float]] = {}
+    for rate in physics_rates:
+        for integrator in INTEGRATORS:
+            true = plant("true", integrator, rate)
+            tau = np.zeros(true.n)
+            step_us = timed(lambda p=true, tau=tau: p.step(tau))
+            mj_us = timed(lambda p=true: mujoco.mj_step(p.model, p.data))
+            moved = stiction(true)
+            drift = drift_breakdown(4.0, variants=("true",), integrator=integrator, physics_rate_hz=rate)["true"]
+            out[f"{integrator}_{rate:.0f}hz"] = {
+                "mj_step_p50_us": mj_us,
+                "plant_step_p50_us": step_us,
+                "ideal_tracking_max_deg": track(plant("ideal", integrator, rate), 10.0),
+                "true_drift_rmse_max_deg": max(drift),
+                "stiction_moved_0p7_rad": moved[0],
+                "stiction_moved_1p5_rad": moved[1],
+            }
+    return out
 
 
 def _env() -> dict[str, str]:
@@ -249,12 +422,21 @@ def run_benchmarks() -> dict[str, Any]:
         "physics_step_panda_true": physics_step_cost("panda", "true"),
         "node_tick_panda_true": node_tick_cost("panda"),
     }
+    # The same loop two ways: over DDS with the echo controller in another process (what users run),
+    # and with an in-process command source calling the node's callback (the plant node's own cost).
+    results["lockstep_panda_inprocess"] = inprocess_lockstep("panda", seconds=3.0)
     lock = loop_benchmark("panda", "lockstep", seconds=5.0)
     results["lockstep_panda"] = {
         "sim_seconds_per_wall_second": lock["sim_per_wall"],
         "round_trip_p50_us": lock["arrival_period_p50_us"],
         "round_trip_p99_us": lock["arrival_period_p99_us"],
         "commands_rejected": int(lock["plant_diagnostics"].get("rejected_wrong_length", 0)),
+        # the plant's own split of a period (wall): its command callback vs waiting for the answer
+        # (DDS both ways + both executors + the echo controller)
+        "plant_tick_p50_us": float(lock["plant_diagnostics"].get("tick_p50_us", "nan")),
+        "plant_tick_p99_us": float(lock["plant_diagnostics"].get("tick_p99_us", "nan")),
+        "plant_answer_wait_p50_us": float(lock["plant_diagnostics"].get("answer_wait_p50_us", "nan")),
+        "plant_answer_wait_p99_us": float(lock["plant_diagnostics"].get("answer_wait_p99_us", "nan")),
         "load_average_1min": os.getloadavg()[0],
     }
     rt = loop_benchmark("panda", "realtime", seconds=5.0)
@@ -283,9 +465,13 @@ def main(argv: list[str] | None = None) -> int:
     ctl.add_argument("--robot", default="panda")
     ctl.add_argument("--seconds", type=float, default=5.0)
     sub.add_parser("drift", help="joint RMSE of nominal RNEA + weak PD per true-profile effect (Panda)")
+    sub.add_parser("integrators", help="cost and accuracy per MuJoCo integrator (the plant's integrator decision)")
     args = parser.parse_args(argv)
     if args.what == "controller":
         return controller_main(args.robot, args.seconds)
+    if args.what == "integrators":
+        print(json.dumps(integrator_comparison(), indent=2))
+        return 0
     if args.what == "drift":
         for name, rmse in drift_breakdown().items():
             print(f"{name:15s} joint RMSE (deg) {rmse}  mean {np.mean(rmse):.3f}")

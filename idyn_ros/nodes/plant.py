@@ -9,7 +9,9 @@ the difference:
     subscribes /<effort_controller>/commands     std_msgs/Float64MultiArray, joint order = robot spec
     publishes  /clock                            rosgraph_msgs/Clock (lockstep mode only: sim time)
                ~/ground_truth                    idyn_ros/PlantGroundTruth (applied wrench, J^T F, payload)
-               /diagnostics                      command rejects/clamps, watchdog, rate, latency
+               /diagnostics                      command rejects/clamps, watchdog, rate, latency; lockstep:
+                                                  answer_wait (state published -> its command in, wall)
+                                                  and tick (this node's command callback, wall)
     services   ~/apply_wrench ~/set_payload ~/reset_joints   (idyn_ros/srv)
 
 Two clocks (parameter ``clock_mode``):
@@ -35,6 +37,7 @@ in lockstep has a stamp strictly later than the previous one. Brake periods do n
 
 from __future__ import annotations
 
+import array
 import contextlib
 import threading
 import time
@@ -158,8 +161,16 @@ class PlantNode(Node):
         controller = p["controller"] or plant.description.effort_controller
         self.command_topic = f"/{controller}/commands"
 
+        # Preallocated messages: the hot path writes into numpy views of the JointState's own array.array
+        # buffers (rclpy's setters copy, so fields are assigned once here and never per tick).
         self._js = JointState()
         self._js.name = list(plant.joint_names)
+        self._js.position = array.array("d", bytes(8 * plant.n))
+        self._js.velocity = array.array("d", bytes(8 * plant.n))
+        self._js.effort = array.array("d", bytes(8 * plant.n))
+        self._js_q = np.frombuffer(self._js.position, dtype=np.float64)
+        self._js_dq = np.frombuffer(self._js.velocity, dtype=np.float64)
+        self._js_tau = np.frombuffer(self._js.effort, dtype=np.float64)
         self._gt = PlantGroundTruth()
         self._gt.joint_names = list(plant.joint_names)
         self._clock_msg = Clock()
@@ -188,14 +199,19 @@ class PlantNode(Node):
         self._latency = np.zeros(4096)  # command latency from the stamp probe (s), ring buffer
         self._n_periods = 0
         self._n_latency = 0
+        # lockstep: wall time from publishing a state to its answer arriving in _on_command (s), ring buffer:
+        # the loop's round trip outside this node (DDS both ways, executors, the controller)
+        self._answer_wait = np.zeros(4096)
+        self._n_answer_wait = 0
+        self._tick_wall = np.zeros(4096)  # lockstep: wall time of this node's own command callback (s)
+        self._n_tick_wall = 0
         self._last_tick_wall = 0.0
-        self._state = plant.state()
         if self.lockstep:
             self.create_timer(min(self.timeout, 0.05), self._lockstep_watchdog)
         else:
             self.create_timer(plant.control_dt, self._realtime_tick)
         self.create_timer(float(p["diagnostics_period"]), self.publish_diagnostics)
-        self._publish(self._state)
+        self._publish()
         self.get_logger().info(
             f"plant {plant.robot_name} profile={plant.profile.kind} {p['clock_mode']} "
             f"{1.0 / plant.control_dt:.0f} Hz control / {1.0 / plant.physics_dt:.0f} Hz physics; "
@@ -205,40 +221,47 @@ class PlantNode(Node):
     # --- hot path ------------------------------------------------------------------------------------
 
     def _on_command(self, msg: Any) -> None:
+        start = time.monotonic()
         accepted = self.gate.submit(msg.data, self.plant.time)
-        if msg.layout.dim and msg.layout.dim[0].label.startswith(STAMP_LABEL):
-            self._record_latency(msg.layout.dim[0].label)
+        dim = msg.layout.dim
+        if dim and dim[0].label.startswith(STAMP_LABEL):
+            self._record_latency(dim[0].label)
         if self.lockstep and (accepted or self.gate.started):
+            self._answer_wait[self._n_answer_wait % self._answer_wait.size] = start - self._last_publish_wall
+            self._n_answer_wait += 1
             self._advance(self.gate.command(self.plant.time))
+            self._tick_wall[self._n_tick_wall % self._tick_wall.size] = self._last_publish_wall - start
+            self._n_tick_wall += 1
 
     def _advance(self, tau: np.ndarray) -> None:
-        self._state = self.plant.step(tau)
+        self.plant.advance(tau)
         self.ticks += 1
-        self._publish(self._state)
+        self._publish()
 
-    def _publish(self, s: Any) -> None:
+    def _publish(self) -> None:
+        """Publish /clock (lockstep) and /joint_states from the plant's sensors, without allocating
+        per tick (the readings go straight into the preallocated message, see _configure)."""
+        plant = self.plant
         if self.lockstep:
-            ns = round(s.t * 1e9)
+            ns = round(plant.time * 1e9)
             ns_to_stamp(ns, self._clock_msg.clock)
             self.pub_clock.publish(self._clock_msg)
             ns_to_stamp(ns, self._js.header.stamp)
         else:
             self._js.header.stamp = self.get_clock().now().to_msg()
-        self._js.position = as_array(s.q)
-        self._js.velocity = as_array(s.dq)
-        self._js.effort = as_array(s.tau)
+        plant.measure(self._js_q, self._js_dq, self._js_tau)
         self.pub_js.publish(self._js)
         # ground truth: every gt_every ticks while a wrench acts, else every GT_IDLE_EVERY ticks
         # (service calls publish it at once), so an idle plant does not pay a third publish per tick.
-        every = self.gt_every if self.plant.wrench_link else GT_IDLE_EVERY
+        every = self.gt_every if plant.wrench_link else GT_IDLE_EVERY
         if self.ticks % every == 0:
-            self._publish_ground_truth(s)
+            self._publish_ground_truth()
         self._last_publish_wall = time.monotonic()
 
-    def _publish_ground_truth(self, s: Any) -> None:
+    def _publish_ground_truth(self) -> None:
         gt = self._gt
         gt.header.stamp = self._js.header.stamp
-        gt.external_torque = as_array(s.tau_ext)
+        gt.external_torque = as_array(self.plant.external_torque)
         link, w = self.plant.wrench
         gt.link = link
         f, m = gt.wrench.force, gt.wrench.torque
@@ -262,11 +285,11 @@ class PlantNode(Node):
         The plant has no brake of its own, so: step one period at zero torque (sim time and a timed
         wrench advance as usual), then put the arm back where the brakes hold it (reset: q held, dq 0).
         """
-        held = self._state.q_true
-        self.plant.step(self._zero)
-        self._state = self.plant.reset(held)
+        held = self.plant.state().q_true
+        self.plant.advance(self._zero)
+        self.plant.reset(held)
         self.brake_ticks += 1
-        self._publish(self._state)
+        self._publish()
 
     def _realtime_tick(self) -> None:
         """Wall-clock tick: step as many control periods as wall time has advanced (sim time tracks
@@ -283,13 +306,13 @@ class PlantNode(Node):
                 self._rt_ticks += due - MAX_CATCH_UP  # sim time falls behind by the dropped periods
                 due = MAX_CATCH_UP
             for _ in range(max(due, 0)):
-                self._state = self.plant.step(self.gate.command(self.plant.time))
+                self.plant.advance(self.gate.command(self.plant.time))
                 self.ticks += 1
                 self._rt_ticks += 1
         else:
             self._rt_origin_wall = now
             self._rt_ticks = 0
-        self._publish(self._state)
+        self._publish()
 
     def _record_latency(self, label: str) -> None:
         try:
@@ -315,7 +338,7 @@ class PlantNode(Node):
         link = request.link or self.plant.flange_link
         response.success = True
         response.message = "cleared" if request.duration <= 0 else f"wrench on {link} for {request.duration} s"
-        self._publish_ground_truth(self.plant.state())
+        self._publish_ground_truth()
         return response
 
     def _srv_set_payload(self, request: Any, response: Any) -> Any:
@@ -333,7 +356,7 @@ class PlantNode(Node):
             return response
         response.success = True
         response.message = f"payload {self.plant.payload_mass:.3f} kg at {self.plant.flange_link}"
-        self._publish_ground_truth(self.plant.state())
+        self._publish_ground_truth()
         return response
 
     def _srv_reset_joints(self, request: Any, response: Any) -> Any:
@@ -353,7 +376,7 @@ class PlantNode(Node):
         for name, value in zip(names, request.positions, strict=True):
             q[self.plant.joint_names.index(name)] = value
         try:
-            self._state = self.plant.reset(q)
+            self.plant.reset(q)
         except IdynError as exc:
             response.success, response.message = False, str(exc)
             return response
@@ -361,7 +384,7 @@ class PlantNode(Node):
         if self.lockstep:  # a fresh stamp: the controller must not drop the new position as a duplicate
             self._brake_tick()
         else:
-            self._publish(self._state)
+            self._publish()
         response.success, response.message = True, "reset; brakes engaged until the next command"
         return response
 
@@ -388,8 +411,10 @@ class PlantNode(Node):
             "watchdog_active": self.gate.watchdog_active,
             "last_error": self.gate.last_error,
         }
-        for name, buf, count in (("period", self._periods, self._n_periods), ("latency", self._latency,
-                                                                              self._n_latency)):
+        for name, buf, count in (("period", self._periods, self._n_periods),
+                                 ("latency", self._latency, self._n_latency),
+                                 ("answer_wait", self._answer_wait, self._n_answer_wait),
+                                 ("tick", self._tick_wall, self._n_tick_wall)):
             if count:
                 data = buf[: min(count, buf.size)]
                 out[f"{name}_p50_us"] = float(np.percentile(data, 50) * 1e6)

@@ -4,13 +4,30 @@ Why MuJoCo behind our own class: the controllers must meet a robot that is *not*
 "true" profile: perturbed inertials, friction with stiction, latency, sensor noise), while tests
 need a plant that *is* the model (the "ideal" profile agrees with pinocchio RNEA to round-off).
 
-Physics: RK4 with timestep = 1 / physics_rate_hz; contacts off; the torque command is held over the
+Physics: MuJoCo's implicitfast integrator (semi-implicit Euler: dq' = dq + h ddq(q, dq), q' = q + h dq')
+with timestep = 1 / physics_rate_hz; contacts off; the torque command is held over the
 ``physics_rate_hz / control_rate_hz`` substeps of one control period (zero-order hold, like a drive).
 Per physics step the generalised force is
 
     qfrc = sat(tau_cmd delayed by latency_ticks) - smooth_friction(dq) + J(q)^T F_ext
 
 with dry friction (stiction) added by MuJoCo's frictionloss constraint (idyn_ros/sim/friction.py).
+
+Decision - integrator and where the profile's effects run (measured, Panda, 1 kHz, 1 substep, p50;
+``python -m idyn_ros.bench.sim integrators``): RK4 costs 18-31 us per mj_step, Euler / implicitfast
+5-7 us (3.5-4x less, same results here: no damping for implicitfast to treat differently).
+All acceptance checks hold with implicitfast at 1 kHz: max tracking error of the 10 s RNEA + Kp 10
+test 1.2e-2 deg (limit 0.1; RK4 7.2e-5, implicitfast at 2 kHz 6.2e-3: first order), the
+nominal-RNEA drift on the true profile the same to 1e-3 deg (joint RMSE max 11.84 deg, mean 3.98),
+stiction the same (joint 1 moves 1.7e-6 rad at 0.7 x breakaway, 5.6e-3 rad at 1.5 x, with both);
+the 1e-6 RNEA -> ddq check is forward dynamics (mj_forward), which no integrator touches, and a
+stepped ideal plant reports ddq = forward dynamics at the period start exactly (tested). So
+implicitfast at 1 kHz, one substep by default. Armature and dry friction stay in C (dof_armature,
+frictionloss: stiction needs the constraint). The Gaz sigmoid and Stribeck drop have no MuJoCo
+counterpart (a Python mjcb_passive callback would run the same math, called from C), so they run
+once per physics step as SmoothFriction (2-5 us); viscous stays with them: as dof_damping it saved
+nothing measurable (mj_step 7.3 vs 7.1 us) and would be integrated implicitly, i.e. differ from the
+friction the plant reports. Latency (ring buffer) and sensor noise (drawn in blocks) are numpy.
 
 Decision - what the plant reports as "effort" (like a Panda's tau_J / a ros2_control effort state):
 the torque the joint drive applies, i.e. the command after latency and saturation (or, with elastic
@@ -21,14 +38,13 @@ tau = f(q, dq, ddq) is trained on, so friction is something the models must lear
 
 from __future__ import annotations
 
-from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 from idyn_ros.errors import ParameterError, RobotDescriptionError
-from idyn_ros.sim.friction import smooth_friction
+from idyn_ros.sim.friction import SmoothFriction, smooth_friction
 from idyn_ros.sim.profile import Payload, PlantProfile, load_profile
 from idyn_ros.sim.urdf import (
     LinkInertial,
@@ -154,12 +170,17 @@ class Plant:
             viscous, dry = urdf_joint_dynamics(self.description.urdf_xml, self.joint_names)
             f = self._friction
             self._friction = type(f)(dry, f.phi1, f.phi2, f.phi3, viscous, f.stribeck_drop, f.stribeck_velocity)
-        self._has_friction = not self._friction.is_zero
+        self._smooth = SmoothFriction(self._friction)
         self._torque_noise = bool(np.any(self.profile.torque_noise_std))
+        self._sensor_noise = bool(self._torque_noise or np.any(self.profile.torque_offset)
+                                  or self.profile.velocity_noise_std > 0)
+        self._noise_rows = 0  # rows left in the pre-drawn noise block (see _noise)
         self._nominal_inertials = read_inertials(self.description.urdf_xml)
         self._build_model()
         self._zero = np.zeros(self.n)
-        self._latency: deque[np.ndarray] = deque()
+        self._latency = [np.zeros(self.n) for _ in range(self.profile.latency_ticks)]  # ring buffer of commands
+        self._neg_effort_limit = -self.effort_limit
+        self._latency_head = 0
         self._wrench = np.zeros(6)
         self._wrench_link = ""
         self._wrench_until = -1.0
@@ -213,7 +234,7 @@ class Plant:
         except ValueError as exc:
             raise RobotDescriptionError(f"MuJoCo cannot compile the URDF of {self.robot_name}: {exc}") from None
         model.opt.timestep = self.physics_dt
-        model.opt.integrator = mj.mjtIntegrator.mjINT_RK4
+        model.opt.integrator = mj.mjtIntegrator.mjINT_IMPLICITFAST  # decision + numbers: module docstring
         model.opt.disableflags |= int(mj.mjtDisableBit.mjDSBL_CONTACT)
         missing = [j for j in self.joint_names if mj.mj_name2id(model, mj.mjtObj.mjOBJ_JOINT, j) < 0]
         if missing:
@@ -240,6 +261,11 @@ class Plant:
         self._scratch = mj.MjData(model)
         self._jacp = np.zeros((3, model.nv))
         self._jacr = np.zeros((3, model.nv))
+        # nv == n and one DoF per joint, so the joint order is a permutation of MuJoCo's: the identity
+        # for the built-in arms, where a slice makes every per-step read a view instead of a copy.
+        ordered = np.array_equal(self._vidx, np.arange(self.n)) and np.array_equal(self._qidx, np.arange(self.n))
+        self._vsel = slice(None) if ordered else self._vidx
+        self._qsel = slice(None) if ordered else self._qidx
         if old is not None:
             self.data.qpos[:] = old.qpos
             self.data.qvel[:] = old.qvel
@@ -269,9 +295,7 @@ class Plant:
             d.qvel[self._vidx] = dq
         d.qacc_warmstart[:] = 0.0
         self._mj.mj_forward(self.model, d)
-        self._latency.clear()
-        for _ in range(self.profile.latency_ticks):
-            self._latency.append(self._zero.copy())
+        self._latency = [np.zeros(self.n) for _ in range(self.profile.latency_ticks)]
         self._tau_drive = np.zeros(self.n)
         self._ddq = np.zeros(self.n)
         self._tau_friction = np.zeros(self.n)
@@ -287,71 +311,115 @@ class Plant:
 
         The drive saturates at the URDF effort limit (a real drive cannot exceed its peak torque);
         validation of malformed commands is the caller's job (see idyn_ros.sim.drive.CommandGate).
-        Hint for controllers: the command is held for a whole period, so the feedforward that
-        reproduces a reference is inverse dynamics at the period's midpoint t + T/2 (ideal Panda,
-        Kp 10, 10 s of sinusoids: max error 1e-4 deg with it, 8e-3 deg with inverse dynamics at t).
+        Hint for controllers: the command is held for a whole period and the plant integrates it with
+        semi-implicit Euler, so inverse dynamics at t or at the period's midpoint t + T/2 track alike
+        (ideal Panda, Kp 10, 10 s of sinusoids: max error 1.2e-2 deg at t + T/2, 1.2e-2 at t; it was
+        1e-4 vs 8e-3 deg with RK4, where the midpoint mattered).
         """
+        self.advance(tau_cmd)
+        return self.state()
+
+    def advance(self, tau_cmd: np.ndarray) -> None:
+        """``step`` without building the returned state: the hot path of a node that reads ``state()``
+        only when it publishes. Same physics, same ground truth."""
         tau_cmd = np.asarray(tau_cmd, dtype=float)
         if tau_cmd.shape != (self.n,):
             raise ParameterError(f"step needs {self.n} torques for {self.joint_names}, got shape {tau_cmd.shape}")
-        if self.profile.latency_ticks:
-            self._latency.append(tau_cmd.copy())
-            tau_cmd = self._latency.popleft()
-        tau = np.minimum(np.maximum(tau_cmd, -self.effort_limit), self.effort_limit)
+        if self.profile.latency_ticks:  # ring buffer: apply the command of latency_ticks ticks ago
+            head = self._latency_head
+            delayed = self._latency[head]
+            self._latency[head] = tau_cmd.copy()  # the caller may reuse its array (CommandGate does)
+            self._latency_head = (head + 1) % len(self._latency)
+            tau_cmd = delayed
+        tau = np.minimum(np.maximum(tau_cmd, self._neg_effort_limit), self.effort_limit)
         self._tau_drive = tau
         mj, m, d = self._mj, self.model, self.data
-        vidx = self._vidx
-        dq_start = d.qvel[vidx].copy()
+        qvel, qfrc, qcon = d.qvel, d.qfrc_applied, d.qfrc_constraint  # views into MuJoCo's arrays
+        vsel = self._vsel
+        dq_start = qvel[vsel].copy()
         el = self.profile.elasticity
-        fric = self._friction
-        smooth = self._has_friction
-        friction_sum = np.zeros(self.n)
+        smooth = self._smooth if self._smooth.active else None
+        friction_sum = None
         for _ in range(self.substeps):
             if self._wrench_until >= 0.0 and self.time >= self._wrench_until - 1e-12:
                 self.clear_wrench()
             elif self._wrench_link:
                 self._update_ext()
-            dq = d.qvel[vidx]
             if el is None:
-                f_smooth = smooth_friction(dq, fric) if smooth else self._zero
-                d.qfrc_applied[vidx] = tau - f_smooth + self._tau_ext
+                # one list of floats through SmoothFriction (why not numpy: friction.py)
+                f_smooth = np.array(smooth(qvel[vsel].tolist())) if smooth else self._zero
+                drive = tau - f_smooth
+                if self._wrench_link:
+                    drive += self._tau_ext
+                qfrc[vsel] = drive
             else:
                 # Series elastic joint: B ddtheta = tau - K(theta-q) - D(dtheta-dq) - f(dtheta)
                 # (semi-implicit Euler; stable for sqrt(K/B) dt < 2). Smooth friction acts on the motor;
                 # the dry frictionloss stays a link-side MuJoCo constraint (approximation, kept simple).
-                q = d.qpos[self._qidx]
+                dq = qvel[vsel]
+                q = d.qpos[self._qsel]
                 spring = el.stiffness * (self._theta - q) + el.damping * (self._dtheta - dq)
-                f_smooth = smooth_friction(self._dtheta, fric) if smooth else self._zero
+                f_smooth = smooth_friction(self._dtheta, self._friction) if smooth else self._zero
                 self._dtheta += self.physics_dt * (tau - spring - f_smooth) / el.motor_inertia
                 self._theta += self.physics_dt * self._dtheta
                 self._tau_spring = spring
-                d.qfrc_applied[vidx] = spring + self._tau_ext
+                qfrc[vsel] = spring + self._tau_ext
             mj.mj_step(m, d)
             # frictionloss constraint force (qfrc_constraint includes joint limits, only when hit).
-            friction_sum += f_smooth - d.qfrc_constraint[vidx]
+            f = f_smooth - qcon[vsel]
+            friction_sum = f if friction_sum is None else friction_sum + f
             self._physics_steps += 1
             self.time = self._physics_steps * self.physics_dt  # no accumulated round-off in stamps
-        self._tau_friction = friction_sum / self.substeps
-        self._ddq = (d.qvel[vidx] - dq_start) / self.control_dt
-        return self.state()
+        self._tau_friction = friction_sum if self.substeps == 1 else friction_sum / self.substeps
+        ddq = qvel[vsel] - dq_start
+        ddq /= self.control_dt
+        self._ddq = ddq
+
+    def _noise(self) -> tuple[np.ndarray, np.ndarray]:
+        """(velocity noise, torque noise + offset) for one sample, rows of blocks drawn 256 samples at a
+        time (one RNG call instead of two per tick; same distribution, seeded, deterministic)."""
+        if self._noise_rows == 0:
+            p = self.profile
+            block = self._rng.standard_normal((256, 2, self.n))
+            block[:, 0] *= p.velocity_noise_std
+            block[:, 1] *= p.torque_noise_std
+            block[:, 1] += p.torque_offset
+            self._noise_block = block
+            self._noise_rows = block.shape[0]
+        self._noise_rows -= 1
+        row = self._noise_block[self._noise_rows]
+        return row[0], row[1]
 
     def state(self) -> PlantState:
         """Current measured and true state. Arrays are never mutated by the plant afterwards
-        (each step makes new ones), so a PlantState stays valid; do not write into them."""
+        (each step makes new ones), so a PlantState stays valid; do not write into them.
+        Each call draws fresh sensor noise."""
+        d = self.data
+        q, dq, tau = np.empty(self.n), np.empty(self.n), np.empty(self.n)
+        self.measure(q, dq, tau)
+        return PlantState(self.time, q, dq, tau, d.qpos[self._qsel].copy(), d.qvel[self._vsel].copy(), self._ddq,
+                          self._tau_drive, self._tau_friction, self._tau_ext)
+
+    def measure(self, q: np.ndarray, dq: np.ndarray, tau: np.ndarray) -> None:
+        """Write what the sensors read now into ``q`` (rad, quantised), ``dq`` (rad/s, + noise) and ``tau``
+        (Nm, drive torque + offset + noise), each a writable float64 (n,) array, e.g. numpy views of a
+        JointState's fields (the plant node: no per-tick message arrays). Draws fresh sensor noise."""
         d = self.data
         p = self.profile
-        q_true = d.qpos[self._qidx]  # fancy indexing: a copy
-        dq_true = d.qvel[self._vidx]
         res = p.encoder_resolution
-        q = q_true if res <= 0 else np.round(q_true / res) * res
-        dq = dq_true
-        if p.velocity_noise_std > 0:
-            dq = dq_true + p.velocity_noise_std * self._rng.standard_normal(self.n)
-        tau = (self._tau_drive if p.elasticity is None else self._tau_spring) + p.torque_offset
-        if self._torque_noise:
-            tau += p.torque_noise_std * self._rng.standard_normal(self.n)
-        return PlantState(self.time, q, dq, tau, q_true, dq_true, self._ddq, self._tau_drive,
-                          self._tau_friction, self._tau_ext)
+        if res > 0:
+            np.divide(d.qpos[self._qsel], res, out=q)
+            np.round(q, out=q)
+            q *= res
+        else:
+            q[:] = d.qpos[self._qsel]
+        dq[:] = d.qvel[self._vsel]
+        tau[:] = self._tau_drive if p.elasticity is None else self._tau_spring
+        if self._sensor_noise:
+            dq_noise, tau_noise = self._noise()
+            if p.velocity_noise_std > 0:
+                dq += dq_noise
+            tau += tau_noise
 
     def forward_acceleration(self, q: np.ndarray, dq: np.ndarray, tau: np.ndarray) -> np.ndarray:
         """Forward dynamics ddq (rad/s^2) of the simulated robot at (q, dq) under drive torque ``tau``.
@@ -400,6 +468,11 @@ class Plant:
     def wrench_link(self) -> str:
         """Link the current wrench acts on ("" when none); cheap, for per-tick checks."""
         return self._wrench_link
+
+    @property
+    def external_torque(self) -> np.ndarray:
+        """J^T F (Nm, joint order) of the wrench acting now (zeros when none); a copy. Draws no sensor noise."""
+        return self._tau_ext.copy()
 
     @property
     def wrench(self) -> tuple[str, np.ndarray]:

@@ -187,3 +187,32 @@ def test_plant_node_help_lists_every_parameter(capsys):
     for name in PARAMETERS:
         assert name in text
     assert "lockstep" in text and "Examples" in text
+
+
+@pytest.mark.parametrize("robot", ["panda", "iiwa14", "ur5"])
+def test_fast_smooth_friction_equals_the_reference_formula(robot):
+    from idyn_ros.sim.friction import SmoothFriction
+
+    for profile in ("true", "nominal"):
+        p = Plant(robot, profile=profile)._friction
+        fast = SmoothFriction(p)
+        rng = np.random.default_rng(0)
+        for dq in (np.zeros(p.viscous.size), np.full(p.viscous.size, 1e-4), rng.normal(0, 0.05, p.viscous.size),
+                   rng.uniform(-3, 3, p.viscous.size), np.full(p.viscous.size, -8.0)):
+            np.testing.assert_allclose(fast(dq.tolist()), smooth_friction(dq, p), rtol=0, atol=1e-12)
+        assert fast.active or profile == "nominal"  # a URDF may state no damping (iiwa14)
+    assert not SmoothFriction(Plant(robot, profile="ideal")._friction).active
+
+
+def test_gate_views_array_array_commands_without_keeping_them():
+    import array
+
+    gate = CommandGate(LIMIT, "reject", timeout=0.1)
+    values = array.array("d", [1.0, 2.0, 3.0])  # what rclpy hands over for float64[]
+    assert gate.submit(values, now=0.0)
+    values[0] = 50.0  # the message buffer is reused: the accepted command must not change
+    np.testing.assert_array_equal(gate.command(0.0), [1.0, 2.0, 3.0])
+    assert not gate.submit(array.array("d", [1.0, 2.0, 12.5]), now=0.0)
+    assert gate.counters.rejected_limit == 1
+    assert not gate.submit(array.array("d", [1.0, float("-inf"), 0.0]), now=0.0)
+    assert gate.counters.rejected_nonfinite == 1
