@@ -346,6 +346,7 @@ def controller_main(robot: str, seconds: float) -> int:
     from std_msgs.msg import Float64MultiArray, MultiArrayDimension
 
     from idyn_ros.nodes.common import COMMAND_OUT, HOT_IN, MONITOR, STAMP_LABEL
+    from idyn_ros.nodes.hot_loop import HotLoop
     from idyn_ros.robots import get_robot
 
     spec = get_robot(robot)
@@ -381,7 +382,10 @@ def controller_main(robot: str, seconds: float) -> int:
                     diag.clear()
                     diag.update({kv.key: kv.value for kv in status.values})
 
-        node.create_subscription(JointState, "/joint_states", on_state, HOT_IN)
+        # the states come through the same lean wait loop our nodes use (idyn_ros/nodes/hot_loop.py)
+        loop = HotLoop.for_context(node.context)
+        loop.subscribe(JointState, "/joint_states", on_state, HOT_IN)
+        loop.start()
         node.create_subscription(DiagnosticArray, "/diagnostics", on_diag, MONITOR)
         # SingleThreadedExecutor: EventsExecutor.spin_once stalls with the Kilted wheels (seen here).
         executor = SingleThreadedExecutor()
@@ -392,6 +396,7 @@ def controller_main(robot: str, seconds: float) -> int:
         start = time.monotonic()
         while time.monotonic() - start < seconds:
             executor.spin_once(timeout_sec=0.1)
+        HotLoop.stop_all()
         executor.shutdown()
         node.destroy_node()
 
