@@ -151,7 +151,7 @@ class ControllerNode(LifecycleNode):
         self.state_pub = self.create_publisher(ControllerState, v["controller_state_topic"], MONITOR)
         self._pubs = [self.cmd_pub, self.state_pub]
         self._subs = [  # the 1 kHz inputs: on the process's hot loop when run as a node (see nodes.hot_loop)
-            hot_loop.subscribe(self, JointState, v["joint_states_topic"], self._on_joint_state, HOT_IN),
+            hot_loop.subscribe(self, JointState, v["joint_states_topic"], self._on_joint_state, HOT_IN, urgent=True),
             hot_loop.subscribe(self, JointReference, v["reference_topic"], self._on_reference, HOT_IN),
             hot_loop.subscribe(self, AdaptationState, v["adaptation_topic"], self._on_adaptation, HOT_IN),
         ]

@@ -32,11 +32,12 @@ MAX_UNCONVERTIBLE_MESSAGES = 100  # same policy as common.spin_surviving_bad_mes
 
 
 class _Entry:
-    __slots__ = ("callback", "subscription")
+    __slots__ = ("callback", "subscription", "urgent")
 
-    def __init__(self, subscription: Any, callback: Callable[[Any], None]) -> None:
+    def __init__(self, subscription: Any, callback: Callable[[Any], None], urgent: bool) -> None:
         self.subscription = subscription
         self.callback = callback
+        self.urgent = urgent
 
 
 class HotLoop:
@@ -93,11 +94,16 @@ class HotLoop:
         self.dropped = 0
 
     # ------------------------------------------------------------------ registration (any thread)
-    def subscribe(self, msg_type: Any, topic: str, callback: Callable[[Any], None], qos: Any) -> Any:
-        """Create a subscription served by this loop (the callback runs in the loop thread)."""
+    def subscribe(self, msg_type: Any, topic: str, callback: Callable[[Any], None], qos: Any,
+                  urgent: bool = False) -> Any:
+        """Create a subscription served by this loop (the callback runs in the loop thread).
+
+        ``urgent`` (the controller's /joint_states): also polled between the other callbacks of a wake-up,
+        so a burst of monitoring work delays the command by at most one callback, not the whole burst.
+        """
         sub = self.node.create_subscription(msg_type, topic, lambda _msg: None, qos)
         with self._lock:
-            self._entries = (*self._entries, _Entry(sub, callback))
+            self._entries = (*self._entries, _Entry(sub, callback, urgent))
         self._wake.trigger()
         return sub
 
@@ -134,14 +140,17 @@ class HotLoop:
     def _run(self) -> None:
         from rclpy.impl.implementation_singleton import rclpy_implementation as _rclpy
 
-        wait_set = None
-        sized_for = -1
+        wait_set = poll_set = None
+        built_for: tuple[_Entry, ...] | None = None
+        urgent: tuple[_Entry, ...] = ()
         try:
             while not self._stop.is_set() and self.context.ok():
                 entries, idle = self._entries, self._idle
-                if len(entries) != sized_for:
+                if entries is not built_for:  # (re)build when a subscription was added or removed
                     wait_set = _rclpy.WaitSet(len(entries), 1, 0, 0, 0, 0, self.context.handle)
-                    sized_for = len(entries)
+                    urgent = tuple(e for e in entries if e.urgent)
+                    poll_set = _rclpy.WaitSet(len(urgent), 0, 0, 0, 0, 0, self.context.handle) if urgent else None
+                    built_for = entries
                 timeout_ns = min((e[0] for e in idle), default=100_000_000)
                 with contextlib.ExitStack() as held:
                     wait_set.clear_entities()
@@ -154,6 +163,8 @@ class HotLoop:
                     ready = wait_set.get_ready_entities("subscription")
                     for e in entries:  # registration order: the controller first
                         if e.subscription.handle.pointer in ready:
+                            if not e.urgent and poll_set is not None:
+                                self._poll_urgent(poll_set, urgent)
                             self._dispatch(e)
                 if idle:
                     now = time.monotonic_ns()
@@ -167,6 +178,18 @@ class HotLoop:
                 traceback.print_exc()
                 with contextlib.suppress(Exception):
                     self.context.try_shutdown()
+
+    def _poll_urgent(self, poll_set: Any, urgent: tuple[_Entry, ...]) -> None:
+        """Serve urgent subscriptions that became ready meanwhile (zero-timeout wait; handles already held)."""
+        poll_set.clear_entities()
+        for e in urgent:
+            poll_set.add_subscription(e.subscription.handle)
+        poll_set.wait(0)
+        ready = poll_set.get_ready_entities("subscription")
+        if ready:
+            for e in urgent:
+                if e.subscription.handle.pointer in ready:
+                    self._dispatch(e)
 
     def _dispatch(self, entry: _Entry) -> None:
         sub = entry.subscription
@@ -183,13 +206,14 @@ class HotLoop:
             entry.callback(info[0])
 
 
-def subscribe(node: Any, msg_type: Any, topic: str, callback: Callable[[Any], None], qos: Any) -> Any:
+def subscribe(node: Any, msg_type: Any, topic: str, callback: Callable[[Any], None], qos: Any,
+              urgent: bool = False) -> Any:
     """A 1 kHz input of ``node``: on the process's hot loop when enabled, else a plain subscription.
 
     Topic names must be absolute (the hot loop's node has another name, so ``~/x`` would resolve differently).
     """
     if HotLoop.enabled():
-        return HotLoop.for_context(node.context).subscribe(msg_type, topic, callback, qos)
+        return HotLoop.for_context(node.context).subscribe(msg_type, topic, callback, qos, urgent)
     return node.create_subscription(msg_type, topic, callback, qos)
 
 

@@ -77,3 +77,36 @@ def test_a_raising_callback_stops_the_process_context(rclpy_context, loop):
     assert _wait(lambda: not rclpy_context.ok()), \
         "an exception must end the process like a crashed executor (the plant's drive watchdog then holds)"
     assert isinstance(loop.error, ZeroDivisionError)
+
+
+def test_urgent_subscription_is_served_between_slow_callbacks(rclpy_context, loop):
+    """A burst of slow monitoring callbacks delays an urgent message by one callback, not the whole burst."""
+    import rclpy
+    from std_msgs.msg import Float64
+
+    from idyn_ros.nodes import hot_loop
+    from idyn_ros.nodes.common import HOT_IN
+
+    node = rclpy.create_node("hot_loop_urgent", context=rclpy_context)
+    order: list[str] = []
+
+    def slow(name: str):
+        def callback(_msg) -> None:
+            order.append(name)
+            if name == "slow0":  # while the first slow callback runs, the urgent message arrives
+                urgent_pub.publish(Float64(data=1.0))
+                time.sleep(0.05)
+        return callback
+
+    hot_loop.subscribe(node, Float64, "/hot_loop_test/urgent", lambda m: order.append("urgent"), HOT_IN,
+                       urgent=True)
+    for i in range(3):
+        hot_loop.subscribe(node, Float64, "/hot_loop_test/slow", slow(f"slow{i}"), HOT_IN)
+    urgent_pub = node.create_publisher(Float64, "/hot_loop_test/urgent", HOT_IN)
+    slow_pub = node.create_publisher(Float64, "/hot_loop_test/slow", HOT_IN)
+    loop.start()
+    assert _wait(lambda: slow_pub.get_subscription_count() == 3 and urgent_pub.get_subscription_count() == 1)
+    slow_pub.publish(Float64(data=1.0))
+    assert _wait(lambda: len(order) >= 4)
+    assert order[:4] == ["slow0", "urgent", "slow1", "slow2"], order
+    node.destroy_node()
