@@ -17,14 +17,21 @@ import numpy as np
 
 # Budget (the machine is 2 shared cores): hyperparameters by L-BFGS on a random subset of the
 # training set, then the posterior on all N samples (see idyn_ros.models.gp.gp).
-HYPER_POINTS = 150
-LBFGS_ITERS = 40
-FIT_SECONDS = 240.0
+# Issue 8 finding: accuracy is set by the hyperparameter optimum. 3-DoF Panda, 250-point L-BFGS: test nMSE
+# 0.0004 % vs 107 % with all hyperparameters at 1. 6-DoF pair 0 (noise start std(y)/1000): 100 points ->
+# 6.7 % (pair 1: noise basin again, 9.7 %), 250 points / 57 evaluations -> 0.94 % (paper 0.81 %), kinetic
+# energy 0.28 %; 102 hyperparameters need more than 100-150 points to be identified.
+HYPER_POINTS = 250
+LBFGS_ITERS = 50
+FIT_SECONDS = 1200.0
+NOISE_INIT_RATIO = 1e-3  # noise starts at std(y)/1000: see idyn_ros.models.gp.train.make_gp
 LSE_TRAIN_POINTS = 150  # LSE uses the autodiff operator (no closed form): fewer samples, said in the output
 
 
 def _fit_eval(kind: str, dof: int, tr: Any, te: Any, n_train: int | None = None, friction: bool = False,
-              seed: int = 0) -> dict:
+              seed: int = 0, noise_init_ratio: float | None = None, method: str = "lbfgs",
+              hyper_points: int = HYPER_POINTS) -> dict:
+    """Fit one GP kind on ``tr`` and evaluate on ``te``; noise_init_ratio None = the kind's starts (below)."""
     import torch
 
     from idyn_ros.models.gp.gp import stack_inputs
@@ -36,14 +43,63 @@ def _fit_eval(kind: str, dof: int, tr: Any, te: Any, n_train: int | None = None,
         idx = np.sort(np.random.default_rng(seed).choice(tr.q.shape[0], n_train, replace=False))
     X = stack_inputs(tr.q[idx], tr.dq[idx], tr.ddq[idx])
     Y = torch.as_tensor(tr.tau_noisy[idx], dtype=torch.float64)
-    gp = make_gp(kind, dof, X, Y, friction=friction)
-    rep = gp.fit(X, Y, method="lbfgs", iterations=LBFGS_ITERS, max_hyper_points=HYPER_POINTS, seed=seed,
-                 max_seconds=FIT_SECONDS)
+    # Noise starts: LIP/LSE from std(y)/1000 (a high start ends in the noise basin, make_gp); the cheap
+    # per-joint SE/GIP from both 1/10 and 1/1000, keeping the lower marginal likelihood (same subset).
+    # Measured with 100 hyper points: the likelihood picked 1/1000 for SE/GIP on pairs 0-1 although their
+    # test nMSE was worse than last session's 1/10 runs (SE 58.5 %, GIP 26.3 / 17.4 %): they overfit the
+    # subset; whether 250 points fixes them too is not measured yet.
+    ratios = (noise_init_ratio,) if noise_init_ratio is not None else (
+        (NOISE_INIT_RATIO,) if kind in ("lip-gp", "lse-gp") else (0.1, NOISE_INIT_RATIO))
+    best, fit_total = None, 0.0
+    for ratio in ratios:
+        cand = make_gp(kind, dof, X, Y, friction=friction, noise_init_ratio=ratio)
+        r = cand.fit(X, Y, method=method, iterations=LBFGS_ITERS, max_hyper_points=hyper_points, seed=seed,
+                     max_seconds=FIT_SECONDS)
+        fit_total += r.seconds
+        if best is None or (np.isfinite(r.nll) and not r.nll >= best[1].nll):
+            best = (cand, r, ratio)
+    gp, rep, ratio = best
     t0 = time.perf_counter()
     pred = gp.predict(stack_inputs(te.q, te.dq, te.ddq))[0].numpy()
     pred_s = time.perf_counter() - t0
     e = nmse_percent(pred, te.tau)
-    return {"nmse": e, "fit_seconds": rep.seconds, "predict_seconds": pred_s, "gp": gp, "n_train": len(idx)}
+    # diagnostics: train error against the noise-free torques and the fitted noise std; a fitted noise far
+    # above the true 0.01 Nm with a large train error means the optimiser explained signal as noise
+    train_e = nmse_percent(gp.predict(X)[0].numpy(), tr.tau[idx])
+    noise = gp.log_noise.detach().exp().numpy()
+    return {"nmse": e, "fit_seconds": fit_total, "predict_seconds": pred_s, "gp": gp, "n_train": len(idx),
+            "train_nmse": train_e, "noise_std": noise, "nll": rep.nll, "evaluations": rep.iterations,
+            "noise_start": ratio}
+
+
+def diagnostics() -> dict:
+    """Issue 8 evidence for where the gap to the paper comes from (LIP, pair 0: train seed 0, test seed 100).
+
+    - 3 DoF: hyperparameters at their initial value 1 vs optimised (L-BFGS on 250 points): the kernel,
+      the operator and the data are right when the optimum is reached (test nMSE ~0 %);
+    - 6 DoF: noise start std(y)/10 vs std(y)/1000 with the bench budget: the high start ends in the basin
+      where the small-torque joints are explained as noise (fitted noise >> 0.01 Nm, train nMSE > 1 %).
+    Cost: tens of minutes on 2 busy cores (not in the default sections).
+    """
+    from idyn_ros.models.gp.synthetic import make_set
+
+    out: dict[str, Any] = {}
+    tr3, te3 = make_set(0, 3), make_set(100, 3)
+    for label, kw in (("hyper_at_1", {"method": "none"}), ("optimised_250", {"hyper_points": 250})):
+        r = _fit_eval("lip-gp", 3, tr3, te3, noise_init_ratio=0.1, **kw)
+        out[f"dof3_{label}"] = {"test_nmse_percent": r["nmse"].round(4).tolist(),
+                                "train_nmse_percent": r["train_nmse"].round(4).tolist(),
+                                "noise_std": r["noise_std"].round(5).tolist()}
+        print(f"[gp] diagnostics 3-DoF {label}: test {np.mean(r['nmse']):.4f} %", flush=True)
+    tr6, te6 = make_set(0, 6), make_set(100, 6)
+    for ratio in (0.1, 1e-3):
+        r = _fit_eval("lip-gp", 6, tr6, te6, noise_init_ratio=ratio)
+        out[f"dof6_noise_start_{ratio:g}"] = {
+            "test_nmse_percent": r["nmse"].round(4).tolist(), "test_mean_percent": float(np.mean(r["nmse"])),
+            "train_nmse_percent": r["train_nmse"].round(4).tolist(), "noise_std": r["noise_std"].round(5).tolist(),
+            "nll_per_obs": r["nll"], "evaluations": r["evaluations"], "fit_seconds": r["fit_seconds"]}
+        print(f"[gp] diagnostics 6-DoF noise start {ratio:g}: test {np.mean(r['nmse']):.3f} %", flush=True)
+    return out
 
 
 def synthetic_study(dof: int, pairs: int, kinds: tuple[str, ...]) -> dict:
@@ -54,6 +110,8 @@ def synthetic_study(dof: int, pairs: int, kinds: tuple[str, ...]) -> dict:
 
     res: dict[str, Any] = {k: [] for k in kinds}
     energy_T, energy_U, fit_s = [], [], {k: [] for k in kinds}
+    train_e: dict[str, list] = {k: [] for k in kinds}
+    noise: dict[str, list] = {k: [] for k in kinds}
     for p in range(pairs):
         tr, te = make_set(p, dof), make_set(100 + p, dof)
         for kind in kinds:
@@ -61,8 +119,11 @@ def synthetic_study(dof: int, pairs: int, kinds: tuple[str, ...]) -> dict:
             out = _fit_eval(kind, dof, tr, te, n_train=n_train, seed=p)
             res[kind].append(out["nmse"])
             fit_s[kind].append(out["fit_seconds"])
+            train_e[kind].append(out["train_nmse"])
+            noise[kind].append(out["noise_std"])
             print(f"[gp] {dof}-DoF pair {p} {kind}: mean nMSE {np.mean(out['nmse']):.3f} % "
-                  f"(fit {out['fit_seconds']:.0f} s)", flush=True)
+                  f"(train {np.mean(out['train_nmse']):.3f} %, noise std {np.round(out['noise_std'], 4)}, "
+                  f"fit {out['fit_seconds']:.0f} s)", flush=True)
             if kind == "lip-gp":
                 T_true, U_true = true_energies(dof, te.q, te.dq)
                 T_hat = readouts.kinetic_energy(out["gp"], te.q, te.dq)[0]
@@ -78,9 +139,13 @@ def synthetic_study(dof: int, pairs: int, kinds: tuple[str, ...]) -> dict:
             "mean_over_joints_of_median_percent": float(np.median(arr, 0).mean()),
             "n_train": LSE_TRAIN_POINTS if kind == "lse-gp" else 500,
             "fit_seconds_median": float(np.median(fit_s[kind])),
+            "train_nmse_percent_median_per_joint": np.median(np.array(train_e[kind]), 0).round(4).tolist(),
+            "noise_std_median_per_joint": np.median(np.array(noise[kind]), 0).round(5).tolist(),
+            "per_pair_mean_nmse_percent": arr.mean(1).round(4).tolist(),
         }
     summary["lip-gp"]["energy_nmse_percent_median"] = {
-        "kinetic": float(np.median(energy_T)), "potential": float(np.median(energy_U))}
+        "kinetic": float(np.median(energy_T)), "potential": float(np.median(energy_U)),
+        "kinetic_per_pair": energy_T, "potential_per_pair": energy_U}
     return {"dof": dof, "pairs": pairs, "models": summary}
 
 
@@ -226,37 +291,71 @@ def latency_study(n_train: int, reps: int) -> dict:
     return res
 
 
-def run_benchmarks(quick: bool = False) -> dict:
-    """All GP figures. quick=True: fewer pairs/sizes (smoke run); full: 10 pairs per DoF."""
+SECTIONS = ("latency", "synthetic_6dof", "synthetic_7dof", "data_efficiency", "kuka_lwr4", "diagnostics")
+
+
+def run_benchmarks(quick: bool = False, pairs: int | None = None, sections: tuple[str, ...] | None = None,
+                   lse: bool | None = None) -> dict:
+    """All GP figures (``make bench`` calls this with quick=False).
+
+    quick=True: 1 pair, 6 DoF only, short data-efficiency grid (a smoke run, ~tens of minutes on 2 busy
+    cores). Default: 2 pairs per DoF. The issue's full study is ``python -m idyn_ros.bench.gp --pairs 10``
+    (10+ train/test pairs; hours here: one 6-DoF LIP fit is minutes, see ``fit_seconds_median``).
+    """
     from idyn_ros.bench import results_dir
 
     t0 = time.perf_counter()
-    pairs = 2 if quick else 10
-    kinds = ("lip-gp", "gip-gp", "se-gp", "lse-gp")
+    pairs = pairs if pairs is not None else (1 if quick else 2)
+    quick_sections = ("latency", "synthetic_6dof", "data_efficiency", "kuka_lwr4")
+    sections = sections or (quick_sections if quick else SECTIONS[:-1])  # diagnostics only on request
+    unknown = [s for s in sections if s not in SECTIONS]
+    if unknown:
+        from idyn_ros.errors import ParameterError
+
+        raise ParameterError(f"unknown GP bench sections {unknown}; choose from {', '.join(SECTIONS)}")
+    lse = (not quick) if lse is None else lse
+    kinds = ("lip-gp", "gip-gp", "se-gp") + (("lse-gp",) if lse else ())
     out: dict[str, Any] = {"settings": {"hyper_points": HYPER_POINTS, "lbfgs_iters": LBFGS_ITERS,
-                                        "fit_seconds_cap": FIT_SECONDS, "lse_train_points": LSE_TRAIN_POINTS,
-                                        "quick": quick}}
+                                        "fit_seconds_cap": FIT_SECONDS, "noise_init_ratio": NOISE_INIT_RATIO,
+                                        "lse_train_points": LSE_TRAIN_POINTS,
+                                        "quick": quick, "pairs": pairs, "sections": list(sections)}}
     partial = results_dir() / "gp_partial.json"
 
     def section(name: str, value: Any) -> None:  # keep finished sections if a later one is interrupted
         out[name] = value
         partial.write_text(json.dumps(out, indent=2, default=float))
 
-    section("latency", latency_study(500, 200 if quick else 1000))
-    section("synthetic_6dof", synthetic_study(6, pairs, kinds if not quick else ("lip-gp", "gip-gp", "se-gp")))
-    if not quick:
+    if "latency" in sections:
+        section("latency", latency_study(500, 200 if quick else 1000))
+    if "synthetic_6dof" in sections:
+        section("synthetic_6dof", synthetic_study(6, pairs, kinds))
+    if "synthetic_7dof" in sections:
         section("synthetic_7dof", synthetic_study(7, pairs, ("lip-gp", "gip-gp", "se-gp")))
-    png = results_dir() / "gp_data_efficiency.png"
-    section("data_efficiency", data_efficiency((50, 100, 200) if quick else (50, 100, 200, 500),
-                                               ("lip-gp", "se-gp", "gip-gp"), 1, png))
-    section("kuka_lwr4", kuka_study(("lip-gp", "gip-gp", "se-gp"), 300 if quick else 500, 10 if quick else 5))
+    if "data_efficiency" in sections:
+        png = results_dir() / "gp_data_efficiency.png"
+        section("data_efficiency", data_efficiency((50, 100, 200) if quick else (50, 100, 200, 500),
+                                                   ("lip-gp", "se-gp", "gip-gp"), 1, png))
+    if "diagnostics" in sections:
+        section("diagnostics", diagnostics())
+    if "kuka_lwr4" in sections:
+        section("kuka_lwr4", kuka_study(("lip-gp", "gip-gp", "se-gp"), 300 if quick else 500, 10 if quick else 5))
     out["total_seconds"] = time.perf_counter() - t0
     return out
 
 
 def main(argv: list[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
-    res = run_benchmarks(quick="--quick" in argv)
+    """``python -m idyn_ros.bench.gp [--quick] [--pairs N] [--sections a,b] [--lse|--no-lse]``."""
+    import argparse
+
+    ap = argparse.ArgumentParser(prog="python -m idyn_ros.bench.gp", description=main.__doc__)
+    ap.add_argument("--quick", action="store_true", help="smoke run: 1 pair, 6 DoF, short N grid")
+    ap.add_argument("--pairs", type=int, default=None, help="train/test pairs per DoF (issue: 10+)")
+    ap.add_argument("--sections", default=None, help=f"comma list of {','.join(SECTIONS)}")
+    ap.add_argument("--lse", action=argparse.BooleanOptionalAction, default=None,
+                    help="include the LSE baseline (autodiff kernel, slow; default on unless --quick)")
+    a = ap.parse_args(sys.argv[1:] if argv is None else argv)
+    secs = tuple(a.sections.split(",")) if a.sections else None
+    res = run_benchmarks(quick=a.quick, pairs=a.pairs, sections=secs, lse=a.lse)
     print(json.dumps(res, indent=2, default=float))
     return 0
 

@@ -95,3 +95,22 @@ def test_lse_has_no_onnx_but_reports_why(tmp_path) -> None:
                  iterations=1, max_hyper_points=12)
     assert m["onnx"] is None and "LSE" in m["onnx_error"]
     assert (tmp_path / "metrics.json").is_file()
+
+
+@pytest.mark.slow
+def test_lip_on_3dof_panda_is_exact_once_hyperparameters_are_optimised() -> None:
+    """Issue 8 diagnosis: the kernel, operator and synthetic data are right; accuracy is set by the
+    hyperparameter optimum. 3-DoF Panda, N = 500 (seed 0), test seed 100: hyperparameters at 1 gave
+    test nMSE 107 % (noise 1e-4), L-BFGS on 250 points 0.0004 % (measured, ~4 min on 2 busy cores)."""
+    import torch
+
+    from idyn_ros.models.gp.gp import stack_inputs
+    from idyn_ros.models.gp.train import make_gp, nmse_percent
+
+    tr, te = make_set(0, 3), make_set(100, 3)
+    X, Y = stack_inputs(tr.q, tr.dq, tr.ddq), torch.as_tensor(tr.tau_noisy)
+    gp = make_gp("lip-gp", 3, X, Y)
+    gp.fit(X, Y, method="lbfgs", iterations=40, max_hyper_points=250)
+    e = nmse_percent(gp.predict(stack_inputs(te.q, te.dq, te.ddq))[0].numpy(), te.tau)
+    assert e.mean() < 0.05, e
+    assert np.all(np.abs(np.log(gp.log_noise.detach().exp().numpy() / 0.01)) < np.log(2))  # true 0.01 Nm

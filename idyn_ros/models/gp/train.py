@@ -40,11 +40,12 @@ def joint_is_prismatic(robot_model: Any) -> list[bool]:
 
 
 def make_gp(kind: str, n: int, X: torch.Tensor, Y: torch.Tensor, prismatic: list[bool] | None = None,
-            friction: bool = False) -> GPInverseDynamics:
-    """A GP of the given kind with the paper's initialisation (hyperparameters 1, noise std(y)/10).
+            friction: bool = False, noise_init_ratio: float = 0.1) -> GPInverseDynamics:
+    """A GP of the given kind: kernel hyperparameters 1 (as the paper), noise ``noise_init_ratio`` * std(y).
 
     Args:
         friction: add the real-robot friction kernel (eq 34/35): LIP linear + SE, GIP linear, LSE linear.
+        noise_init_ratio: initial noise std per joint as a fraction of std(y) (see the decision below).
     """
     if kind not in GP_KINDS:
         raise ParameterError(f"unknown GP kind '{kind}'; choose one of {', '.join(GP_KINDS)}")
@@ -61,9 +62,16 @@ def make_gp(kind: str, n: int, X: torch.Tensor, Y: torch.Tensor, prismatic: list
     else:
         kern = LSEKernel(n, x_std[n : 2 * n])
         fk = FrictionKernel(n, se=False) if friction else None
-    # Decision: noise initialised to std(y)/10 per joint (the code's std(y) start is far from the
-    # optimum and L-BFGS on a subset then sometimes stalls in the "all noise" basin).
-    return GPInverseDynamics(kern, n, friction=fk, noise_std=(y_std / 10).numpy())
+    # Noise start (issue 8). Measured on the 6-DoF Panda (seed 0/100, N = 500, L-BFGS on 100 points):
+    # start std(y)/10 -> NLL 0.963/obs, fitted noise 0.46 Nm on J6 (true 0.01), J6 train nMSE 14.5 %, test
+    # mean 12.5 %; std(y)/100 -> same basin, 9.7 %; std(y)/1000 -> NLL 0.679, all noise <= 0.021 Nm, test
+    # 6.7 %: a high start lets L-BFGS explain the small-torque joints as noise (a local optimum of the shared
+    # multi-output hyperparameters), not a data or kernel bug. Decision: the default stays 1/10 because the
+    # low start reaches larger kernel hyperparameters whose posterior mean cancels ~1e9-fold in float64
+    # (2-link arm: fast vs direct mean 2.9e-5 relative, above the 1e-6 export criterion); the bench passes
+    # 1e-3 for LIP (SE/GIP: the better marginal likelihood of both starts). To make 1e-3 the default,
+    # bound or normalise the kernel scale so the posterior mean does not cancel.
+    return GPInverseDynamics(kern, n, friction=fk, noise_std=(y_std * noise_init_ratio).numpy())
 
 
 def _dataset_arrays(ds: Any, robot_model: Any) -> Arrays:
@@ -92,7 +100,7 @@ def _concat(datasets: list[Any], robot_model: Any) -> Arrays:
 
 def train_gp(kind: str, robot_model: Any, train_datasets: list[Any], val_datasets: list[Any], out_dir: str | Path,
              seed: int = 0, max_samples: int = 500, max_minutes: float = 10.0, friction: bool = True,
-             method: str = "lbfgs", max_hyper_points: int = 150, iterations: int = 50) -> dict:
+             method: str = "lbfgs", max_hyper_points: int = 250, iterations: int = 50) -> dict:
     """Train a GP inverse-dynamics model; write ``out_dir/model.onnx`` and ``out_dir/metrics.json``.
 
     Args:
@@ -103,6 +111,8 @@ def train_gp(kind: str, robot_model: Any, train_datasets: list[Any], val_dataset
         max_minutes: wall-time budget for hyperparameter optimisation.
         friction: add the friction kernel (real robots; eq 34-35).
         method: "lbfgs" (full batch on max_hyper_points samples) or "adam" (minibatch, lr 0.01).
+        max_hyper_points: 250 because the 102-133 LIP hyperparameters are not identified by 100-150 points
+            (issue 8: 6-DoF Panda test nMSE 6.7 % with 100 points, 0.94 % with 250).
 
     Returns:
         metrics dict (also written to metrics.json): per-joint and mean val nMSE [%], train time [s], ...
