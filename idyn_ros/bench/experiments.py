@@ -31,7 +31,8 @@ def _work_dir() -> Path:
 
 
 def tracking_for(robot: str, quick: bool) -> dict[str, Any]:
-    """One robot's table + extras (``_models``, ``_acceptance`` for the Panda, ``_protocol``)."""
+    """One robot's table + extras (``_models``, ``_acceptance``, ``_protocol``, ``_feedback_mass_matrix``:
+    nominal_rbd vs hybrid rows at medium/stiff with the same feedback M, URDF and model)."""
     from idyn_ros.experiments import models_cache, tracking
 
     t0 = time.monotonic()
@@ -54,6 +55,16 @@ def tracking_for(robot: str, quick: bool) -> dict[str, Any]:
     out["_acceptance"] = {row: tracking.acceptance(table, row) for row in ("hybrid_e2e", "hybrid_2s")}
     print(f"\n{robot}: RMSE / final offset [deg]\n{tracking.format_table(table)}\n"
           f"acceptance: {out['_acceptance']}", flush=True)
+    # the same comparison with the same feedback M(q) on both sides (tracking.feedback_mass_decomposition)
+    t1 = time.monotonic()
+    decomp = tracking.feedback_mass_decomposition(robot, paths, table, n_moves=n_moves, durations=durations)
+    decomp["_seconds"] = time.monotonic() - t1
+    out["_feedback_mass_matrix"] = decomp
+    for row in ("hybrid_e2e", "hybrid_2s"):
+        out["_acceptance"][row]["same_feedback_M"] = tracking.acceptance_same_feedback(decomp, row)
+    cells = {k: v for k, v in decomp.items() if not k.startswith("_") and k != "ratios"}
+    print(f"{robot}: feedback-M decomposition (RMSE / final [deg])\n"
+          f"{tracking.format_table(cells, gains=('medium', 'stiff'))}\nratios: {decomp['ratios']}", flush=True)
     return out
 
 

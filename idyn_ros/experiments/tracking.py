@@ -76,10 +76,12 @@ def row_feedforward(row: str, doomed_base: str = "hybrid_e2e") -> tuple[str, str
 
 def run_cell(robot: str, robot_model: Any, plant: Any, row: str, gain: str, moves: Sequence[Move],
              model_paths: dict[str, Path], doomed_config: Any = None,
-             keep_episodes: bool = False, doomed_base: str = "hybrid_e2e") -> dict[str, Any]:
+             keep_episodes: bool = False, doomed_base: str = "hybrid_e2e", feedback: str = "own") -> dict[str, Any]:
     """All moves for one row and gain; returns the JSON cell (+ ``per_move`` and ``episodes`` extras).
 
-    ``doomed_base``: the model row under DOOMED for ``hybrid_doomed``."""
+    ``doomed_base``: the model row under DOOMED for ``hybrid_doomed``. ``feedback``: whose M(q) scales the
+    acceleration-space feedback - ``own`` (as the controller node: the row's model, nominal URDF for
+    no_ff / nominal_rbd), ``nominal`` (URDF), or a model row name (that artifact's identified M)."""
     from idyn_ros.control.doomed import Doomed
     from idyn_ros.control.rbd import RigidBodyTerms
     from idyn_ros.control.reference import MinJerkMove
@@ -90,8 +92,13 @@ def run_cell(robot: str, robot_model: Any, plant: Any, row: str, gain: str, move
     if kind == "model" and (model_row not in model_paths or not Path(model_paths[model_row]).is_file()):
         return {"failed": True, "reason": f"no trained model for {model_row}"}
     ff = make_feedforward(robot_model, kind, model_paths.get(model_row) if model_row else None)
-    if ff is not None:  # feedback M(q) from the model's inertia, as the controller node does
-        rbd = ff.feedback_terms()
+    if feedback == "own":
+        if ff is not None:  # feedback M(q) from the model's inertia, as the controller node does
+            rbd = ff.feedback_terms()
+    elif feedback != "nominal":
+        if feedback not in model_paths or not Path(model_paths[feedback]).is_file():
+            return {"failed": True, "reason": f"no trained model for the feedback M ({feedback})"}
+        rbd = make_feedforward(robot_model, "model", model_paths[feedback]).feedback_terms()
     cfg = loop_config(robot, gain, plant.n, rbd)
     rmse, final, per_move, episodes = [], [], [], []
     for mv in moves:
@@ -163,6 +170,59 @@ def tracking_table(robot: str, model_paths: dict[str, Path], rows: Sequence[str]
     return table
 
 
+def feedback_mass_decomposition(robot: str, model_paths: dict[str, Path], table: dict[str, dict[str, dict]],
+                                hybrid_rows: Sequence[str] = ("hybrid_2s", "hybrid_e2e"),
+                                gains: Sequence[str] = ("medium", "stiff"), n_moves: int = PAPER_MOVES,
+                                durations: Sequence[float] = PAPER_DURATIONS,
+                                progress: bool = True) -> dict[str, Any]:
+    """Separate the feedforward's share of the hybrid-vs-nominal gap from the feedback M(q)'s share.
+
+    Why: the controller scales the acceleration-space feedback by the loaded model's M(q) (identified
+    inertials + armature, ``run_cell`` feedback ``own``), while ``nominal_rbd`` uses the URDF M, which lacks
+    the rotor inertia; so the table's hybrid rows differ from nominal_rbd in two things. Here each pair is
+    run with the same M: ``<ff>+urdf_M`` and ``<ff>+M_of_<h>`` for ff in nominal_rbd and each hybrid h.
+    Cells equal to table cells (same ff and M) are copied, not rerun. Returns ``{label: {gain: cell},
+    "ratios": {...}}``; ratio = hybrid RMSE / nominal_rbd RMSE with the same M at that gain (None if a cell failed).
+    """
+    from tqdm import tqdm
+
+    from idyn_ros.dynamics import RobotModel
+    from idyn_ros.sim import Plant
+
+    robot_model = RobotModel.from_robot(robot)
+    plant = Plant(robot, "true")
+    moves = moves_for(robot_model, n_moves, durations)
+    # (label, row, feedback, table row whose cell is identical or None)
+    plan: list[tuple[str, str, str, str | None]] = [("nominal_rbd+urdf_M", "nominal_rbd", "nominal", "nominal_rbd")]
+    for h in hybrid_rows:
+        plan += [(f"nominal_rbd+M_of_{h}", "nominal_rbd", h, None), (f"{h}+urdf_M", h, "nominal", None),
+                 (f"{h}+M_of_{h}", h, h, h)]
+    out: dict[str, Any] = {}
+    todo = sum(1 for *_, same in plan for g in gains if not (same and g in table.get(same, {})))
+    with tqdm(total=todo, desc=f"{robot}: feedback-M decomposition", unit="cell", disable=not progress) as bar:
+        for label, row, fb, same in plan:
+            out[label] = {}
+            for g in gains:
+                if same and g in table.get(same, {}):
+                    out[label][g] = dict(table[same][g])
+                    continue
+                out[label][g] = contract_cell(run_cell(robot, robot_model, plant, row, g, moves, model_paths,
+                                                       feedback=fb))
+                bar.update(1)
+
+    def r(label: str, g: str) -> float:
+        c = out[label][g]
+        return math.inf if c.get("failed") else float(c["rmse_deg"])
+
+    ratios: dict[str, Any] = {}
+    for h in hybrid_rows:
+        for g in gains:
+            ratios[f"{h}/nominal_rbd@{g}, both urdf_M"] = _num(r(f"{h}+urdf_M", g) / r("nominal_rbd+urdf_M", g))
+            ratios[f"{h}/nominal_rbd@{g}, both M_of_{h}"] = _num(r(f"{h}+M_of_{h}", g) / r(f"nominal_rbd+M_of_{h}", g))
+    out["ratios"] = ratios
+    return out
+
+
 def contract_cell(cell: dict[str, Any]) -> dict[str, Any]:
     """Only the contract keys of a cell."""
     if cell.get("failed"):
@@ -188,6 +248,12 @@ def format_table(table: dict[str, dict[str, dict]], gains: Sequence[str] = GAIN_
     return "\n".join(lines)
 
 
+def _num(x: float) -> float | None:
+    """A failed/missing cell's RMSE or ratio -> None (JSON null): strict JSON has no Infinity, and outside
+    tools parse the result files (decision)."""
+    return float(x) if math.isfinite(x) else None
+
+
 def acceptance(table: dict[str, dict[str, dict]], hybrid_row: str = "hybrid_e2e") -> dict[str, Any]:
     """The issue's Panda claims: hybrid@medium <= nominal@medium / 3 and <= nominal@stiff (RMSE)."""
 
@@ -196,6 +262,30 @@ def acceptance(table: dict[str, dict[str, dict]], hybrid_row: str = "hybrid_e2e"
         return math.inf if (not c or c.get("failed")) else float(c["rmse_deg"])
 
     h, nm, ns = rmse(hybrid_row, "medium"), rmse("nominal_rbd", "medium"), rmse("nominal_rbd", "stiff")
-    return {"hybrid_row": hybrid_row, "hybrid_medium_rmse_deg": h, "nominal_medium_rmse_deg": nm,
-            "nominal_stiff_rmse_deg": ns, "ratio_hybrid_medium_to_nominal_medium": h / nm if nm else math.inf,
-            "third_of_nominal_medium": bool(h <= nm / 3.0), "as_good_as_nominal_stiff": bool(h <= ns)}
+    return {"hybrid_row": hybrid_row, "hybrid_medium_rmse_deg": _num(h), "nominal_medium_rmse_deg": _num(nm),
+            "nominal_stiff_rmse_deg": _num(ns),
+            "ratio_hybrid_medium_to_nominal_medium": _num(h / nm if nm else math.inf),
+            "third_of_nominal_medium": bool(math.isfinite(h) and h <= nm / 3.0),
+            "as_good_as_nominal_stiff": bool(math.isfinite(h) and h <= ns)}
+
+
+def acceptance_same_feedback(decomp: dict[str, Any], hybrid_row: str = "hybrid_e2e") -> dict[str, Any]:
+    """The Panda claims with the same feedback M on both sides (``feedback_mass_decomposition`` output):
+    the feedforward's own share. Decision: the model's M is the deployed configuration (the controller
+    node loads it with the model), so ``<hybrid>+M_of_<hybrid>`` is compared with ``nominal_rbd`` given that
+    same M; the URDF-M pair is reported alongside."""
+
+    def rmse(label: str, gain: str) -> float:
+        c = decomp.get(label, {}).get(gain, {})
+        return math.inf if (not c or c.get("failed")) else float(c["rmse_deg"])
+
+    out: dict[str, Any] = {"hybrid_row": hybrid_row}
+    for m_label, h_label, n_label in (("model_M", f"{hybrid_row}+M_of_{hybrid_row}", f"nominal_rbd+M_of_{hybrid_row}"),
+                                      ("urdf_M", f"{hybrid_row}+urdf_M", "nominal_rbd+urdf_M")):
+        h, nm, ns = rmse(h_label, "medium"), rmse(n_label, "medium"), rmse(n_label, "stiff")
+        out[m_label] = {"hybrid_medium_rmse_deg": _num(h), "nominal_medium_rmse_deg": _num(nm),
+                        "nominal_stiff_rmse_deg": _num(ns),
+                        "ratio_hybrid_medium_to_nominal_medium": _num(h / nm if nm else math.inf),
+                        "third_of_nominal_medium": bool(math.isfinite(h) and h <= nm / 3.0),
+                        "as_good_as_nominal_stiff": bool(math.isfinite(h) and h <= ns)}
+    return out
