@@ -37,13 +37,23 @@ def test_messages_reach_callbacks_in_registration_order_and_unsubscribe_stops_th
 
     node = rclpy.create_node("hot_loop_test", context=rclpy_context)
     order: list[str] = []
+
+    def block(_msg) -> None:  # keeps the loop busy until both readers hold the sample: one wake-up serves both
+        order.append("block")
+        pub.publish(Float64(data=1.0))
+        time.sleep(0.2)
+
+    blocker = hot_loop.subscribe(node, Float64, "/hot_loop_test/block", block, HOT_IN)
     first = hot_loop.subscribe(node, Float64, "/hot_loop_test/x", lambda m: order.append("first"), HOT_IN)
     hot_loop.subscribe(node, Float64, "/hot_loop_test/x", lambda m: order.append("second"), HOT_IN)
     pub = node.create_publisher(Float64, "/hot_loop_test/x", HOT_IN)
+    block_pub = node.create_publisher(Float64, "/hot_loop_test/block", HOT_IN)
     loop.start()
-    assert _wait(lambda: pub.get_subscription_count() == 2)
-    assert _wait(lambda: (pub.publish(Float64(data=1.0)), len(order) >= 2)[1])
-    assert order[:2] == ["first", "second"], "both ready in one wake-up: served in registration order"
+    assert _wait(lambda: pub.get_subscription_count() == 2 and block_pub.get_subscription_count() == 1)
+    block_pub.publish(Float64(data=1.0))
+    assert _wait(lambda: len(order) >= 3)
+    assert order[:3] == ["block", "first", "second"], "ready together: served in registration order"
+    hot_loop.unsubscribe(node, blocker)
     hot_loop.unsubscribe(node, first)
     assert _wait(lambda: pub.get_subscription_count() == 1)
     n_first = order.count("first")
@@ -90,6 +100,11 @@ def test_urgent_subscription_is_served_between_slow_callbacks(rclpy_context, loo
     node = rclpy.create_node("hot_loop_urgent", context=rclpy_context)
     order: list[str] = []
 
+    def block(_msg) -> None:  # keeps the loop busy while the burst arrives, so all three are ready at once
+        order.append("block")
+        slow_pub.publish(Float64(data=1.0))
+        time.sleep(0.2)
+
     def slow(name: str):
         def callback(_msg) -> None:
             order.append(name)
@@ -100,13 +115,16 @@ def test_urgent_subscription_is_served_between_slow_callbacks(rclpy_context, loo
 
     hot_loop.subscribe(node, Float64, "/hot_loop_test/urgent", lambda m: order.append("urgent"), HOT_IN,
                        urgent=True)
+    hot_loop.subscribe(node, Float64, "/hot_loop_test/block", block, HOT_IN)
     for i in range(3):
         hot_loop.subscribe(node, Float64, "/hot_loop_test/slow", slow(f"slow{i}"), HOT_IN)
     urgent_pub = node.create_publisher(Float64, "/hot_loop_test/urgent", HOT_IN)
+    block_pub = node.create_publisher(Float64, "/hot_loop_test/block", HOT_IN)
     slow_pub = node.create_publisher(Float64, "/hot_loop_test/slow", HOT_IN)
     loop.start()
-    assert _wait(lambda: slow_pub.get_subscription_count() == 3 and urgent_pub.get_subscription_count() == 1)
-    slow_pub.publish(Float64(data=1.0))
-    assert _wait(lambda: len(order) >= 4)
-    assert order[:4] == ["slow0", "urgent", "slow1", "slow2"], order
+    assert _wait(lambda: slow_pub.get_subscription_count() == 3 and urgent_pub.get_subscription_count() == 1
+                 and block_pub.get_subscription_count() == 1)
+    block_pub.publish(Float64(data=1.0))
+    assert _wait(lambda: len(order) >= 5)
+    assert order[:5] == ["block", "slow0", "urgent", "slow1", "slow2"], order
     node.destroy_node()
