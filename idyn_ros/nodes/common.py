@@ -156,23 +156,30 @@ def make_executor(kind: str = "events") -> Any:
 MAX_UNCONVERTIBLE_MESSAGES = 100  # then the node stops: something is persistently wrong, not a stray sample
 
 
-def spin_surviving_bad_messages(exe: Any, rclpy: Any) -> None:
-    """``exe.spin()``, but a sample rclpy cannot convert to Python does not kill the node.
+def drop_unconvertible(exc: RuntimeError, dropped: int) -> int:
+    """The policy for a sample rclpy cannot convert to Python: drop it, say so, keep spinning.
 
     Seen here with six nodes on one machine: rclpy raised "Unable to convert call argument '0' to Python
     object" from ``take_message`` in a /joint_states subscriber now and then. The sample is lost either way;
-    dropping it and spinning on keeps the node (and, for the controller, its watchdog) alive. Only that
-    error is swallowed, each one is reported on stderr, and a persistent stream still stops the node.
+    dropping it keeps the node (and, for the controller, its watchdog) alive. Any other error, or a
+    persistent stream of these, is re-raised. Returns the new drop count.
     """
+    if "Unable to convert" not in str(exc) or dropped >= MAX_UNCONVERTIBLE_MESSAGES:
+        raise exc
+    dropped += 1
+    print(f"idyn: dropped a message rclpy could not convert ({dropped}): {exc}", file=sys.stderr, flush=True)
+    return dropped
+
+
+def spin_surviving_bad_messages(exe: Any, rclpy: Any) -> None:
+    """``exe.spin()``, but a sample rclpy cannot convert to Python does not kill the node
+    (``drop_unconvertible``)."""
     dropped = 0
     while rclpy.ok():
         try:
             exe.spin()
         except RuntimeError as exc:
-            if "Unable to convert" not in str(exc) or dropped >= MAX_UNCONVERTIBLE_MESSAGES:
-                raise
-            dropped += 1
-            print(f"idyn: dropped a message rclpy could not convert ({dropped}): {exc}", file=sys.stderr, flush=True)
+            dropped = drop_unconvertible(exc, dropped)
 
 
 def run(factories: Sequence[Callable[[], Any]], argv: Sequence[str] | None = None, executor: str = "single",

@@ -21,15 +21,15 @@ from __future__ import annotations
 
 import contextlib
 import os
-import sys
 import threading
 import time
 import traceback
 from collections.abc import Callable
 from typing import Any, ClassVar
 
-MAX_UNCONVERTIBLE_MESSAGES = 100  # same policy as common.spin_surviving_bad_messages
+from idyn_ros.nodes.common import drop_unconvertible
 
+IDLE_WAIT_NS = 100_000_000  # wait bound without idle hooks: the stop flag is seen within 0.1 s
 
 class _Entry:
     __slots__ = ("callback", "subscription", "urgent")
@@ -87,6 +87,7 @@ class HotLoop:
         self._wake = GuardCondition(None, None, context=context)
         self._entries: tuple[_Entry, ...] = ()
         self._idle: list[list[Any]] = []  # [period_ns, callback, last_ns]
+        self._timeout_ns = IDLE_WAIT_NS  # the shortest idle period (recomputed when hooks change, not per tick)
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -116,12 +117,14 @@ class HotLoop:
     def every(self, period_s: float, callback: Callable[[], None]) -> None:
         """Call ``callback`` from the loop thread at least every ``period_s`` (checked after each wake-up)."""
         with self._lock:
-            self._idle.append([int(period_s * 1e9), callback, time.monotonic_ns()])
+            self._idle = [*self._idle, [int(period_s * 1e9), callback, time.monotonic_ns()]]
+            self._timeout_ns = min(e[0] for e in self._idle)
         self._wake.trigger()
 
     def cancel(self, callback: Callable[[], None]) -> None:
         with self._lock:
             self._idle = [e for e in self._idle if e[1] is not callback]
+            self._timeout_ns = min((e[0] for e in self._idle), default=IDLE_WAIT_NS)
 
     # ------------------------------------------------------------------ the loop
     def start(self) -> None:
@@ -151,7 +154,7 @@ class HotLoop:
                     urgent = tuple(e for e in entries if e.urgent)
                     poll_set = _rclpy.WaitSet(len(urgent), 0, 0, 0, 0, 0, self.context.handle) if urgent else None
                     built_for = entries
-                timeout_ns = min((e[0] for e in idle), default=100_000_000)
+                timeout_ns = self._timeout_ns
                 with contextlib.ExitStack() as held:
                     wait_set.clear_entities()
                     for e in entries:
@@ -195,12 +198,8 @@ class HotLoop:
         sub = entry.subscription
         try:
             info = sub.handle.take_message(sub.msg_type, sub.raw)
-        except RuntimeError as exc:  # see common.spin_surviving_bad_messages
-            if "Unable to convert" not in str(exc) or self.dropped >= MAX_UNCONVERTIBLE_MESSAGES:
-                raise
-            self.dropped += 1
-            print(f"idyn: dropped a message rclpy could not convert ({self.dropped}): {exc}", file=sys.stderr,
-                  flush=True)
+        except RuntimeError as exc:
+            self.dropped = drop_unconvertible(exc, self.dropped)
             return
         if info is not None:
             entry.callback(info[0])
