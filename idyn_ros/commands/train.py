@@ -70,6 +70,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--resume", action="store_true", help="continue from DIR/checkpoint.pt")
     parser.add_argument("--max-samples", type=int, default=500,
                         help="GP kinds: training samples kept (seeded random subset; default: 500)")
+    parser.add_argument("--gp-noise", choices=("per-joint", "shared"), default="per-joint",
+                        help="GP kinds: one noise std per joint (default; real sensors differ per joint) or one "
+                             "shared std (i.i.d. noise, e.g. simulation: keeps a joint whose torque is mostly "
+                             "noise from interpolating it)")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
 
 
@@ -106,7 +110,8 @@ def _train_gp(args: argparse.Namespace, robot, train: list, val: list) -> int:
     from idyn_ros.models.gp import train_gp
 
     metrics = train_gp(args.model, robot, train, val, args.out, seed=args.seed, max_samples=args.max_samples,
-                       max_minutes=args.max_minutes if args.max_minutes is not None else 10.0)
+                       max_minutes=args.max_minutes if args.max_minutes is not None else 10.0,
+                       shared_noise=args.gp_noise == "shared")
     if "val_nmse_mean_percent" in metrics:
         print(f"{args.model}: val nMSE per joint [%] "
               + " ".join(f"{v:.2f}" for v in metrics["val_nmse_percent"])

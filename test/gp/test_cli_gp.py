@@ -34,3 +34,13 @@ def test_train_and_evaluate_lip_gp_on_kuka(shared_data: Path, tmp_path: Path) ->
     assert len(nmse) == 7 and all(math.isfinite(v) and v >= 0 for v in nmse)
     # joint 2 carries most of the signal (gravity): even 60 samples must beat predicting the mean
     assert nmse[1] < 1.0
+
+
+def test_gp_noise_option_parses_and_defaults_to_per_joint() -> None:
+    from idyn_ros.cli import build_parser
+
+    base = ["train", "--robot", "panda", "--data", "x.npz", "--model", "lip-gp", "--out", "o"]
+    assert build_parser().parse_args(base).gp_noise == "per-joint"
+    assert build_parser().parse_args([*base, "--gp-noise", "shared"]).gp_noise == "shared"
+    with pytest.raises(SystemExit):
+        build_parser().parse_args([*base, "--gp-noise", "both"])

@@ -180,3 +180,36 @@ def test_low_noise_start_avoids_the_noise_basin() -> None:
         fits[ratio] = (rep.nll, gp.log_noise.detach().exp().numpy())
     assert fits[1e-3][0] < fits[0.1][0] - 0.2, fits  # measured: -3.33 vs -2.73 per observation
     assert np.all((fits[1e-3][1] > 3e-4) & (fits[1e-3][1] < 3e-3)), fits  # true noise 1e-3 Nm
+
+
+def test_shared_noise_is_one_parameter_broadcast_to_every_joint() -> None:
+    q, dq, ddq = _samples(9, 20)
+    X, Y = stack_inputs(q, dq, ddq), torch.as_tensor(arm_tau(q, dq, ddq))
+    gp = make_gp("lip-gp", 2, X, Y, noise_init_ratio=1e-2, shared_noise=True)
+    assert gp.log_noise.shape == (1,)
+    # started at the largest joint's std(y)/100
+    assert np.allclose(gp.noise_std(), Y.std(0).max().item() * 1e-2)
+    gp.fit(X, Y, method="lbfgs", iterations=5, max_hyper_points=20)
+    s = gp.noise_std()
+    assert s.shape == (2,) and s[0] == s[1]
+    assert np.allclose(gp._noise_var().detach().numpy(), s**2 + gp.jitter_std**2)
+
+
+@pytest.mark.slow
+def test_shared_noise_keeps_a_noise_dominated_joint_from_interpolating_its_noise() -> None:
+    """Issue 8: 7-DoF Panda, N = 50: J7's torque (std 0.03 Nm) is mostly noise (0.01 Nm). With per-joint noise
+    L-BFGS fitted J7's noise to 2e-4 Nm and the posterior interpolated it (test nMSE J7 3670 %, mean 534 %);
+    one shared noise (the authors' simulation setting) gave 102 % / 24 % (measured, ~10 s per fit)."""
+    from idyn_ros.models.gp.synthetic import make_set
+
+    tr, te = make_set(200, 7), make_set(300, 7)
+    idx = np.sort(np.random.default_rng(0).choice(tr.q.shape[0], 50, replace=False))
+    X, Y = stack_inputs(tr.q[idx], tr.dq[idx], tr.ddq[idx]), torch.as_tensor(tr.tau_noisy[idx])
+    Xt = stack_inputs(te.q, te.dq, te.ddq)
+    errs = {}
+    for shared in (False, True):
+        gp = make_gp("lip-gp", 7, X, Y, noise_init_ratio=1e-3, shared_noise=shared)
+        gp.fit(X, Y, method="lbfgs", iterations=50, max_hyper_points=250)
+        errs[shared] = nmse_percent(gp.predict(Xt)[0].numpy(), te.tau)
+    assert errs[True].mean() < 50 < errs[False].mean(), errs
+    assert errs[True][6] < errs[False][6] / 10, errs
