@@ -25,7 +25,6 @@ import numpy as np
 HYPER_POINTS = 250
 LBFGS_ITERS = 50
 FIT_SECONDS = 1200.0
-NOISE_INIT_RATIO = 1e-3  # noise starts at std(y)/1000: see idyn_ros.models.gp.train.make_gp
 LSE_TRAIN_POINTS = 150  # LSE uses the autodiff operator (no closed form): fewer samples, said in the output
 
 
@@ -40,7 +39,7 @@ def _fit_eval(kind: str, dof: int, tr: Any, te: Any, n_train: int | None = None,
     import torch
 
     from idyn_ros.models.gp.gp import stack_inputs
-    from idyn_ros.models.gp.train import make_gp, nmse_percent
+    from idyn_ros.models.gp.train import fit_gp, nmse_percent
 
     sl = slice(None) if n_train is None else slice(0, n_train)
     idx = np.arange(tr.q.shape[0])[sl]
@@ -48,22 +47,12 @@ def _fit_eval(kind: str, dof: int, tr: Any, te: Any, n_train: int | None = None,
         idx = np.sort(np.random.default_rng(seed).choice(tr.q.shape[0], n_train, replace=False))
     X = stack_inputs(tr.q[idx], tr.dq[idx], tr.ddq[idx])
     Y = torch.as_tensor(tr.tau_noisy[idx], dtype=torch.float64)
-    # Noise starts: LIP/LSE from std(y)/1000 (a high start ends in the noise basin, make_gp); the cheap
-    # per-joint SE/GIP from both 1/10 and 1/1000, keeping the lower marginal likelihood (same subset).
-    # Measured with 100 hyper points: the likelihood picked 1/1000 for SE/GIP on pairs 0-1 although their
-    # test nMSE was worse than last session's 1/10 runs (SE 58.5 %, GIP 26.3 / 17.4 %): they overfit the
-    # subset; whether 250 points fixes them too is not measured yet.
-    ratios = (noise_init_ratio,) if noise_init_ratio is not None else (
-        (NOISE_INIT_RATIO,) if kind in ("lip-gp", "lse-gp") else (0.1, NOISE_INIT_RATIO))
-    best, fit_total = None, 0.0
-    for ratio in ratios:
-        cand = make_gp(kind, dof, X, Y, friction=friction, noise_init_ratio=ratio, shared_noise=shared_noise)
-        r = cand.fit(X, Y, method=method, iterations=LBFGS_ITERS, max_hyper_points=hyper_points, seed=seed,
-                     max_seconds=FIT_SECONDS)
-        fit_total += r.seconds
-        if best is None or (np.isfinite(r.nll) and not r.nll >= best[1].nll):
-            best = (cand, r, ratio)
-    gp, rep, ratio = best
+    # noise starts per kind: idyn_ros.models.gp.train.NOISE_STARTS (LIP/LSE low; SE/GIP both, better NLL kept)
+    starts = (noise_init_ratio,) if noise_init_ratio is not None else None
+    gp, rep, ratio = fit_gp(kind, dof, X, Y, friction=friction, shared_noise=shared_noise, noise_starts=starts,
+                            method=method, iterations=LBFGS_ITERS, max_hyper_points=hyper_points, seed=seed,
+                            max_seconds=FIT_SECONDS)
+    fit_total = rep.seconds
     t0 = time.perf_counter()
     pred = gp.predict(stack_inputs(te.q, te.dq, te.ddq))[0].numpy()
     pred_s = time.perf_counter() - t0
@@ -286,14 +275,14 @@ def latency_study(n_train: int, reps: int) -> dict:
     from idyn_ros.models.gp.export import export_onnx
     from idyn_ros.models.gp.gp import stack_inputs
     from idyn_ros.models.gp.synthetic import make_set
-    from idyn_ros.models.gp.train import make_gp
+    from idyn_ros.models.gp.train import fit_gp
 
     tr = make_set(7, 7)
     idx = slice(0, n_train)
     X = stack_inputs(tr.q[idx], tr.dq[idx], tr.ddq[idx])
     Y = torch.as_tensor(tr.tau_noisy[idx], dtype=torch.float64)
-    gp = make_gp("lip-gp", 7, X, Y, noise_init_ratio=NOISE_INIT_RATIO, shared_noise=True)
-    rep = gp.fit(X, Y, iterations=LBFGS_ITERS, max_hyper_points=HYPER_POINTS, max_seconds=FIT_SECONDS)
+    gp, rep, _ = fit_gp("lip-gp", 7, X, Y, shared_noise=True, iterations=LBFGS_ITERS,
+                        max_hyper_points=HYPER_POINTS, max_seconds=FIT_SECONDS)
     t0 = time.perf_counter()
     gp.condition(X, Y)
     cond_s = time.perf_counter() - t0
@@ -365,7 +354,59 @@ def latency_study(n_train: int, reps: int) -> dict:
     return res
 
 
-SECTIONS = ("latency", "synthetic_6dof", "synthetic_7dof", "data_efficiency", "kuka_lwr4", "diagnostics")
+def kernel_timing(dof: int = 7, n1: int = 20, n2: int = 25, reps: int = 3) -> dict:
+    """Closed-form LIP blocks (lip.py) vs the generic autodiff operator (operator.py) on the same kernel.
+
+    The decision in lip.py (hand-derived G G' k instead of autodiff at run time) rests on this timing; both
+    are timed with and without the backward pass that training needs, on n1 x n2 pairs of random inputs.
+    """
+    import torch
+
+    from idyn_ros.models.gp.lip import LIPKernel
+    from idyn_ros.models.gp.operator import operator_kernel
+
+    torch.manual_seed(0)
+    k = LIPKernel(dof)
+    with torch.no_grad():
+        for p in k.parameters():
+            p.copy_(0.4 * torch.randn_like(p))
+    X1, X2 = torch.randn(n1, 3 * dof, dtype=torch.float64), torch.randn(n2, 3 * dof, dtype=torch.float64)
+
+    def best(fn) -> float:
+        times = []
+        for _ in range(reps):
+            t = time.perf_counter()
+            fn()
+            times.append(time.perf_counter() - t)
+        return min(times)
+
+    def closed(backward: bool) -> None:
+        K = k(X1, X2)
+        if backward:
+            K.sum().backward()
+
+    def autodiff(backward: bool) -> None:
+        K = operator_kernel(k.lagrangian_kernel(), X1, X2, dof)
+        if backward:
+            K.sum().backward()
+
+    with torch.no_grad():
+        diff = (k(X1, X2) - operator_kernel(k.lagrangian_kernel(), X1, X2, dof)).abs().max()
+        scale = k(X1, X2).abs().max()
+    pairs = n1 * n2
+    out = {"dof": dof, "pairs": pairs, "max_rel_diff": float(diff / scale)}
+    for label, bw in (("forward", False), ("forward_backward", True)):
+        tc, ta = best(lambda bw=bw: closed(bw)), best(lambda bw=bw: autodiff(bw))
+        out[label] = {"closed_form_us_per_block": 1e6 * tc / pairs, "autodiff_us_per_block": 1e6 * ta / pairs,
+                      "speedup": ta / tc}
+    print(f"[gp] kernel timing {dof} DoF: closed form {out['forward']['closed_form_us_per_block']:.1f} us/block, "
+          f"autodiff {out['forward']['autodiff_us_per_block']:.1f} us/block (x{out['forward']['speedup']:.0f}; with "
+          f"backward x{out['forward_backward']['speedup']:.0f}), max rel diff {out['max_rel_diff']:.1e}", flush=True)
+    return out
+
+
+SECTIONS = ("kernel_timing", "latency", "synthetic_6dof", "synthetic_7dof", "data_efficiency", "kuka_lwr4",
+            "diagnostics")
 
 
 def run_benchmarks(quick: bool = False, pairs: int | None = None, sections: tuple[str, ...] | None = None,
@@ -379,7 +420,7 @@ def run_benchmarks(quick: bool = False, pairs: int | None = None, sections: tupl
     from idyn_ros.bench import write_result
 
     pairs = pairs if pairs is not None else (1 if quick else 10)
-    quick_sections = ("latency", "synthetic_6dof", "data_efficiency", "kuka_lwr4")
+    quick_sections = ("kernel_timing", "latency", "synthetic_6dof", "data_efficiency", "kuka_lwr4")
     sections = sections or (quick_sections if quick else SECTIONS[:-1])  # diagnostics only on request
     unknown = [s for s in sections if s not in SECTIONS]
     if unknown:
@@ -389,13 +430,15 @@ def run_benchmarks(quick: bool = False, pairs: int | None = None, sections: tupl
     lse = (not quick) if lse is None else lse
     kinds = ("lip-gp", "gip-gp", "se-gp")
     settings = {"hyper_points": HYPER_POINTS, "lbfgs_iters": LBFGS_ITERS, "fit_seconds_cap": FIT_SECONDS,
-                "noise_init_ratio": NOISE_INIT_RATIO, "lse_train_points": LSE_TRAIN_POINTS, "quick": quick,
+                "noise_starts": _noise_starts(), "lse_train_points": LSE_TRAIN_POINTS, "quick": quick,
                 "pairs": pairs, "torch_threads": _torch_threads()}
     command = command or "idyn bench --only gp" + (" --quick" if quick else "")
     files: dict[str, Any] = {}
     for name in sections:
         t0 = time.perf_counter()
-        if name == "latency":
+        if name == "kernel_timing":
+            value = kernel_timing()
+        elif name == "latency":
             value = latency_study(500, 200 if quick else 1000)
         elif name == "synthetic_6dof":
             value = synthetic_study(6, pairs, kinds + (("lse-gp",) if lse else ()))
@@ -412,6 +455,12 @@ def run_benchmarks(quick: bool = False, pairs: int | None = None, sections: tupl
         files[f"gp_{name}"] = payload
         write_result(f"gp_{name}", payload, command)
     return {"_files": files}
+
+
+def _noise_starts() -> dict:
+    from idyn_ros.models.gp.train import NOISE_STARTS
+
+    return dict(NOISE_STARTS)
 
 
 def _torch_threads() -> int:

@@ -23,11 +23,7 @@ def _random_kernel(n: int, prismatic: list[bool] | None, seed: int = 0) -> LIPKe
 
 
 def _energy_L(k: LIPKernel):
-    def kL(qa, dqa, qb, dqb):
-        z = torch.zeros_like(qa)
-        return k.k_T(torch.cat([qa, dqa, z]), torch.cat([qb, dqb, z])) + k.k_U(qa, qb)
-
-    return kL
+    return k.lagrangian_kernel()
 
 
 def test_exclusion_products_handle_zero_factors() -> None:

@@ -20,7 +20,9 @@ import torch
 
 from idyn_ros.errors import ModelArtifactError
 from idyn_ros.models.gp.baselines import COULOMB_EPS, FrictionKernel, LSEKernel
+from idyn_ros.models.gp.fast_mean import LIPFastMean
 from idyn_ros.models.gp.gp import GPInverseDynamics
+from idyn_ros.models.gp.lip import LIPKernel
 
 FORMAT_VERSION = 1
 OUTPUTS = ["tau", "tau_rbd", "tau_friction", "tau_residual"]
@@ -44,12 +46,16 @@ class PosteriorMean(torch.nn.Module):
         self.n = gp.n
         self.register_buffer("X", gp.X.detach().clone())
         self.register_buffer("alpha", gp.alpha.detach().clone())
+        # fast form: every training-only quantity precomputed as graph constants (fast_mean.py)
+        self.fast = None
+        if gp.multi_output and form == "fast" and isinstance(gp.kernel, LIPKernel):
+            self.fast = LIPFastMean(gp.kernel, self.X, self.alpha)
 
     def forward(self, q: torch.Tensor, dq: torch.Tensor, ddq: torch.Tensor):
         x = torch.cat([q, dq, ddq], dim=-1).to(torch.float64)  # (1, 3n)
         gp, zero = self.gp, torch.zeros_like(x[:, : self.n])
-        if gp.multi_output and self.form == "fast" and hasattr(gp.kernel, "contracted_mean"):
-            rbd = gp.kernel.contracted_mean(x, self.X, self.alpha)  # exact, O(N n^2) (lip.py)
+        if self.fast is not None:
+            rbd = self.fast(x)  # exact, O(N n^2) (fast_mean.py)
             resid = zero
         elif gp.multi_output:
             K = gp.kernel.blocks(x[:, None, :], self.X[None, :, :])  # (1, N, n, n)

@@ -10,7 +10,7 @@ get the n x n block kernel [K(x, x')]_ij = G_i^x G_j^x' k_L(x, x') (eq 19).
 Derivatives: we derived G G' k by hand for the product structure of the LIP kernel (formulas next to
 the code) instead of generating code with SymPy or differentiating with autograd at run time. The
 autodiff reference in :mod:`idyn_ros.models.gp.operator` checks every block in the tests, and the
-closed form is ~two orders of magnitude faster (see ``idyn_ros.bench.gp`` "kernel_timing").
+closed form is faster by the factor that ``python -m idyn_ros.bench.gp --sections kernel_timing`` prints.
 
 Kernels (all hyperparameters positive through exp, initialised to 1 as in the paper):
 - potential (eq 21): k_U = prod_j (a_j s_j s'_j + b_j c_j c'_j + e_j)   (revolute)
@@ -223,6 +223,15 @@ class LIPKernel(torch.nn.Module):
         A = (self._vel_weights() * dqa[..., None, :] * dqb[..., None, :]).sum(-1)
         W, _, _, _ = self._kinetic_products(qa, qb)
         return (A * A * W).sum(-1)
+
+    def lagrangian_kernel(self):
+        """k_L(q, dq, q', dq') = k_T + k_U as a scalar function (eq 18), for the autodiff operator reference."""
+
+        def k_L(qa: Tensor, dqa: Tensor, qb: Tensor, dqb: Tensor) -> Tensor:
+            z = torch.zeros_like(qa)
+            return self.k_T(torch.cat([qa, dqa, z]), torch.cat([qb, dqb, z])) + self.k_U(qa, qb)
+
+        return k_L
 
     def k_U(self, qa: Tensor, qb: Tensor) -> Tensor:
         """Potential prior k_U(qa, qb) (eq 21), (..., n) -> (...)."""
