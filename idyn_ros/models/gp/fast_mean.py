@@ -1,23 +1,24 @@
 """Exact alpha-contracted LIP posterior mean with every training-only quantity precomputed (export "fast" form).
 
-tau(x) = sum_n K(x, x_n) alpha_n for the LIP kernel (:mod:`idyn_ros.models.gp.lip`), evaluated in the same
-math as :meth:`LIPKernel.blocks` contracted with alpha (:meth:`LIPKernel.contracted_mean`), only in another
-order, so that the query-dependent work is a short chain of large elementwise ops and a few MatMuls
-(ONNX Runtime: per-node overhead ~0.5 us, elementwise float64 ~0.35 ns per element):
+tau(x) = sum_n K(x, x_n) alpha_n for the LIP kernel (:mod:`idyn_ros.models.gp.lip`): the same terms as
+:meth:`LIPKernel.blocks` contracted with alpha (:meth:`LIPKernel.contracted_mean_reference`), only evaluated
+in another order, so that the query-dependent work is a short chain of large float64 ops with the training
+index N last (ONNX Runtime cost is set by the elements touched, ~0.35 ns each, plus ~0.5 us per node):
 
-- layout (B, joint j, component, link l, training point N) with N last; the potential k_U is an extra
-  "link" l = n over all joints, so kinetic and potential factors go through one pipeline;
-- per (j, l, N) the factor Q = a s' s + b c' c + e and its derivatives are linear in the query features
-  (s_j, c_j) (prismatic: (q_j, 1)) with constant coefficients (training sin/cos, weights, masks);
-- W = prod_j w_j (w = Q^2 kinetic, P potential), the exclusion products E0_i = prod_{k != i} w_k and the
-  dual sums D_i(z) = sum_{m != i} z_m prod_{k not in {i, m}} w_k come from one prefix and one suffix pass in
-  dual numbers (w, w01 dq', w01 alpha), division-free (a factor can vanish);
-- the Jacobian rows G = dW/dq, H1 = d(W_d')/dq = H dq', H2 = H alpha of the three duals give every term:
-  their dq-contractions (W_dq, W_dd, dq H alpha), their kappa-contraction over (l, N) (the per-joint terms
-  -2 E u'a g1 - 2 A u'a H dq' + A^2 H alpha + H_U alpha), and link scalars S1..S3 contracted with constant
-  tables 2 v_li {alpha, ddq', dq'}_ni in one MatMul.
+- layout (B, joint j, link l, component c, N); the potential k_U is an extra "link" l = n over all joints,
+  so kinetic and potential factors share one pipeline; joints after a link have factor 1;
+- per (j, l, N) the factor w (Q^2 kinetic, P potential) and the halved derivatives wh10, wh11 and the
+  tangents z = w01 (dq', alpha) are sums over <= 6 rank-1 monomials (query feature of (sin q_j, cos q_j)
+  x training constant), i.e. one small batched MatMul each with constant coefficients;
+- W = prod_j w_j, the exclusion products E0_i = prod_{k != i} w_k and the dual sums
+  D_i(z) = sum_{m != i} z_m prod_{k not in {i, m}} w_k come from one prefix and one suffix pass in dual
+  numbers (w, z), division-free (a factor can vanish);
+- the Jacobian rows G = dW/dq, H = (H dq', H alpha) (halved) give every term: their dq-contractions
+  (W_dq, W_dd, dq H alpha; MatMul), their kappa-contraction over (l, N) (the per-joint terms
+  -2 E u'a g1 - 2 A u'a H dq' + A^2 H alpha + H_U alpha; MatMul), and link scalars S1..S3 (bilinear in
+  [A, E, u'a, B, C, b'a] and the W-scalars) contracted with 2 v_li {alpha, ddq', dq'}_ni.
 
-All derivative factors are halved (wh = w'/2, folded back as 2 in the contractions) to save multiplies.
+All derivative factors are halved (wh = w'/2, the 2 is folded into the contractions) to save multiplies.
 """
 
 from __future__ import annotations
@@ -111,17 +112,25 @@ class LIPFastMean(torch.nn.Module):
                     P[x, y, 16 + k] += 1.0  # wh11: 2 F1 F1d, F1d F2 + F1 F2d, 2 F2 F2d, F1d, F2d
             self.register_buffer("Pq", P.reshape(25, 21), persistent=False)
             self.register_buffer("y2", y2.contiguous(), persistent=False)
-            # link scalars (Lp, 3, N): [A, E, u'a] = (v dq) @ (dq', ddq', alpha)^T, [B, C, b'a] = (v ddq) @ (...)^T
+            # link scalars X = [A, E, u'a, B, C, b'a] (Lp, 6, N): (v [dq; ddq]) @ (dq', ddq', alpha)^T
             v = torch.where(tril, kernel.log_v.exp(), torch.zeros_like(kernel.log_v))
             vp = torch.cat([v, torch.zeros(1, n, dtype=dt)], 0)  # (Lp, n), potential row 0
-            self.register_buffer("vp", vp, persistent=False)
+            self.register_buffer("vp", vp[:, None, :].contiguous(), persistent=False)  # (Lp, 1, n)
             self.register_buffer("train3", torch.cat([dqb.T, ddqb.T, alpha.T], 1).contiguous(), persistent=False)
-            kap2 = torch.zeros(1, Lp, 2, 1, dtype=dt)
-            kap2[0, n, 1] = 2.0  # potential: + H_U alpha = 2 * H2 (halved)
-            self.register_buffer("kap2_pot", kap2, persistent=False)
+            # S = [S1, S2, S3] = C18 . (X_a Z_b) with Z = [W_dq, W_dd, dqHa, W, W_d', g2a]:
+            #   S1 = E W_dq + A W_dd + C W + B W_d', S2 = u'a W_dq + b'a W, S3 = u'a W_dd - A dqHa + b'a W_d' - B g2a
+            C9 = torch.zeros(3, 3, 3, dtype=dt)
+            C9[0, 1, 0] = C9[0, 0, 1] = C9[1, 2, 0] = C9[2, 2, 1] = 1.0
+            C9[2, 0, 2] = -1.0
+            self.register_buffer("C18", torch.cat([C9.reshape(3, 9)] * 2, 1), persistent=False)
+            # kappa = 2 (-2 E u'a, -2 A u'a, A^2) (+ 2 H_U alpha on the potential link)
+            self.register_buffer("kapc", torch.tensor([-4.0, -4.0, 2.0], dtype=dt)[:, None], persistent=False)
+            kap2 = torch.zeros(Lp, 3, 1, dtype=dt)
+            kap2[n, 2] = 2.0
+            self.register_buffer("kap_pot", kap2, persistent=False)
             # S terms: tau_i += sum_{l,N} 2 v_li [alpha S1 + ddq' S2 + dq' S3]_Ni
             self.register_buffer("v2T", (2 * vp).T.contiguous(), persistent=False)  # (n, Lp)
-            self.register_buffer("ytab", torch.stack([alpha.T, ddqb.T, dqb.T], 0).contiguous(), persistent=False)
+            self.register_buffer("ytab", torch.cat([alpha.T, ddqb.T, dqb.T], 1).contiguous(), persistent=False)
 
     def forward(self, xs: Tensor) -> Tensor:
         n = self.n
@@ -154,14 +163,14 @@ class LIPFastMean(torch.nn.Module):
             sd[j] = sd[j + 1] * ws[j + 1] + s0[j + 1] * zs[j + 1]
         # full products (W, W_d', g2.alpha) per link
         W = s0[0] * ws[0]
-        Wd = sd[0] * ws[0] + s0[0] * zs[0]  # (B, 1, 2, Lp, N)
+        Wd = sd[0] * ws[0] + s0[0] * zs[0]  # (B, 1, Lp, 2, N)
         E0 = torch.cat([s0[0]] + [p0[i] * s0[i] for i in range(1, n - 1)] + [p0[n - 1]], 1)
         D = torch.cat([sd[0]] + [p0[i] * sd[i] + pd[i] * s0[i] for i in range(1, n - 1)] + [pd[n - 1]], 1)
         return self._tail(xs, W, Wd, E0, D, wh10, wh11)
 
     def _tail(self, xs: Tensor, W: Tensor, Wd: Tensor, E0: Tensor, D: Tensor, wh10: Tensor, wh11: Tensor) -> Tensor:
         n, Bq = self.n, xs.shape[0]
-        dq, ddq = xs[:, n : 2 * n], xs[:, 2 * n : 3 * n]
+        dq = xs[:, n : 2 * n]
         # Jacobian rows (halved): G = dW/dq / 2, H = (H dq', H alpha) / 2, (B, i, Lp, 1|2, N)
         G = wh10 * E0
         H = wh10 * D + (wh11 * E0) * self.y2
@@ -169,21 +178,17 @@ class LIPFastMean(torch.nn.Module):
         Lp = n + 1
         dq2 = (2 * dq)[:, None, :]  # (B, 1, n)
         Gm, Hm = G.reshape(Bq, n, -1), H.reshape(Bq, n, -1)
-        W_dq = (dq2 @ Gm).reshape(Bq, Lp, -1)
-        W_dd, dqHa = torch.unbind((dq2 @ Hm).reshape(Bq, Lp, 2, -1), 2)
-        W = W.reshape(Bq, Lp, -1)
-        W_d2, g2a = torch.unbind(Wd.reshape(Bq, Lp, 2, -1), 2)
-        # link scalars
-        A, E, upa = torch.unbind(((self.vp * dq[:, None, :]) @ self.train3).reshape(Bq, Lp, 3, -1), 2)
-        Bs, C, bpa = torch.unbind(((self.vp * ddq[:, None, :]) @ self.train3).reshape(Bq, Lp, 3, -1), 2)
-        S1 = C * W + E * W_dq + Bs * W_d2 + A * W_dd
-        S2 = bpa * W + upa * W_dq
-        S3 = bpa * W_d2 + upa * W_dd - Bs * g2a - A * dqHa
-        U = self.v2T @ torch.stack([S1, S2, S3], 1)  # (B, 3, n, N)
-        tau = (U * self.ytab).sum((1, 3))
-        # per-joint terms: sum_{l,N} kappa . (G, H1, H2), kappa = 2 (-2 E u'a, -2 A u'a, A^2) (+ 2 H_U alpha)
-        kap0 = -4 * E * upa
-        kap12 = torch.stack([-4 * A * upa, 2 * A * A], 2) + self.kap2_pot  # (B, Lp, 2, N)
+        Z = torch.cat([(dq2 @ Gm).reshape(Bq, Lp, 1, -1), (dq2 @ Hm).reshape(Bq, Lp, 2, -1),
+                       W.reshape(Bq, Lp, 1, -1), Wd.reshape(Bq, Lp, 2, -1)], 2).reshape(Bq, Lp, 2, 1, 3, -1)
+        # link scalars X = [A, E, u'a | B, C, b'a]
+        X = (self.vp * xs[:, n : 3 * n].reshape(Bq, 1, 2, n)) @ self.train3  # (B, Lp, 2, 3N)
+        X = X.reshape(Bq, Lp, 2, 3, 1, -1)
+        S = self.C18 @ (X * Z).reshape(Bq, Lp, 18, -1)  # (B, Lp, 3, N)
+        U = self.v2T @ S.reshape(Bq, Lp, -1)  # (B, n, 3N)
+        tau = (U * self.ytab).sum(-1)
+        # per-joint terms: sum_{l,N} kappa . (G, H1, H2)
+        kap = X[:, :, 0, [1, 0, 0], 0] * (X[:, :, 0, [2, 2, 0], 0] * self.kapc) + self.kap_pot  # (B, Lp, 3, N)
+        kap0, kap12 = torch.split(kap, [1, 2], 2)
         tau = tau + (Gm @ kap0.reshape(Bq, -1, 1)).reshape(Bq, n)
         tau = tau + (Hm @ kap12.reshape(Bq, -1, 1)).reshape(Bq, n)
         return tau

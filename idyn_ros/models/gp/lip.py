@@ -158,17 +158,30 @@ class LIPKernel(torch.nn.Module):
         _, _, _, HU = self._potential_products(qa, qb)
         return K + HU
 
-    def contracted_mean(self, xs: Tensor, X: Tensor, alpha: Tensor) -> Tensor:
+    def contracted_mean(self, xs: Tensor, X: Tensor, alpha: Tensor, chunk: int = 32) -> Tensor:
         """Posterior mean sum_n K(xs, x_n) alpha_n without forming the n x n blocks (exact fast form).
 
-        Same terms as :meth:`blocks`, contracted with alpha_n first; the Hessian of the factor product
-        only enters through H dq' and H alpha, which dual-number prefix/suffix products give in O(n)
-        (products.hessian_products). Cost O(N n^2) per query instead of O(N n^3).
+        Same terms as :meth:`blocks`, contracted with alpha_n first, evaluated by
+        :class:`~idyn_ros.models.gp.fast_mean.LIPFastMean` (training-only quantities precomputed; the
+        module the ONNX "fast" export uses). Cost O(N n^2) per query instead of O(N n^3). Hyperparameters
+        are read as constants (no gradient); :meth:`contracted_mean_reference` is the direct transcription.
 
         Args:
             xs: (Ns, 3n) queries; X: (N, 3n) training inputs; alpha: (N, n) posterior weights.
+            chunk: queries per pass (memory ~ chunk * N * n^2 * 50 bytes).
         Returns:
             (Ns, n) torques [Nm].
+        """
+        from idyn_ros.models.gp.fast_mean import LIPFastMean
+
+        fm = LIPFastMean(self, X, alpha)
+        return torch.cat([fm(xs[k : k + chunk]) for k in range(0, xs.shape[0], chunk)], 0)
+
+    def contracted_mean_reference(self, xs: Tensor, X: Tensor, alpha: Tensor) -> Tensor:
+        """:meth:`contracted_mean` written term by term from :meth:`blocks` (reference for the tests).
+
+        The Hessian of the factor product only enters through H dq' and H alpha, which dual-number
+        prefix/suffix products give in O(n) (products.hessian_products).
         """
         n = self.n
         xa, xb = xs[:, None, :], X[None, :, :]
