@@ -89,7 +89,7 @@ def run(args: argparse.Namespace) -> int:
     val = load_recordings(args.val, robot)
     test = load_recordings(args.test, robot)
     if args.model in GP_KINDS:
-        return _train_gp(args, robot, train, val or test)
+        return _train_gp(args, robot, train, val, test)
     cfg = ModelConfig(kind=args.model, mode=args.mode, id_method=args.id_method,
                       friction_kinds=parse_kinds(args.friction), seed=args.seed, epochs=args.epochs,
                       patience=args.patience, window=args.window, stride=args.stride or args.window,
@@ -106,15 +106,16 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _train_gp(args: argparse.Namespace, robot, train: list, val: list) -> int:
+def _train_gp(args: argparse.Namespace, robot, train: list, val: list, test: list) -> int:
     from idyn_ros.models.gp import train_gp
 
     metrics = train_gp(args.model, robot, train, val, args.out, seed=args.seed, max_samples=args.max_samples,
                        max_minutes=args.max_minutes if args.max_minutes is not None else 10.0,
-                       shared_noise=args.gp_noise == "shared")
-    if "val_nmse_mean_percent" in metrics:
-        print(f"{args.model}: val nMSE per joint [%] "
-              + " ".join(f"{v:.2f}" for v in metrics["val_nmse_percent"])
-              + f" (mean {metrics['val_nmse_mean_percent']:.2f})")
+                       shared_noise=args.gp_noise == "shared", test_datasets=test)
+    for split in ("val", "test"):
+        if f"{split}_nmse_mean_percent" in metrics:
+            print(f"{args.model}: {split} nMSE per joint [%] "
+                  + " ".join(f"{v:.2f}" for v in metrics[f"{split}_nmse_percent"])
+                  + f" (mean {metrics[f'{split}_nmse_mean_percent']:.2f})")
     print(f"wrote {args.out}/model.onnx and {args.out}/metrics.json")
     return 0

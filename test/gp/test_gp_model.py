@@ -213,3 +213,31 @@ def test_shared_noise_keeps_a_noise_dominated_joint_from_interpolating_its_noise
         errs[shared] = nmse_percent(gp.predict(Xt)[0].numpy(), te.tau)
     assert errs[True].mean() < 50 < errs[False].mean(), errs
     assert errs[True][6] < errs[False][6] / 10, errs
+
+
+def test_noise_floor_bounds_the_noise_variance_from_below() -> None:
+    q, dq, ddq = _samples(10, 20)
+    X, Y = stack_inputs(q, dq, ddq), torch.as_tensor(arm_tau(q, dq, ddq))
+    gp = make_gp("lip-gp", 2, X, Y, noise_init_ratio=1e-6, noise_floor_ratio=1e-2)
+    floor = 1e-2 * Y.std(0).numpy()
+    assert np.all(gp._noise_var().detach().numpy() >= floor**2)
+    assert np.allclose(gp._noise_var().detach().numpy(), floor**2 + (1e-6 * Y.std(0).numpy()) ** 2
+                       + gp.jitter_std**2)
+
+
+def test_fit_gp_keeps_the_start_with_the_lower_validation_error() -> None:
+    from idyn_ros.models.gp.train import fit_gp
+
+    q, dq, ddq = _samples(11, 25)
+    tau = arm_tau(q, dq, ddq) + np.random.default_rng(2).normal(0, 0.05, (25, 2))
+    X, Y = stack_inputs(q, dq, ddq), torch.as_tensor(tau)
+    qv, dqv, ddqv = _samples(12, 30)
+    Xv, Yv = stack_inputs(qv, dqv, ddqv), torch.as_tensor(arm_tau(qv, dqv, ddqv))
+    kw = {"method": "lbfgs", "iterations": 5, "max_hyper_points": 25, "seed": 0}
+    val_err = {}
+    for ratio in (0.1, 1e-3):
+        gp = make_gp("gip-gp", 2, X, Y, noise_init_ratio=ratio)
+        gp.fit(X, Y, **kw)
+        val_err[ratio] = nmse_percent(gp.predict(Xv)[0].numpy(), Yv.numpy()).mean()
+    _, _, chosen = fit_gp("gip-gp", 2, X, Y, noise_starts=(0.1, 1e-3), select_on=(Xv, Yv), **kw)
+    assert chosen == min(val_err, key=val_err.get), val_err

@@ -62,11 +62,13 @@ class GPInverseDynamics(torch.nn.Module):
             noise is i.i.d. with equal std on every joint), started at the largest of ``noise_std``.
             Per-joint noise lets a joint whose torque is mostly noise (7-DoF Panda J7: std 0.03 Nm vs
             0.01 Nm noise) fit its noise to ~0 and interpolate it.
+        noise_floor_std: (n,) [Nm] added in quadrature to the fitted noise (default 0). On real recordings
+            the marginal likelihood of smooth torques drives the noise to 0 (see train.NOISE_FLOOR_RATIO).
     """
 
     def __init__(self, kernel: torch.nn.Module, n: int, friction: torch.nn.Module | None = None,
                  noise_std: np.ndarray | None = None, jitter_std: float = JITTER_STD,
-                 shared_noise: bool = False):
+                 shared_noise: bool = False, noise_floor_std: np.ndarray | None = None):
         super().__init__()
         self.kernel = kernel
         self.friction = friction
@@ -76,6 +78,8 @@ class GPInverseDynamics(torch.nn.Module):
             ns = np.array([ns.max()])
         self.log_noise = torch.nn.Parameter(torch.log(torch.as_tensor(ns, dtype=torch.float64)))
         self.jitter_std = jitter_std
+        floor = np.zeros(n) if noise_floor_std is None else np.asarray(noise_floor_std, float)
+        self.register_buffer("noise_floor_var", torch.as_tensor(floor**2, dtype=torch.float64))
         self.X: Tensor | None = None
         self.alpha: Tensor | None = None  # (N, n)
         self._chol: Tensor | list[Tensor] | None = None
@@ -113,7 +117,7 @@ class GPInverseDynamics(torch.nn.Module):
 
     def _noise_var(self) -> Tensor:
         """(n,) noise variance incl. jitter [Nm^2] (a shared noise parameter is broadcast)."""
-        return torch.exp(2 * self.log_noise).expand(self.n) + self.jitter_std**2
+        return torch.exp(2 * self.log_noise).expand(self.n) + self.noise_floor_var + self.jitter_std**2
 
     def noise_std(self) -> np.ndarray:
         """Fitted noise std per joint (n,) [Nm], without the jitter."""
