@@ -309,9 +309,12 @@ def latency_study(n_train: int, reps: int) -> dict:
     res["cancellation_factor"] = float(terms.max() / direct.abs().max())
     meta = {"model_kind": "lip-gp", "robot": "panda", "joint_names": [f"panda_joint{i}" for i in range(1, 8)],
             "sample_rate_hz": 10.0}
-    q = tr.q[:1].astype(np.float32)
-    feeds = {"q": q, "dq": tr.dq[:1].astype(np.float32), "ddq": tr.ddq[:1].astype(np.float32)}
-    ref = gp.predict(stack_inputs(*(feeds[k].astype(np.float64) for k in ("q", "dq", "ddq"))))[0].numpy()[0]
+    # 20 held-out queries (another trajectory), rounded to the float32 the graph takes
+    xs32 = xs.numpy().astype(np.float32)
+    feed_list = [{"q": xs32[i : i + 1, :7], "dq": xs32[i : i + 1, 7:14], "ddq": xs32[i : i + 1, 14:]}
+                 for i in range(xs32.shape[0])]
+    feeds = feed_list[0]
+    ref = gp.predict(torch.as_tensor(xs32.astype(np.float64)))[0].numpy()
     outs = {}
     with tempfile.TemporaryDirectory() as d:
         for form in ("direct", "fast"):
@@ -319,7 +322,7 @@ def latency_study(n_train: int, reps: int) -> dict:
             opts = ort.SessionOptions()
             opts.intra_op_num_threads = 1
             sess = ort.InferenceSession(str(path), opts, providers=["CPUExecutionProvider"])
-            got = sess.run(["tau"], feeds)[0][0]
+            got = np.concatenate([sess.run(["tau"], f)[0] for f in feed_list])
             outs[form] = got
             ts = []
             for _ in range(reps):
@@ -333,20 +336,23 @@ def latency_study(n_train: int, reps: int) -> dict:
                 "max_rel_err_vs_torch_posterior": float(np.max(np.abs(got - ref)) / np.max(np.abs(ref)))}
         diff = np.max(np.abs(outs["fast"] - outs["direct"])) / np.max(np.abs(outs["direct"]))
         res["fast_vs_direct_onnx_max_rel"] = float(diff)
-        try:  # the runtime owned by the models engineer, when it has landed
-            from idyn_ros.runtime import ModelRuntime
+        from idyn_ros.runtime import ModelRuntime
 
+        for form in ("direct", "fast"):  # the artifact through the same runtime the controller uses
             # no inertial parameters in a GP artifact: the whole graph must run ("onnx" backend)
-            rt = ModelRuntime(str(Path(d) / "lip_fast.onnx"), rbd_backend="onnx")
+            rt = ModelRuntime(str(Path(d) / f"lip_{form}.onnx"), rbd_backend="onnx")
             ts = []
             for _ in range(reps):
                 t = time.perf_counter()
-                rt.step(tr.q[0], tr.dq[0], tr.ddq[0])
+                rt.step(xs32[0, :7], xs32[0, 7:14], xs32[0, 14:])
                 ts.append(time.perf_counter() - t)
             ts_us = np.array(ts) * 1e6
-            res["runtime_fast"] = {"p50_us": float(np.percentile(ts_us, 50)), "p99_us": float(np.percentile(ts_us, 99))}
-        except Exception as exc:  # report, do not hide the ONNX numbers
-            res["runtime_fast"] = f"ModelRuntime not usable: {type(exc).__name__}: {exc}"
+            res[f"runtime_{form}"] = {"p50_us": float(np.percentile(ts_us, 50)),
+                                      "p99_us": float(np.percentile(ts_us, 99))}
+        print(f"[gp] one 7-DoF query, N = {n_train}, runtime: direct p50 {res['runtime_direct']['p50_us']:.0f} us, "
+              f"fast p50 {res['runtime_fast']['p50_us']:.0f} us / p99 {res['runtime_fast']['p99_us']:.0f} us; "
+              f"fast vs direct {res['fast_vs_direct_onnx_max_rel']:.1e} (ONNX), "
+              f"{res['fast_vs_direct_float64_max_rel']:.1e} (float64)", flush=True)
     # Weight-space bound: for 7 DoF the kinetic posterior spans sum_i 5^i * i(i+1)/2 trig monomials;
     # one M(q) evaluation is at least a (1 x 78125) @ (78125 x 28) product. Time just that product.
     n_feat = 5**7
@@ -362,7 +368,7 @@ def latency_study(n_train: int, reps: int) -> dict:
     return res
 
 
-def kernel_timing(dof: int = 7, n1: int = 20, n2: int = 25, reps: int = 3) -> dict:
+def kernel_timing(dof: int = 7, n1: int = 10, n2: int = 10, reps: int = 2) -> dict:
     """Closed-form LIP blocks (lip.py) vs the generic autodiff operator (operator.py) on the same kernel.
 
     The decision in lip.py (hand-derived G G' k instead of autodiff at run time) rests on this timing; both
