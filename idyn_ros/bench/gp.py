@@ -230,6 +230,7 @@ def kuka_study(kinds: tuple[str, ...], n_train: int, test_stride: int) -> dict |
     """
     from idyn_ros.bench import results_dir
     from idyn_ros.models.gp.synthetic import SyntheticSet
+    from idyn_ros.models.gp.train import NOISE_FLOOR_RATIO
     from idyn_ros.paths import shared_data_dir
 
     root = shared_data_dir()
@@ -245,10 +246,11 @@ def kuka_study(kinds: tuple[str, ...], n_train: int, test_stride: int) -> dict |
     tr, va, te = load(1), load(2, 5), load(3, test_stride)
     out: dict[str, Any] = {"n_train": n_train, "n_test": int(te.q.shape[0]), "test_stride": test_stride,
                            "train_file": "measurements_1.npz", "test_file": "measurements_3.npz",
-                           "noise_start_selected_on": "measurements_2.npz, every 5th sample (val nMSE, fit_gp)"}
+                           "noise_start_selected_on": "measurements_2.npz, every 5th sample (val nMSE, fit_gp)",
+                           "noise_floor_ratio": NOISE_FLOOR_RATIO}
     for kind in kinds:
         n = LSE_TRAIN_POINTS if kind == "lse-gp" else n_train
-        r = _fit_eval(kind, 7, tr, te, n_train=n, friction=True, seed=0, val=va)
+        r = _fit_eval(kind, 7, tr, te, n_train=n, friction=True, seed=0, val=va, noise_floor_ratio=NOISE_FLOOR_RATIO)
         out[kind] = {"nmse_percent_per_joint": r["nmse"].round(3).tolist(), "mean_percent": float(np.mean(r["nmse"])),
                      "max_percent": float(np.max(r["nmse"])), "n_train": n, "fit_seconds": r["fit_seconds"],
                      "noise_std": r["noise_std"].round(5).tolist(), "noise_start": r["noise_start"]}
