@@ -421,8 +421,50 @@ def kernel_timing(dof: int = 7, n1: int = 10, n2: int = 10, reps: int = 2) -> di
     return out
 
 
+def noise_start_check() -> dict:
+    """Shared-noise start at the largest vs the smallest joint's std(y)/1000 (LIP; the study uses the largest).
+
+    Cases: 6-DoF pair 3 and 7-DoF pair 0 at N = 500 (the study's seeds), 7-DoF N = 50 and 100 (the
+    data-efficiency draws). Reports test nMSE, global MSE, fitted noise and the marginal likelihood of both
+    starts, and whether the lower marginal likelihood picks the lower test error (the candidate fix).
+    """
+    import torch
+
+    from idyn_ros.models.gp.gp import stack_inputs
+    from idyn_ros.models.gp.synthetic import make_set
+    from idyn_ros.models.gp.train import make_gp, nmse_percent
+
+    cases = (("6dof_pair3_N500", 6, 3, 103, 500, 3), ("7dof_pair0_N500", 7, 0, 100, 500, 0),
+             ("7dof_N50", 7, 200, 300, 50, 0), ("7dof_N100", 7, 200, 300, 100, 0))
+    out: dict[str, Any] = {}
+    for name, dof, s_tr, s_te, N, seed in cases:
+        tr, te = make_set(s_tr, dof), make_set(s_te, dof)
+        idx = np.arange(500) if N >= 500 else np.sort(np.random.default_rng(seed).choice(500, N, replace=False))
+        X, Y = stack_inputs(tr.q[idx], tr.dq[idx], tr.ddq[idx]), torch.as_tensor(tr.tau_noisy[idx])
+        Xt = stack_inputs(te.q, te.dq, te.ddq)
+        row: dict[str, Any] = {}
+        for start in ("max", "min"):
+            gp = make_gp("lip-gp", dof, X, Y, noise_init_ratio=1e-3, shared_noise=True, shared_noise_start=start)
+            rep = gp.fit(X, Y, iterations=LBFGS_ITERS, max_hyper_points=HYPER_POINTS, seed=seed,
+                         max_seconds=FIT_SECONDS)
+            pred = gp.predict(Xt)[0].numpy()
+            e = nmse_percent(pred, te.tau)
+            row[start] = {"test_nmse_percent": e.round(3).tolist(), "mean_percent": float(e.mean()),
+                          "global_mse": float(np.mean((pred - te.tau) ** 2, 0).sum()),
+                          "noise_std": float(gp.noise_std()[0]), "nll": rep.nll, "fit_seconds": rep.seconds}
+            print(f"[gp] noise start {name} {start}: mean nMSE {e.mean():.2f} % (per joint {np.round(e, 2)}), "
+                  f"noise {gp.noise_std()[0]:.4f}, NLL {rep.nll:.3f}", flush=True)
+        pick = min(("max", "min"), key=lambda k: row[k]["nll"])
+        best = min(("max", "min"), key=lambda k: row[k]["global_mse"])
+        row["nll_picks"], row["lower_global_mse"] = pick, best
+        out[name] = row
+    out["nll_pick_is_better_in"] = sum(out[c[0]]["nll_picks"] == out[c[0]]["lower_global_mse"] for c in cases)
+    out["cases"] = len(cases)
+    return out
+
+
 SECTIONS = ("kernel_timing", "latency", "synthetic_6dof", "synthetic_7dof", "data_efficiency", "kuka_lwr4",
-            "diagnostics")
+            "diagnostics", "noise_start_check")
 
 
 def run_benchmarks(quick: bool = False, pairs: int | None = None, sections: tuple[str, ...] | None = None,
@@ -437,7 +479,7 @@ def run_benchmarks(quick: bool = False, pairs: int | None = None, sections: tupl
 
     pairs = pairs if pairs is not None else (1 if quick else 10)
     quick_sections = ("kernel_timing", "latency", "synthetic_6dof", "data_efficiency", "kuka_lwr4")
-    sections = sections or (quick_sections if quick else SECTIONS[:-1])  # diagnostics only on request
+    sections = sections or (quick_sections if quick else SECTIONS[:-2])  # diagnostics only on request
     unknown = [s for s in sections if s not in SECTIONS]
     if unknown:
         from idyn_ros.errors import ParameterError
@@ -465,6 +507,8 @@ def run_benchmarks(quick: bool = False, pairs: int | None = None, sections: tupl
                                     _results_dir() / "gp_data_efficiency.png")
         elif name == "kuka_lwr4":
             value = kuka_study(kinds, 300 if quick else 500, 10 if quick else 1)
+        elif name == "noise_start_check":
+            value = noise_start_check()
         else:
             value = diagnostics()
         payload = {"settings": settings, name: value, "seconds": time.perf_counter() - t0}

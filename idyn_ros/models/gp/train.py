@@ -42,7 +42,7 @@ def joint_is_prismatic(robot_model: Any) -> list[bool]:
 
 def make_gp(kind: str, n: int, X: torch.Tensor, Y: torch.Tensor, prismatic: list[bool] | None = None,
             friction: bool = False, noise_init_ratio: float = 0.1, shared_noise: bool = False,
-            noise_floor_ratio: float = 0.0) -> GPInverseDynamics:
+            noise_floor_ratio: float = 0.0, shared_noise_start: str = "max") -> GPInverseDynamics:
     """A GP of the given kind: kernel hyperparameters 1 (as the paper), noise ``noise_init_ratio`` * std(y).
 
     Args:
@@ -67,7 +67,8 @@ def make_gp(kind: str, n: int, X: torch.Tensor, Y: torch.Tensor, prismatic: list
         kern = LSEKernel(n, x_std[n : 2 * n])
         fk = FrictionKernel(n, se=False) if friction else None
     return GPInverseDynamics(kern, n, friction=fk, noise_std=(y_std * noise_init_ratio).numpy(),
-                             shared_noise=shared_noise, noise_floor_std=(y_std * noise_floor_ratio).numpy())
+                             shared_noise=shared_noise, noise_floor_std=(y_std * noise_floor_ratio).numpy(),
+                             shared_noise_start=shared_noise_start)
 
 
 # Noise starts per kind, as fractions of std(y) (issue 8). Measured on the 6-DoF Panda (seed 0/100, N = 500,
