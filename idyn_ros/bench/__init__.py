@@ -56,10 +56,15 @@ def _provenance(command: str) -> dict:
     }
 
 
-def write_result(name: str, payload: dict, command: str) -> Path:
-    """Write ``bench/results/<name>.json``: the payload's keys at top level plus ``_provenance``."""
+def write_result(name: str, payload: dict, command: str, provenance: dict | None = None) -> Path:
+    """Write ``bench/results/<name>.json``: the payload's keys at top level plus ``_provenance``.
+
+    provenance: taken when the run started (long runs: the code revision that ran, not the HEAD at the end);
+    a ``_provenance`` already in the payload wins over both.
+    """
     path = results_dir() / f"{name}.json"
-    path.write_text(json.dumps({**payload, "_provenance": _provenance(command)}, indent=2, default=float) + "\n")
+    prov = payload.get("_provenance") or provenance or _provenance(command)
+    path.write_text(json.dumps({**payload, "_provenance": prov}, indent=2, default=float) + "\n")
     return path
 
 

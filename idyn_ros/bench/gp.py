@@ -475,7 +475,7 @@ def run_benchmarks(quick: bool = False, pairs: int | None = None, sections: tupl
     and sections can run in parallel processes). quick=True: 1 pair, short data-efficiency grid (smoke run).
     Default: 10 pairs per DoF (the issue's 10+), LSE on 6 DoF.
     """
-    from idyn_ros.bench import write_result
+    from idyn_ros.bench import _provenance, write_result
 
     pairs = pairs if pairs is not None else (1 if quick else 10)
     quick_sections = ("kernel_timing", "latency", "synthetic_6dof", "data_efficiency", "kuka_lwr4")
@@ -491,6 +491,7 @@ def run_benchmarks(quick: bool = False, pairs: int | None = None, sections: tupl
                 "noise_starts": _noise_starts(), "lse_train_points": LSE_TRAIN_POINTS, "quick": quick,
                 "pairs": pairs, "torch_threads": _torch_threads()}
     command = command or "idyn bench --only gp" + (" --quick" if quick else "")
+    provenance = _provenance(command)  # the revision that runs (a study takes an hour; HEAD may move)
     files: dict[str, Any] = {}
     for name in sections:
         t0 = time.perf_counter()
@@ -511,9 +512,9 @@ def run_benchmarks(quick: bool = False, pairs: int | None = None, sections: tupl
             value = noise_start_check()
         else:
             value = diagnostics()
-        payload = {"settings": settings, name: value, "seconds": time.perf_counter() - t0}
+        payload = {"settings": settings, name: value, "seconds": time.perf_counter() - t0, "_provenance": provenance}
         files[f"gp_{name}"] = payload
-        write_result(f"gp_{name}", payload, command)
+        write_result(f"gp_{name}", payload, command, provenance)
     return {"_files": files}
 
 
