@@ -421,7 +421,7 @@ def kernel_timing(dof: int = 7, n1: int = 10, n2: int = 10, reps: int = 2) -> di
     return out
 
 
-def noise_start_check() -> dict:
+def noise_start_check(cases: tuple | None = None) -> dict:
     """Shared-noise start at the largest vs the smallest joint's std(y)/1000 (LIP; the study uses the largest).
 
     Cases: 6-DoF pair 3 and 7-DoF pair 0 at N = 500 (the study's seeds), 7-DoF N = 50 and 100 (the
@@ -434,8 +434,8 @@ def noise_start_check() -> dict:
     from idyn_ros.models.gp.synthetic import make_set
     from idyn_ros.models.gp.train import make_gp, nmse_percent
 
-    cases = (("6dof_pair3_N500", 6, 3, 103, 500, 3), ("7dof_pair0_N500", 7, 0, 100, 500, 0),
-             ("7dof_N50", 7, 200, 300, 50, 0), ("7dof_N100", 7, 200, 300, 100, 0))
+    cases = cases or (("6dof_pair3_N500", 6, 3, 103, 500, 3), ("7dof_pair0_N500", 7, 0, 100, 500, 0),
+                      ("7dof_N50", 7, 200, 300, 50, 0), ("7dof_N100", 7, 200, 300, 100, 0))
     out: dict[str, Any] = {}
     for name, dof, s_tr, s_te, N, seed in cases:
         tr, te = make_set(s_tr, dof), make_set(s_te, dof)
@@ -464,7 +464,7 @@ def noise_start_check() -> dict:
 
 
 SECTIONS = ("kernel_timing", "latency", "synthetic_6dof", "synthetic_7dof", "data_efficiency", "kuka_lwr4",
-            "diagnostics", "noise_start_check")
+            "diagnostics", "noise_start_check", "noise_start_6dof")
 
 
 def run_benchmarks(quick: bool = False, pairs: int | None = None, sections: tuple[str, ...] | None = None,
@@ -479,7 +479,7 @@ def run_benchmarks(quick: bool = False, pairs: int | None = None, sections: tupl
 
     pairs = pairs if pairs is not None else (1 if quick else 10)
     quick_sections = ("kernel_timing", "latency", "synthetic_6dof", "data_efficiency", "kuka_lwr4")
-    sections = sections or (quick_sections if quick else SECTIONS[:-2])  # diagnostics only on request
+    sections = sections or (quick_sections if quick else SECTIONS[:-3])  # diagnostics only on request
     unknown = [s for s in sections if s not in SECTIONS]
     if unknown:
         from idyn_ros.errors import ParameterError
@@ -510,6 +510,8 @@ def run_benchmarks(quick: bool = False, pairs: int | None = None, sections: tupl
             value = kuka_study(kinds, 300 if quick else 500, 10 if quick else 1)
         elif name == "noise_start_check":
             value = noise_start_check()
+        elif name == "noise_start_6dof":  # the other 6-DoF pairs that ended in the noise basin, and a good one
+            value = noise_start_check(tuple((f"6dof_pair{p}_N500", 6, p, 100 + p, 500, p) for p in (0, 2, 5, 8, 9)))
         else:
             value = diagnostics()
         payload = {"settings": settings, name: value, "seconds": time.perf_counter() - t0, "_provenance": provenance}
