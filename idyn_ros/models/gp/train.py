@@ -47,9 +47,10 @@ def make_gp(kind: str, n: int, X: torch.Tensor, Y: torch.Tensor, prismatic: list
 
     Args:
         friction: add the real-robot friction kernel (eq 34/35): LIP linear + SE, GIP linear, LSE linear.
-        noise_init_ratio: initial noise std per joint as a fraction of std(y) (see the decision below).
+        noise_init_ratio: initial noise std per joint as a fraction of std(y) (see NOISE_STARTS).
         shared_noise: one noise std for all joints (see GPInverseDynamics).
         noise_floor_ratio: noise floor per joint as a fraction of std(y) (see NOISE_FLOOR_RATIO).
+        shared_noise_start: "max" or "min" of the per-joint starts for the shared std (see GPInverseDynamics).
     """
     if kind not in GP_KINDS:
         raise ParameterError(f"unknown GP kind '{kind}'; choose one of {', '.join(GP_KINDS)}")
@@ -155,7 +156,7 @@ def train_gp(kind: str, robot_model: Any, train_datasets: list[Any], val_dataset
              seed: int = 0, max_samples: int = 500, max_minutes: float = 10.0, friction: bool = True,
              method: str = "lbfgs", max_hyper_points: int = 250, iterations: int = 50,
              shared_noise: bool = False, test_datasets: list[Any] | None = None,
-             noise_floor_ratio: float = NOISE_FLOOR_RATIO) -> dict:
+             noise_floor_ratio: float | None = None) -> dict:
     """Train a GP inverse-dynamics model; write ``out_dir/model.onnx`` and ``out_dir/metrics.json``.
 
     Args:
@@ -166,7 +167,9 @@ def train_gp(kind: str, robot_model: Any, train_datasets: list[Any], val_dataset
             validation nMSE is kept (fit_gp: the marginal likelihood overfits real recordings); without,
             NOISE_STARTS[kind] and the marginal likelihood decide.
         test_datasets: reported only (``test_nmse_percent``), never used for a choice.
-        noise_floor_ratio: noise floor per joint as a fraction of std(y) (NOISE_FLOOR_RATIO; 0 for simulation).
+        noise_floor_ratio: noise floor per joint as a fraction of std(y); None: NOISE_FLOOR_RATIO with per-joint
+            noise (real recordings), 0 with shared noise (i.i.d. simulated noise: a floor of 1 % of std(y) would
+            be 0.15 Nm on the Panda's joint 2 against 0.01 Nm true noise).
         max_samples: training samples kept (random subset, seeded); the GP conditions on all of them.
         max_minutes: wall-time budget for hyperparameter optimisation (per noise start, see NOISE_STARTS).
         friction: add the friction kernel (real robots; eq 34-35).
@@ -190,6 +193,8 @@ def train_gp(kind: str, robot_model: Any, train_datasets: list[Any], val_dataset
         q, dq, ddq, tau = q[keep], dq[keep], ddq[keep], tau[keep]
     n = robot_model.n
     X, Y = stack_inputs(q, dq, ddq), torch.as_tensor(tau, dtype=torch.float64)
+    if noise_floor_ratio is None:
+        noise_floor_ratio = 0.0 if shared_noise else NOISE_FLOOR_RATIO
     select_on, starts = None, None
     if val_datasets:
         vq, vdq, vddq, vtau = _concat(list(val_datasets), robot_model)
