@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from idyn_ros.errors import IdynError
+from idyn_ros.errors import IdynError, ParameterError
 
 Tensor = torch.Tensor
 
@@ -81,7 +81,7 @@ class GPInverseDynamics(torch.nn.Module):
         ns = np.ones(n) if noise_std is None else np.maximum(np.asarray(noise_std, float), 1e-4)
         if shared_noise:
             if shared_noise_start not in ("max", "min"):
-                raise ValueError(f"shared_noise_start must be 'max' or 'min', not {shared_noise_start!r}")
+                raise ParameterError(f"shared_noise_start must be 'max' or 'min', not {shared_noise_start!r}")
             ns = np.array([ns.max() if shared_noise_start == "max" else ns.min()])
         self.log_noise = torch.nn.Parameter(torch.log(torch.as_tensor(ns, dtype=torch.float64)))
         self.jitter_std = jitter_std
