@@ -468,7 +468,7 @@ def noise_start_check(cases: tuple | None = None) -> dict:
 CHECK_PAIRS = (0, 2, 5, 8, 9)
 
 SECTIONS = ("kernel_timing", "latency", "synthetic_6dof", "synthetic_7dof", "data_efficiency", "kuka_lwr4",
-            "diagnostics", "noise_start_check", "noise_start_6dof")
+            "diagnostics", "noise_start_check", "noise_start_6dof", "noise_start_7dof")
 
 
 def run_benchmarks(quick: bool = False, pairs: int | None = None, sections: tuple[str, ...] | None = None,
@@ -484,7 +484,7 @@ def run_benchmarks(quick: bool = False, pairs: int | None = None, sections: tupl
 
     pairs = pairs if pairs is not None else (1 if quick else 10)
     quick_sections = ("kernel_timing", "latency", "synthetic_6dof", "data_efficiency", "kuka_lwr4")
-    sections = sections or (quick_sections if quick else SECTIONS[:-3])  # diagnostics only on request
+    sections = sections or (quick_sections if quick else SECTIONS[:-4])  # diagnostics only on request
     unknown = [s for s in sections if s not in SECTIONS]
     if unknown:
         from idyn_ros.errors import ParameterError
@@ -518,11 +518,13 @@ def run_benchmarks(quick: bool = False, pairs: int | None = None, sections: tupl
             value = noise_start_check()
         elif name == "noise_start_6dof":  # default: the other 6-DoF pairs that ended in the noise basin, and a good one
             value = noise_start_check(tuple((f"6dof_pair{p}_N500", 6, p, 100 + p, 500, p) for p in check_pairs))
+        elif name == "noise_start_7dof":  # the same on the 7-DoF study's pairs (--check-pairs; pair 0 is in the check)
+            value = noise_start_check(tuple((f"7dof_pair{p}_N500", 7, p, 100 + p, 500, p) for p in check_pairs))
         else:
             value = diagnostics()
         payload = {"settings": settings, name: value, "seconds": time.perf_counter() - t0, "_provenance": provenance}
         fname = f"gp_{name}"
-        if name == "noise_start_6dof" and tuple(check_pairs) != CHECK_PAIRS:
+        if name == "noise_start_7dof" or (name == "noise_start_6dof" and tuple(check_pairs) != CHECK_PAIRS):
             fname += "_pairs" + "-".join(map(str, check_pairs))
         files[fname] = payload
         write_result(fname, payload, command, provenance)
@@ -555,7 +557,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--quick", action="store_true", help="smoke run: 1 pair, 6 DoF, short N grid")
     ap.add_argument("--pairs", type=int, default=None, help="train/test pairs per DoF (default 10; issue: 10+)")
     ap.add_argument("--check-pairs", default=None,
-                    help="noise_start_6dof: comma list of 6-DoF pairs (default 0,2,5,8,9; others get their own file)")
+                    help="noise_start_6dof/7dof: comma list of pairs (default 0,2,5,8,9; others get their own file)")
     ap.add_argument("--threads", type=int, default=1, help="torch threads (default 1; run sections in parallel)")
     ap.add_argument("--sections", default=None, help=f"comma list of {','.join(SECTIONS)}")
     ap.add_argument("--lse", action=argparse.BooleanOptionalAction, default=None,
