@@ -18,7 +18,11 @@ import subprocess
 import sys
 import time
 import traceback
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
+
+import numpy as np
 
 # Topic -> one line on what it measures. Order = the order `idyn bench` runs them.
 TOPICS: dict[str, str] = {
@@ -30,6 +34,23 @@ TOPICS: dict[str, str] = {
     "latency": "joint state -> command latency at 1 kHz, composed and separate processes",
     "experiments": "tracking table (Table III analogue), DOOMED sweep, wrench observer on the plant",
 }
+
+
+def times_us(fn: Callable[[], Any], repeat: int, warmup: int = 50) -> np.ndarray:
+    """Per-call wall times in us of ``fn`` (after ``warmup`` untimed calls): the one timing loop of the benches."""
+    for _ in range(warmup):
+        fn()
+    out = np.empty(repeat)
+    for k in range(repeat):
+        t0 = time.perf_counter_ns()
+        fn()
+        out[k] = time.perf_counter_ns() - t0
+    return out / 1e3
+
+
+def p50_p99(samples_us: np.ndarray) -> dict[str, float]:
+    """{"p50_us", "p99_us"} of per-call times in us."""
+    return {"p50_us": float(np.percentile(samples_us, 50)), "p99_us": float(np.percentile(samples_us, 99))}
 
 
 def results_dir() -> Path:

@@ -7,25 +7,13 @@ the torch eager cost that training pays. Numbers are wall-clock on this machine,
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable, Sequence
-from typing import Any
+from collections.abc import Sequence
 
 import numpy as np
 
+from idyn_ros.bench import times_us
+
 ROBOTS: tuple[str, ...] = ("panda", "iiwa14", "ur5")
-
-
-def _times_us(fn: Callable[[], Any], repeat: int, warmup: int = 50) -> np.ndarray:
-    """Per-call wall times in us of ``fn`` (after ``warmup`` untimed calls)."""
-    for _ in range(warmup):
-        fn()
-    out = np.empty(repeat)
-    for k in range(repeat):
-        t0 = time.perf_counter_ns()
-        fn()
-        out[k] = time.perf_counter_ns() - t0
-    return out / 1e3
 
 
 def bench_robot(name: str, ort_repeat: int = 3000) -> dict[str, float]:
@@ -42,11 +30,11 @@ def bench_robot(name: str, ort_repeat: int = 3000) -> dict[str, float]:
     res: dict[str, float] = {"dof": model.n}
 
     pm, pd = model.pin_model, model.pin_model.createData()
-    t = _times_us(lambda: pin.rnea(pm, pd, q[0], dq[0], ddq[0]), 20000)
+    t = times_us(lambda: pin.rnea(pm, pd, q[0], dq[0], ddq[0]), 20000)
     res["pinocchio_rnea_us_min"] = float(t.min())
     res["pinocchio_rnea_us_p50"] = float(np.percentile(t, 50))
     res["pinocchio_rnea_us_p99"] = float(np.percentile(t, 99))
-    t = _times_us(lambda: model.rnea(q[0], dq[0], ddq[0]), 20000)
+    t = times_us(lambda: model.rnea(q[0], dq[0], ddq[0]), 20000)
     res["robotmodel_rnea_us_p50"] = float(np.percentile(t, 50))  # incl. the wrapper's input checks
 
     threads = torch.get_num_threads()
@@ -58,8 +46,8 @@ def bench_robot(name: str, ort_repeat: int = 3000) -> dict[str, float]:
         with torch.no_grad():
             res["torch_f64_max_abs_err_1000"] = float(np.abs(m64(q64, dq64, ddq64).numpy() - ref).max())
             one = (q64[:1], dq64[:1], ddq64[:1])
-            res["torch_eager_f64_b1_us_p50"] = float(np.percentile(_times_us(lambda: m64(*one), 1000), 50))
-            tb = _times_us(lambda: m64(q64, dq64, ddq64), 30, warmup=3)
+            res["torch_eager_f64_b1_us_p50"] = float(np.percentile(times_us(lambda: m64(*one), 1000), 50))
+            tb = times_us(lambda: m64(q64, dq64, ddq64), 30, warmup=3)
             res["torch_eager_f64_b1000_us_per_sample"] = float(np.percentile(tb, 50) / 1000)
 
         blob = export_onnx(TorchRNEA(model, dtype=torch.float32))
@@ -83,7 +71,7 @@ def bench_robot(name: str, ort_repeat: int = 3000) -> dict[str, float]:
     res["onnx_f32_max_abs_err_1000"] = err
     res["onnx_f32_rel_err_1000"] = err / float(np.abs(ref).max())  # relative to max |tau| over the states
     feeds = {"q": f32[0][:1], "dq": f32[1][:1], "ddq": f32[2][:1]}
-    t = _times_us(lambda: sess.run(None, feeds), ort_repeat, warmup=200)
+    t = times_us(lambda: sess.run(None, feeds), ort_repeat, warmup=200)
     res["onnx_ort_b1_us_min"] = float(t.min())  # floor: what the graph costs when the CPU is not shared
     res["onnx_ort_b1_us_p50"] = float(np.percentile(t, 50))
     res["onnx_ort_b1_us_p99"] = float(np.percentile(t, 99))

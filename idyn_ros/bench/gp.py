@@ -16,6 +16,8 @@ from typing import Any
 
 import numpy as np
 
+from idyn_ros.bench import p50_p99, times_us
+
 # Budget (the machine is 2 shared cores): hyperparameters by L-BFGS on a random subset of the
 # training set, then the posterior on all N samples (see idyn_ros.models.gp.gp).
 # Issue 8 finding: accuracy is set by the hyperparameter optimum. 3-DoF Panda, 250-point L-BFGS: test nMSE
@@ -326,14 +328,8 @@ def latency_study(n_train: int, reps: int) -> dict:
             sess = ort.InferenceSession(str(path), opts, providers=["CPUExecutionProvider"])
             got = np.concatenate([sess.run(["tau"], f)[0] for f in feed_list])
             outs[form] = got
-            ts = []
-            for _ in range(reps):
-                t = time.perf_counter()
-                sess.run(None, feeds)
-                ts.append(time.perf_counter() - t)
-            ts_us = np.array(ts) * 1e6
             res[f"onnx_{form}"] = {
-                "p50_us": float(np.percentile(ts_us, 50)), "p99_us": float(np.percentile(ts_us, 99)),
+                **p50_p99(times_us(lambda sess=sess: sess.run(None, feeds), reps, warmup=20)),
                 "nodes": len(__import__("onnx").load(str(path)).graph.node),
                 "max_rel_err_vs_torch_posterior": float(np.max(np.abs(got - ref)) / np.max(np.abs(ref)))}
         diff = np.max(np.abs(outs["fast"] - outs["direct"])) / np.max(np.abs(outs["direct"]))
@@ -343,14 +339,8 @@ def latency_study(n_train: int, reps: int) -> dict:
         for form in ("direct", "fast"):  # the artifact through the same runtime the controller uses
             # no inertial parameters in a GP artifact: the whole graph must run ("onnx" backend)
             rt = ModelRuntime(str(Path(d) / f"lip_{form}.onnx"), rbd_backend="onnx")
-            ts = []
-            for _ in range(reps):
-                t = time.perf_counter()
-                rt.step(xs32[0, :7], xs32[0, 7:14], xs32[0, 14:])
-                ts.append(time.perf_counter() - t)
-            ts_us = np.array(ts) * 1e6
-            res[f"runtime_{form}"] = {"p50_us": float(np.percentile(ts_us, 50)),
-                                      "p99_us": float(np.percentile(ts_us, 99))}
+            step = lambda rt=rt: rt.step(xs32[0, :7], xs32[0, 7:14], xs32[0, 14:])  # noqa: E731
+            res[f"runtime_{form}"] = p50_p99(times_us(step, reps, warmup=20))
         print(f"[gp] one 7-DoF query, N = {n_train}, runtime: direct p50 {res['runtime_direct']['p50_us']:.0f} us, "
               f"fast p50 {res['runtime_fast']['p50_us']:.0f} us / p99 {res['runtime_fast']['p99_us']:.0f} us; "
               f"fast vs direct {res['fast_vs_direct_onnx_max_rel']:.1e} (ONNX), "
@@ -360,12 +350,8 @@ def latency_study(n_train: int, reps: int) -> dict:
     n_feat = 5**7
     B = np.random.default_rng(0).standard_normal((n_feat, 28))
     phi = np.ones(n_feat)
-    tw = []
-    for _ in range(max(20, reps // 20)):
-        t = time.perf_counter()
-        phi @ B
-        tw.append(time.perf_counter() - t)
-    res["weight_space_lower_bound_us"] = {"p50": float(np.percentile(np.array(tw) * 1e6, 50)),
+    tw = times_us(lambda: phi @ B, max(20, reps // 20), warmup=2)
+    res["weight_space_lower_bound_us"] = {"p50": float(np.percentile(tw, 50)),
                                           "coefficients": int(sum(5**i * i * (i + 1) // 2 for i in range(1, 8)))}
     return res
 
@@ -388,13 +374,8 @@ def kernel_timing(dof: int = 7, n1: int = 10, n2: int = 10, reps: int = 2) -> di
             p.copy_(0.4 * torch.randn_like(p))
     X1, X2 = torch.randn(n1, 3 * dof, dtype=torch.float64), torch.randn(n2, 3 * dof, dtype=torch.float64)
 
-    def best(fn) -> float:
-        times = []
-        for _ in range(reps):
-            t = time.perf_counter()
-            fn()
-            times.append(time.perf_counter() - t)
-        return min(times)
+    def best(fn) -> float:  # s; the first call's tracing overhead is in the other reps' min
+        return float(times_us(fn, reps, warmup=0).min()) * 1e-6
 
     def closed(backward: bool) -> None:
         K = k(X1, X2)

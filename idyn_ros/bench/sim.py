@@ -23,6 +23,8 @@ from typing import Any
 
 import numpy as np
 
+from idyn_ros.bench import p50_p99, times_us
+
 
 def physics_step_cost(robot: str = "panda", profile: str = "true", steps: int = 2000) -> dict[str, float]:
     """Wall time of Plant.step (one 1 kHz control period incl. friction and state readout), us."""
@@ -30,14 +32,7 @@ def physics_step_cost(robot: str = "panda", profile: str = "true", steps: int = 
 
     plant = Plant(robot, profile=profile)
     tau = np.zeros(plant.n)
-    for _ in range(100):
-        plant.step(tau)
-    samples = np.empty(steps)
-    for k in range(steps):
-        t0 = time.perf_counter()
-        plant.step(tau)
-        samples[k] = time.perf_counter() - t0
-    return {"p50_us": float(np.percentile(samples, 50) * 1e6), "p99_us": float(np.percentile(samples, 99) * 1e6)}
+    return p50_p99(times_us(lambda: plant.step(tau), steps, warmup=100))
 
 
 def node_tick_cost(robot: str = "panda", ticks: int = 2000) -> dict[str, float]:
@@ -55,17 +50,11 @@ def node_tick_cost(robot: str = "panda", ticks: int = 2000) -> dict[str, float]:
     try:
         node = PlantNode(context=context, robot=robot, profile="true")
         msg = Float64MultiArray(data=[0.0] * node.plant.n)
-        for _ in range(100):
-            node._on_command(msg)
-        samples = np.empty(ticks)
-        for k in range(ticks):
-            t0 = time.perf_counter()
-            node._on_command(msg)
-            samples[k] = time.perf_counter() - t0
+        samples = times_us(lambda: node._on_command(msg), ticks, warmup=100)
         node.destroy_node()
     finally:
         rclpy.shutdown(context=context)
-    return {"p50_us": float(np.percentile(samples, 50) * 1e6), "p99_us": float(np.percentile(samples, 99) * 1e6)}
+    return p50_p99(samples)
 
 
 def inprocess_lockstep(robot: str = "panda", seconds: float = 3.0, profile: str = "true") -> dict[str, Any]:
@@ -230,14 +219,7 @@ def integrator_comparison(physics_rates: tuple[float, ...] = (1000.0, 2000.0)) -
     from idyn_ros.sim import Plant
 
     def timed(fn: Any, n: int = 2000) -> float:
-        for _ in range(200):
-            fn()
-        samples = np.empty(n)
-        for k in range(n):
-            t0 = time.perf_counter()
-            fn()
-            samples[k] = time.perf_counter() - t0
-        return float(np.percentile(samples, 50) * 1e6)
+        return float(np.percentile(times_us(fn, n, warmup=200), 50))
 
     def plant(profile: str, integrator: str, rate: float, **kw: Any) -> Plant:
         p = Plant("panda", profile=profile, physics_rate_hz=rate, **kw)
