@@ -43,7 +43,7 @@ def _fit_eval(kind: str, dof: int, tr: Any, te: Any, n_train: int | None = None,
     import torch
 
     from idyn_ros.models.gp.gp import stack_inputs
-    from idyn_ros.models.gp.train import fit_gp, nmse_percent
+    from idyn_ros.models.gp.train import VAL_NOISE_STARTS, fit_gp, nmse_percent
 
     sl = slice(None) if n_train is None else slice(0, n_train)
     idx = np.arange(tr.q.shape[0])[sl]
@@ -56,7 +56,7 @@ def _fit_eval(kind: str, dof: int, tr: Any, te: Any, n_train: int | None = None,
     select_on = None
     if val is not None:
         select_on = (stack_inputs(val.q, val.dq, val.ddq), torch.as_tensor(val.tau, dtype=torch.float64))
-        starts = starts or (0.1, 1e-3)
+        starts = starts or VAL_NOISE_STARTS
     gp, rep, ratio = fit_gp(kind, dof, X, Y, friction=friction, shared_noise=shared_noise, noise_starts=starts,
                             select_on=select_on, noise_floor_ratio=noise_floor_ratio, method=method,
                             iterations=LBFGS_ITERS,
