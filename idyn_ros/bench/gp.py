@@ -272,6 +272,36 @@ def kuka_study(kinds: tuple[str, ...], n_train: int, test_stride: int) -> dict |
     return out
 
 
+def kuka_noise_floor(floors: tuple[float, ...]) -> dict:
+    """Sensitivity of the KUKA result to the noise floor (train.NOISE_FLOOR_RATIO, fixed a priori at 1 %).
+
+    Same split as kuka_lwr4 with the noise start fixed at std(y)/10 (the start kuka_lwr4's validation picks),
+    LIP and SE at each floor; test nMSE on file 3.
+    """
+    from idyn_ros.models.gp.synthetic import SyntheticSet
+    from idyn_ros.paths import shared_data_dir
+
+    root = shared_data_dir()
+    if root is None or not (root / "kuka_lwr4" / "measurements_1.npz").is_file():
+        return {}
+
+    def load(i: int) -> SyntheticSet:
+        d = np.load(root / "kuka_lwr4" / f"measurements_{i}.npz")
+        return SyntheticSet(d["positions"], d["velocities"], d["accelerations"], d["torques"], d["torques"])
+
+    tr, te = load(1), load(3)
+    out: dict[str, Any] = {}
+    for floor in floors:
+        for kind in ("lip-gp", "se-gp"):
+            r = _fit_eval(kind, 7, tr, te, n_train=500, friction=True, seed=0, noise_init_ratio=0.1,
+                          noise_floor_ratio=floor)
+            out[f"{kind}_floor_{floor:g}"] = {"mean_percent": float(np.mean(r["nmse"])),
+                                              "nmse_percent_per_joint": r["nmse"].round(2).tolist(),
+                                              "noise_std": r["noise_std"].round(5).tolist()}
+            print(f"[gp] KUKA {kind} noise floor {floor:g}: mean nMSE {np.mean(r['nmse']):.1f} %", flush=True)
+    return out
+
+
 def latency_study(n_train: int, reps: int) -> dict:
     """Training time and prediction latency of the 7-DoF LIP GP at N = n_train (issue 8 acceptance).
 
@@ -449,12 +479,12 @@ def noise_start_check(cases: tuple | None = None) -> dict:
 CHECK_PAIRS = (0, 2, 5, 8, 9)
 
 SECTIONS = ("kernel_timing", "latency", "synthetic_6dof", "synthetic_7dof", "data_efficiency", "kuka_lwr4",
-            "diagnostics", "noise_start_check", "noise_start_6dof", "noise_start_7dof")
+            "diagnostics", "noise_start_check", "noise_start_6dof", "noise_start_7dof", "kuka_noise_floor")
 
 
 def run_benchmarks(quick: bool = False, pairs: int | None = None, sections: tuple[str, ...] | None = None,
                    lse: bool | None = None, command: str | None = None,
-                   check_pairs: tuple[int, ...] | None = None) -> dict:
+                   check_pairs: tuple[int, ...] | None = None, floors: tuple[float, ...] = (0.0, 0.01, 0.05)) -> dict:
     """GP figures, one result file per section: bench/results/gp_<section>.json.
 
     Each section's file is written as soon as the section ends (a study takes tens of minutes on 2 cores,
@@ -465,7 +495,7 @@ def run_benchmarks(quick: bool = False, pairs: int | None = None, sections: tupl
 
     pairs = pairs if pairs is not None else (1 if quick else 10)
     quick_sections = ("kernel_timing", "latency", "synthetic_6dof", "data_efficiency", "kuka_lwr4")
-    sections = sections or (quick_sections if quick else SECTIONS[:-4])  # diagnostics only on request
+    sections = sections or (quick_sections if quick else SECTIONS[:-5])  # diagnostics only on request
     unknown = [s for s in sections if s not in SECTIONS]
     if unknown:
         from idyn_ros.errors import ParameterError
@@ -495,6 +525,8 @@ def run_benchmarks(quick: bool = False, pairs: int | None = None, sections: tupl
                                     _results_dir() / "gp_data_efficiency.png")
         elif name == "kuka_lwr4":
             value = kuka_study(kinds, 300 if quick else 500, 10 if quick else 1)
+        elif name == "kuka_noise_floor":
+            value = kuka_noise_floor(floors)
         elif name == "noise_start_check":
             value = noise_start_check()
         elif name == "noise_start_6dof":  # default: the other 6-DoF pairs that ended in the noise basin, and a good one
@@ -507,6 +539,8 @@ def run_benchmarks(quick: bool = False, pairs: int | None = None, sections: tupl
         fname = f"gp_{name}"
         if name == "noise_start_7dof" or (name == "noise_start_6dof" and tuple(check_pairs) != CHECK_PAIRS):
             fname += "_pairs" + "-".join(map(str, check_pairs))
+        if name == "kuka_noise_floor":
+            fname += "_" + "-".join(f"{f:g}" for f in floors)
         files[fname] = payload
         write_result(fname, payload, command, provenance)
     return {"_files": files}
@@ -539,6 +573,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--pairs", type=int, default=None, help="train/test pairs per DoF (default 10; issue: 10+)")
     ap.add_argument("--check-pairs", default=None,
                     help="noise_start_6dof/7dof: comma list of pairs (default 0,2,5,8,9; others get their own file)")
+    ap.add_argument("--floors", default="0,0.01,0.05", help="kuka_noise_floor: comma list of floor ratios")
     ap.add_argument("--threads", type=int, default=1, help="torch threads (default 1; run sections in parallel)")
     ap.add_argument("--sections", default=None, help=f"comma list of {','.join(SECTIONS)}")
     ap.add_argument("--lse", action=argparse.BooleanOptionalAction, default=None,
@@ -550,7 +585,8 @@ def main(argv: list[str] | None = None) -> int:
     torch.set_num_threads(a.threads)  # 1: parallel sections in separate processes do not oversubscribe
     cmd = "python -m idyn_ros.bench.gp " + " ".join(sys.argv[1:] if argv is None else argv)
     cp = tuple(int(p) for p in a.check_pairs.split(",")) if a.check_pairs else None
-    res = run_benchmarks(quick=a.quick, pairs=a.pairs, sections=secs, lse=a.lse, command=cmd.strip(), check_pairs=cp)
+    res = run_benchmarks(quick=a.quick, pairs=a.pairs, sections=secs, lse=a.lse, command=cmd.strip(), check_pairs=cp,
+                         floors=tuple(float(f) for f in a.floors.split(",")))
     print("[gp] wrote " + ", ".join(f"bench/results/{k}.json" for k in res["_files"]), flush=True)
     return 0
 
