@@ -87,7 +87,8 @@ VAL_NOISE_STARTS: tuple[float, ...] = (0.1, 1e-3)
 # Noise floor for real recordings, as a fraction of std(y) per joint, fixed a priori (not tuned on a test
 # file). Without it the marginal likelihood of smooth, densely sampled torques drives the noise of most joints
 # to ~0 and the posterior interpolates (KUKA LWR4+, 500 samples of file 1, test file 3: SE 57676 % -> 184 % with
-# a 5 % floor). LIP on the same split: floor 0 / 1 % / 5 %: 83.6 / 77.9 / 154.8 %: sensitive, so not raised.
+# a 5 % floor). LIP on the same split: floor 0 / 1 % / 5 %: 83.6 / 77.9 / 154.8 %: sensitive, so not raised
+# (bench sections kuka_noise_floor and, for 1 %, kuka_lwr4).
 NOISE_FLOOR_RATIO = 0.01
 
 # Validation samples used to choose the noise start (every k-th sample of the validation recordings).
@@ -103,8 +104,8 @@ def fit_gp(kind: str, n: int, X: torch.Tensor, Y: torch.Tensor, prismatic: list[
     Keeps the fit with the lowest marginal likelihood (same hyperparameter subset: same seed), or, when
     ``select_on = (X_val, Y_val)`` is given, the lowest mean nMSE on that held-out trajectory. Decision: on
     real recordings select on held-out data: the marginal likelihood of smooth, densely sampled torques
-    prefers noise -> 0 (KUKA LWR4+, 500 samples of file 1: fitted noise < 1e-4 Nm on 5 of 7 joints), which
-    interpolates and extrapolates wildly (test nMSE 1e5 % and more on file 3).
+    can prefer noise -> 0, which interpolates and extrapolates wildly (bench sections kuka_lwr4, which
+    chooses the start this way, and kuka_noise_floor).
     ``fit_kwargs`` go to :meth:`GPInverseDynamics.fit` (method, iterations, max_hyper_points, seed, max_seconds).
 
     Returns:
