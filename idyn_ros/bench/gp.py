@@ -57,7 +57,7 @@ def _fit_eval(kind: str, dof: int, tr: Any, te: Any, n_train: int | None = None,
     if val is not None:
         select_on = (stack_inputs(val.q, val.dq, val.ddq), torch.as_tensor(val.tau, dtype=torch.float64))
         starts = starts or VAL_NOISE_STARTS
-    gp, rep, ratio = fit_gp(kind, dof, X, Y, friction=friction, shared_noise=shared_noise, noise_starts=starts,
+    gp, rep, start = fit_gp(kind, dof, X, Y, friction=friction, shared_noise=shared_noise, noise_starts=starts,
                             select_on=select_on, noise_floor_ratio=noise_floor_ratio, method=method,
                             iterations=LBFGS_ITERS,
                             max_hyper_points=hyper_points, seed=seed, max_seconds=FIT_SECONDS)
@@ -73,7 +73,7 @@ def _fit_eval(kind: str, dof: int, tr: Any, te: Any, n_train: int | None = None,
     return {"nmse": e, "mse": np.mean((pred - te.tau) ** 2, axis=0), "fit_seconds": fit_total,
             "predict_seconds": pred_s, "gp": gp, "n_train": len(idx),
             "train_nmse": train_e, "noise_std": noise, "nll": rep.nll, "evaluations": rep.iterations,
-            "noise_start": ratio}
+            "noise_start": {"ratio": start.ratio, "shared": start.shared}}
 
 
 def diagnostics() -> dict:
@@ -121,6 +121,7 @@ def synthetic_study(dof: int, pairs: int, kinds: tuple[str, ...]) -> dict:
     train_e: dict[str, list] = {k: [] for k in kinds}
     noise: dict[str, list] = {k: [] for k in kinds}
     gmse: dict[str, list] = {k: [] for k in kinds}
+    kept_start: dict[str, list] = {k: [] for k in kinds}
     for p in range(pairs):
         tr, te = make_set(p, dof), make_set(100 + p, dof)
         for kind in kinds:
@@ -131,9 +132,11 @@ def synthetic_study(dof: int, pairs: int, kinds: tuple[str, ...]) -> dict:
             train_e[kind].append(out["train_nmse"])
             noise[kind].append(out["noise_std"])
             gmse[kind].append(float(out["mse"].sum()))
+            kept_start[kind].append(out["noise_start"])
             print(f"[gp] {dof}-DoF pair {p} {kind}: mean nMSE {np.mean(out['nmse']):.3f} % "
                   f"(per joint {np.round(out['nmse'], 2)}, train {np.mean(out['train_nmse']):.3f} %, "
-                  f"noise std {out['noise_std'][0]:.4f}, fit {out['fit_seconds']:.0f} s)", flush=True)
+                  f"noise std {out['noise_std'][0]:.4f}, start {out['noise_start']}, fit {out['fit_seconds']:.0f} s)",
+                  flush=True)
             if kind == "lip-gp":
                 T_true, U_true = true_energies(dof, te.q, te.dq)
                 T_hat = readouts.kinetic_energy(out["gp"], te.q, te.dq)[0]
@@ -154,6 +157,7 @@ def synthetic_study(dof: int, pairs: int, kinds: tuple[str, ...]) -> dict:
             "noise_std_median": float(np.median(np.array(noise[kind]))),
             "per_pair_mean_nmse_percent": arr.mean(1).round(4).tolist(),
             "per_pair_nmse_percent": arr.round(4).tolist(),
+            "noise_start_per_pair": kept_start[kind],
         }
     if "lip-gp" in kinds:
         summary["lip-gp"]["energy_nmse_percent_median"] = {
@@ -176,7 +180,8 @@ def data_efficiency(sizes: tuple[int, ...], kinds: tuple[str, ...], pairs: int, 
     from idyn_ros.models.gp.synthetic import make_set
 
     table: dict[str, dict[str, list]] = {
-        k: {"nmse_mean_percent": [], "global_mse": [], "nmse_percent_per_joint": [], "fit_seconds": []}
+        k: {"nmse_mean_percent": [], "global_mse": [], "nmse_percent_per_joint": [], "fit_seconds": [],
+            "noise_start": []}
         for k in kinds}
     for kind in kinds:
         for N in sizes:
@@ -192,6 +197,7 @@ def data_efficiency(sizes: tuple[int, ...], kinds: tuple[str, ...], pairs: int, 
             table[kind]["global_mse"].append(float(np.median(g_list)))
             table[kind]["nmse_percent_per_joint"].append(np.median(np.array(j_list), 0).round(3).tolist())
             table[kind]["fit_seconds"].append(float(np.median(f_list)))
+            table[kind]["noise_start"].append(out["noise_start"])  # of the last pair (the bench runs one)
             print(f"[gp] data efficiency {kind} N={N}: nMSE {np.median(e_list):.3f} % "
                   f"(per joint {np.round(np.median(np.array(j_list), 0), 2)}), global MSE {np.median(g_list):.3f}",
                   flush=True)
@@ -323,13 +329,14 @@ def latency_study(n_train: int, reps: int) -> dict:
     idx = slice(0, n_train)
     X = stack_inputs(tr.q[idx], tr.dq[idx], tr.ddq[idx])
     Y = torch.as_tensor(tr.tau_noisy[idx], dtype=torch.float64)
-    gp, rep, _ = fit_gp("lip-gp", 7, X, Y, shared_noise=True, iterations=LBFGS_ITERS,
+    gp, rep, start = fit_gp("lip-gp", 7, X, Y, shared_noise=True, iterations=LBFGS_ITERS,
                         max_hyper_points=HYPER_POINTS, max_seconds=FIT_SECONDS)
     t0 = time.perf_counter()
     gp.condition(X, Y)
     cond_s = time.perf_counter() - t0
     res: dict[str, Any] = {"n_train": n_train, "dof": 7, "torch_threads": torch.get_num_threads(),
                            "training_seconds": rep.seconds, "hyper_points": rep.hyper_points,
+                           "noise_start_kept": {"ratio": start.ratio, "shared": start.shared},
                            "lbfgs_evaluations": rep.iterations, "condition_seconds": cond_s}
     print(f"[gp] training 7-DoF LIP, N = {n_train}: {rep.seconds:.0f} s ({rep.iterations} evaluations on "
           f"{rep.hyper_points} points; posterior on all N {cond_s:.1f} s)", flush=True)
@@ -547,9 +554,9 @@ def run_benchmarks(quick: bool = False, pairs: int | None = None, sections: tupl
 
 
 def _noise_starts() -> dict:
-    from idyn_ros.models.gp.train import NOISE_STARTS
+    from idyn_ros.models.gp.train import NOISE_STARTS, SHARED_NOISE_STARTS
 
-    return dict(NOISE_STARTS)
+    return {"ratio": dict(NOISE_STARTS), "shared_noise_start": dict(SHARED_NOISE_STARTS)}
 
 
 def _torch_threads() -> int:

@@ -195,6 +195,25 @@ def test_shared_noise_is_one_parameter_broadcast_to_every_joint() -> None:
     assert np.allclose(gp._noise_var().detach().numpy(), s**2 + gp.jitter_std**2)
 
 
+def test_fit_gp_fits_the_lip_shared_noise_from_both_starts_and_keeps_the_lower_nll() -> None:
+    from idyn_ros.models.gp.train import SHARED_NOISE_STARTS, fit_gp
+
+    q, dq, ddq = _samples(13, 20)
+    tau = arm_tau(q, dq, ddq) * np.array([1.0, 0.05])  # joints 10x apart in std: the two starts differ
+    X, Y = stack_inputs(q, dq, ddq), torch.as_tensor(tau + np.random.default_rng(3).normal(0, 1e-3, tau.shape))
+    kw = {"method": "lbfgs", "iterations": 5, "max_hyper_points": 20, "seed": 0}
+    nll = {}
+    for rule in ("max", "min"):
+        gp = make_gp("lip-gp", 2, X, Y, noise_init_ratio=1e-3, shared_noise=True, shared_noise_start=rule)
+        nll[rule] = gp.fit(X, Y, **kw).nll
+    assert SHARED_NOISE_STARTS["lip-gp"] == ("max", "min")
+    gp, rep, start = fit_gp("lip-gp", 2, X, Y, shared_noise=True, **kw)
+    assert start.shared == min(nll, key=nll.get) and start.ratio == 1e-3, nll
+    assert rep.nll == pytest.approx(min(nll.values()))
+    _, _, per_joint = fit_gp("lip-gp", 2, X, Y, **kw)
+    assert per_joint.shared is None  # per-joint noise has no shared-start rule: one fit
+
+
 @pytest.mark.slow
 def test_shared_noise_keeps_a_noise_dominated_joint_from_interpolating_its_noise() -> None:
     """Issue 8: 7-DoF Panda, N = 50: J7's torque (std 0.03 Nm) is mostly noise (0.01 Nm). With per-joint noise
@@ -240,4 +259,4 @@ def test_fit_gp_keeps_the_start_with_the_lower_validation_error() -> None:
         gp.fit(X, Y, **kw)
         val_err[ratio] = nmse_percent(gp.predict(Xv)[0].numpy(), Yv.numpy()).mean()
     _, _, chosen = fit_gp("gip-gp", 2, X, Y, noise_starts=(0.1, 1e-3), select_on=(Xv, Yv), **kw)
-    assert chosen == min(val_err, key=val_err.get), val_err
+    assert chosen.ratio == min(val_err, key=val_err.get), val_err

@@ -63,9 +63,7 @@ class GPInverseDynamics(torch.nn.Module):
             Per-joint noise lets a joint whose torque is mostly noise (7-DoF Panda J7: std 0.03 Nm vs
             0.01 Nm noise) fit its noise to ~0 and interpolate it.
         shared_noise_start: start the shared std at the "max" (default) or "min" of ``noise_std``. Neither
-            start is right everywhere (issue 8, bench section noise_start_check): from "max" L-BFGS ends in the
-            basin where signal is called noise on 5 of 10 6-DoF pairs; from "min" it interpolates the noise at
-            N = 50-100. The lower marginal likelihood of the two picked the lower mean nMSE in all 9 cases run.
+            start is right everywhere; train.fit_gp fits both for the LIP (train.SHARED_NOISE_STARTS).
         noise_floor_std: (n,) [Nm] added in quadrature to the fitted noise (default 0). On real recordings
             the marginal likelihood of smooth torques drives the noise to 0 (see train.NOISE_FLOOR_RATIO).
     """
