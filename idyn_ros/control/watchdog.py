@@ -4,7 +4,9 @@ Trips (controller goes to its safe mode within the same tick, reason kept for /d
 - the joint state is older than ``stale_periods`` control periods (receive-time gap, checked by a
   timer in the node because a dead publisher produces no callback; and the message stamp's age);
 - a NaN/Inf anywhere in what the law consumes (state, reference, feedforward, offset, output);
-- the feedforward (when it comes from another node) is older than ``ff_timeout``;
+- the feedforward (when it comes from another node) arrived more than ``ff_timeout`` ago, or was computed from
+  a joint state stamped more than ``ff_timeout`` before the current one (a message queued behind a late
+  executor arrives "now" but is old: the stamp check catches it, the receive-time check a dead publisher);
 - the joint-state filter rejected the sample (missing joint, stamps going backwards, ...).
 Recovery is explicit: the node must call ``clear()`` (on re-activation) - a tripped controller does
 not silently resume (decision: latching is safer than flapping between law and safe torque).
@@ -51,6 +53,19 @@ class Watchdog:
         if last_ff_ns < 0 or now_ns - last_ff_ns > self.ff_timeout_ns:
             age = "never received" if last_ff_ns < 0 else f"{(now_ns - last_ff_ns) * 1e-6:.1f} ms old"
             self.trip(f"feedforward missing: {age} (timeout {self.ff_timeout_ns * 1e-6:.1f} ms)")
+            return False
+        return True
+
+    def check_ff_lag(self, state_stamp_ns: int, ff_stamp_ns: int) -> bool:
+        """True when fine; trips when the feedforward answers a joint state older than ``ff_timeout``.
+
+        Both stamps come from the joint-state source (the feedforward node copies the stamp of the state it
+        computed from), so no clock is compared across machines.
+        """
+        lag = state_stamp_ns - ff_stamp_ns
+        if lag > self.ff_timeout_ns:
+            self.trip(f"feedforward lags the joint state by {lag * 1e-6:.1f} ms (computed from an older state; "
+                      f"timeout {self.ff_timeout_ns * 1e-6:.1f} ms)")
             return False
         return True
 

@@ -116,6 +116,7 @@ class ControllerNode(LifecycleNode):
         self._ref_map, self._ff_map, self._off_map = NameMap(self.joint_names), NameMap(self.joint_names), \
             NameMap(self.joint_names)
         self._ref_ns = self._ff_ns = self._off_ns = -1
+        self._ff_stamp_ns = -1  # stamp of the joint state the topic feedforward was computed from
         self._have_ref = False
         self._last_rx_ns = -1
         self._hold_set = False
@@ -242,6 +243,7 @@ class ControllerNode(LifecycleNode):
     def _on_feedforward(self, msg: Any) -> None:
         if self._ff_map.resolve(msg.joint_names) and self._ff_map.take(msg.total, self.ff_topic):
             self._ff_ns = time.monotonic_ns()
+            self._ff_stamp_ns = stamp_to_ns(msg.header.stamp)
 
     def _on_adaptation(self, msg: Any) -> None:
         if self._off_map.resolve(msg.joint_names) and self._off_map.take(msg.offset, self.offset):
@@ -272,7 +274,7 @@ class ControllerNode(LifecycleNode):
         tau = self.tau
         waiting = not self.embedded and self.use_ff and self._ff_ns < 0
         if not wd.tripped and not waiting:
-            self._law(q, dq, now)
+            self._law(q, dq, now, stamp_ns)
         if wd.tripped or waiting:  # waiting: topic feedforward not seen yet -> hold safely, no latch
             law.safe_torque(self.safe_mode, dq, self.safe_damping,
                             self.rbd.gravity(q) if self.vals["safe_gravity_compensation"] else None, tau)
@@ -307,12 +309,12 @@ class ControllerNode(LifecycleNode):
             self.ff.warm_up(q)
         self._hold_set = True
 
-    def _law(self, q: np.ndarray, dq: np.ndarray, now: int) -> None:
+    def _law(self, q: np.ndarray, dq: np.ndarray, now: int, stamp_ns: int) -> None:
         wd = self.watchdog
         if self.use_ff:
             if self.embedded:
                 self.tau_ff[:] = self.ff.compute(q, dq, self.ddq_d)
-            elif wd.check_ff_age(now, self._ff_ns):
+            elif wd.check_ff_age(now, self._ff_ns) and wd.check_ff_lag(stamp_ns, self._ff_stamp_ns):
                 self.tau_ff[:] = self.ff_topic
         else:
             self.tau_ff[:] = 0.0

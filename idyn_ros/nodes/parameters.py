@@ -72,8 +72,8 @@ CONTROLLER = [
     _p("feedforward_source", "string", "embedded", "embedded: evaluate the model inside the controller "
        "(one hop, default); topic: use the feedforward node's FeedforwardTorque (watchdog timeout applies)",
        choices=("embedded", "topic"), read_only=True),
-    _p("feedforward_timeout", "double", 0.01, "s; feedforward_source=topic: older feedforward trips the "
-       "watchdog", lo=0.0005, hi=10.0),
+    _p("feedforward_timeout", "double", 0.01, "s; feedforward_source=topic: feedforward received longer ago, or "
+       "computed from a joint state stamped longer before the current one, trips the watchdog", lo=0.0005, hi=10.0),
     _p("use_feedforward", "bool", True, "false = pure feedback (for comparisons)"),
     _p("gain_preset", "string", "medium", "active gains: soft|medium|stiff (presets.<name>.kp)",
        choices=("soft", "medium", "stiff")),

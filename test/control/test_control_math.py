@@ -79,6 +79,12 @@ def test_watchdog_trips_and_latches():
     assert "non-finite q" in wd.reason and "[1]" in wd.reason
     wd.clear()
     assert not wd.check_ff_age(100_000_000, -1) and "never received" in wd.reason
+    wd.clear()
+    # feedforward computed from a state one period back is fine; one older than ff_timeout is not
+    assert wd.check_ff_lag(5_000_000_000, 5_000_000_000 - wd.period_ns)
+    assert wd.check_ff_lag(5_000_000_000, 5_000_000_000 - wd.ff_timeout_ns)
+    assert not wd.check_ff_lag(5_000_000_000, 5_000_000_000 - wd.ff_timeout_ns - 1)
+    assert "feedforward lags the joint state" in wd.reason
 
 
 def _feed(f, names, q, dq, t_ns, eff=()):

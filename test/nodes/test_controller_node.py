@@ -223,6 +223,29 @@ def test_model_for_another_robot_with_fallback_none_refuses_to_configure(rclpy_c
     node.destroy_node()
 
 
+def test_feedforward_computed_from_an_old_state_goes_safe_although_just_received(rclpy_context):
+    """A feedforward queued behind a late executor arrives 'now'; its stamp says which state it answers."""
+    from idyn_ros.msg import FeedforwardTorque
+    from idyn_ros.nodes.common import HOT_IN
+
+    rig = Rig(rclpy_context, {"feedforward_source": "topic", "feedforward_timeout": 0.3})
+    ff_pub = rig.node.create_publisher(FeedforwardTorque, "/idyn/feedforward", HOT_IN)
+
+    def send_ff(stamp_ns: int) -> None:
+        m = FeedforwardTorque(joint_names=PANDA, total=[0.0] * 7)
+        m.header.stamp.sec, m.header.stamp.nanosec = divmod(stamp_ns, 1_000_000_000)
+        ff_pub.publish(m)
+        rig.spin(0.02)
+
+    send_ff(rig.t_ns)  # answers the latest state: fine
+    assert rig.tick() is not None and not rig.ctrl.watchdog.tripped, rig.ctrl.watchdog.reason
+    rig.t_ns += 1_000_000_000  # the plant moves on 1 s ...
+    send_ff(rig.t_ns - 500_000_000)  # ... and the feedforward arriving now answers a state 0.5 s back (> 0.3 s)
+    cmd = rig.tick()
+    np.testing.assert_allclose(cmd, _safe(rig, [0.1] * 7))
+    assert "feedforward lags the joint state" in rig.ctrl.watchdog.reason
+
+
 def test_feedforward_node_killed_goes_safe(rclpy_context):
     from idyn_ros.nodes.feedforward import FeedforwardNode
 
