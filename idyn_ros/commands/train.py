@@ -16,7 +16,9 @@ Model kinds:
   lip-gp        Gaussian process with the Lagrangian-inspired polynomial kernel (Giacomuzzo et al.);
                 se-gp, gip-gp, lse-gp are its baselines (--max-samples subsamples the training data).
                 With --val the noise start (std/10 or /1000) is chosen on it; per-joint noise gets a floor
-                of 1 % of std(tau) (real sensors); --gp-noise shared (simulation) has none. Writes
+                of 1 % of std(tau) (real sensors); --gp-noise shared (simulation) has none, and lip-gp
+                starts the shared noise from the largest and from the smallest joint (twice the fit
+                time) and keeps the better fit (marginal likelihood; val nMSE with --val). Writes
                 DIR/model.onnx (exact fast posterior mean), DIR/metrics.json, DIR/gp.pt.
 """
 
