@@ -171,37 +171,38 @@ def synthetic_study(dof: int, pairs: int, kinds: tuple[str, ...]) -> dict:
             "ordering": {"kinds": order, "pairs_where_it_holds": holds, "pairs": pairs}}
 
 
-def _lse_pair(pair: int) -> dict:
-    """One 6-DoF pair of lse_6dof: LSE on all 500 samples, GIP and SE refitted alongside (worker process)."""
+def _lse_pair(dof: int, pair: int) -> dict:
+    """One pair of lse_study: LSE on all 500 samples, GIP and SE refitted alongside (worker process)."""
     import torch
 
     torch.set_num_threads(1)
     from idyn_ros.models.gp.synthetic import make_set
 
-    tr, te = make_set(pair, 6), make_set(100 + pair, 6)
+    tr, te = make_set(pair, dof), make_set(100 + pair, dof)
     row: dict[str, Any] = {}
     for kind in ("lse-gp", "gip-gp", "se-gp"):
-        out = _fit_eval(kind, 6, tr, te, seed=pair, shared_noise=True)
+        out = _fit_eval(kind, dof, tr, te, seed=pair, shared_noise=True)
         row[kind] = {"nmse_percent": out["nmse"].round(4).tolist(), "mean_percent": float(np.mean(out["nmse"])),
                      "global_mse": float(out["mse"].sum()), "fit_seconds": out["fit_seconds"],
                      "noise_std": float(out["noise_std"][0])}
-        print(f"[gp] lse_6dof pair {pair} {kind}: mean nMSE {np.mean(out['nmse']):.2f} % "
+        print(f"[gp] lse {dof}-DoF pair {pair} {kind}: mean nMSE {np.mean(out['nmse']):.2f} % "
               f"(per joint {np.round(out['nmse'], 2)}), fit {out['fit_seconds']:.0f} s", flush=True)
     return row
 
 
-def lse_6dof(pairs: int, workers: int) -> dict:
+def lse_study(dof: int, pairs: int, workers: int) -> dict:
     """LSE on all 500 samples (the paper's N; the 6-DoF study fits it on LSE_TRAIN_POINTS) vs GIP and SE.
 
     Same pairs, seeds and hyperparameter budget as synthetic_study. Pairs run in ``workers`` processes of
     one torch thread each. Asks whether the paper's GIP < LSE < SE holds once LSE sees as much data.
     """
     from concurrent.futures import ProcessPoolExecutor
+    from functools import partial
     from multiprocessing import get_context
 
     with ProcessPoolExecutor(max_workers=workers, mp_context=get_context("spawn")) as pool:
-        rows = list(pool.map(_lse_pair, range(pairs)))
-    out: dict[str, Any] = {"pairs": pairs, "n_train": 500, "hyper_points": HYPER_POINTS, "per_pair": rows}
+        rows = list(pool.map(partial(_lse_pair, dof), range(pairs)))
+    out: dict[str, Any] = {"dof": dof, "pairs": pairs, "n_train": 500, "hyper_points": HYPER_POINTS, "per_pair": rows}
     for kind in ("lse-gp", "gip-gp", "se-gp"):
         arr = np.array([r[kind]["nmse_percent"] for r in rows])
         out[kind] = {"median_nmse_percent_per_joint": np.median(arr, 0).round(4).tolist(),
@@ -564,8 +565,9 @@ CHECK_PAIRS = (0, 2, 5, 8, 9)
 
 SECTIONS = ("kernel_timing", "latency", "synthetic_6dof", "synthetic_7dof", "data_efficiency", "kuka_lwr4",
             "diagnostics", "noise_start_check", "noise_start_6dof", "noise_start_7dof", "kuka_noise_floor",
-            "lbfgs_budget", "lse_6dof")
-# the rest (diagnostics, noise-start checks, floors, budgets) only on request: each costs tens of minutes
+            "lbfgs_budget", "lse_6dof", "lse_7dof")
+# the rest (diagnostics, noise-start checks, floors, budgets, LSE on 500 samples) only on request: each costs
+# tens of minutes to hours
 DEFAULT_SECTIONS = SECTIONS[:6]
 
 
@@ -617,8 +619,8 @@ def run_benchmarks(quick: bool = False, pairs: int | None = None, sections: tupl
             value = kuka_noise_floor(floors)
         elif name == "lbfgs_budget":
             value = lbfgs_budget(budgets)
-        elif name == "lse_6dof":
-            value = lse_6dof(pairs, workers)
+        elif name in ("lse_6dof", "lse_7dof"):
+            value = lse_study(6 if name == "lse_6dof" else 7, pairs, workers)
         elif name == "noise_start_check":
             value = noise_start_check()
         elif name == "noise_start_6dof":  # default: the other 6-DoF pairs that ended in the noise basin, and a good one
@@ -667,7 +669,7 @@ def main(argv: list[str] | None = None) -> int:
                     help="noise_start_6dof/7dof: comma list of pairs (default 0,2,5,8,9; others get their own file)")
     ap.add_argument("--floors", default="0,0.01,0.05", help="kuka_noise_floor: comma list of floor ratios")
     ap.add_argument("--budgets", default="50,150,400", help="lbfgs_budget: comma list of L-BFGS iteration budgets")
-    ap.add_argument("--workers", type=int, default=1, help="lse_6dof: pairs fitted in parallel processes")
+    ap.add_argument("--workers", type=int, default=1, help="lse_6dof/lse_7dof: pairs fitted in parallel processes")
     ap.add_argument("--threads", type=int, default=1, help="torch threads (default 1; run sections in parallel)")
     ap.add_argument("--sections", default=None, help=f"comma list of {','.join(SECTIONS)}")
     ap.add_argument("--lse", action=argparse.BooleanOptionalAction, default=None,
