@@ -184,9 +184,10 @@ def _lse_pair(dof: int, pair: int) -> dict:
         out = _fit_eval(kind, dof, tr, te, seed=pair, shared_noise=True)
         row[kind] = {"nmse_percent": out["nmse"].round(4).tolist(), "mean_percent": float(np.mean(out["nmse"])),
                      "global_mse": float(out["mse"].sum()), "fit_seconds": out["fit_seconds"],
-                     "noise_std": float(out["noise_std"][0])}
+                     "evaluations": out["evaluations"], "noise_std": float(out["noise_std"][0])}
         print(f"[gp] lse {dof}-DoF pair {pair} {kind}: mean nMSE {np.mean(out['nmse']):.2f} % "
-              f"(per joint {np.round(out['nmse'], 2)}), fit {out['fit_seconds']:.0f} s", flush=True)
+              f"(per joint {np.round(out['nmse'], 2)}), fit {out['fit_seconds']:.0f} s, "
+              f"{out['evaluations']} evaluations", flush=True)
     return row
 
 
