@@ -560,13 +560,61 @@ def lbfgs_budget(budgets: tuple[int, ...], pair: int = 0) -> dict:
     return out
 
 
+def _refine_pair(dof: int, extra: int, pair: int) -> dict:
+    """One pair of lip_refine_study: the study's LIP fit (both starts, LBFGS_ITERS), then ``extra`` more."""
+    import torch
+
+    torch.set_num_threads(1)
+    from idyn_ros.models.gp.gp import stack_inputs
+    from idyn_ros.models.gp.synthetic import make_set
+    from idyn_ros.models.gp.train import nmse_percent, refine_gp
+
+    tr, te = make_set(pair, dof), make_set(100 + pair, dof)
+    out = _fit_eval("lip-gp", dof, tr, te, seed=pair, shared_noise=True)
+    X, Y = stack_inputs(tr.q, tr.dq, tr.ddq), torch.as_tensor(tr.tau_noisy, dtype=torch.float64)
+    more = refine_gp(out["gp"], X, Y, extra, method="lbfgs", max_hyper_points=HYPER_POINTS, seed=pair,
+                     max_seconds=FIT_SECONDS * extra / LBFGS_ITERS)
+    e = nmse_percent(out["gp"].predict(stack_inputs(te.q, te.dq, te.ddq))[0].numpy(), te.tau)
+    row = {"noise_start": out["noise_start"],
+           "study": {"nmse_percent": out["nmse"].round(4).tolist(), "mean_percent": float(np.mean(out["nmse"])),
+                     "nll": out["nll"], "fit_seconds": out["fit_seconds"]},
+           "refined": {"nmse_percent": e.round(4).tolist(), "mean_percent": float(e.mean()), "nll": more.nll,
+                       "evaluations": more.iterations, "fit_seconds": more.seconds}}
+    print(f"[gp] refine {dof}-DoF pair {pair}: mean nMSE {np.mean(out['nmse']):.2f} -> {e.mean():.2f} %, "
+          f"J{dof} {out['nmse'][-1]:.1f} -> {e[-1]:.1f} %, NLL {out['nll']:.4f} -> {more.nll:.4f}, "
+          f"+{more.seconds:.0f} s", flush=True)
+    return row
+
+
+def lip_refine_study(dof: int, pair_list: tuple[int, ...], extra: int, workers: int) -> dict:
+    """LIP as in synthetic_study, then ``extra`` more L-BFGS iterations on the kept fit (train.refine_gp).
+
+    Asks whether refining only the kept start buys what lbfgs_budget found for one start run longer, per pair
+    and at what cost. Pairs run in ``workers`` processes of one torch thread each.
+    """
+    from concurrent.futures import ProcessPoolExecutor
+    from functools import partial
+    from multiprocessing import get_context
+
+    with ProcessPoolExecutor(max_workers=workers, mp_context=get_context("spawn")) as pool:
+        rows = list(pool.map(partial(_refine_pair, dof, extra), pair_list))
+    out: dict[str, Any] = {"dof": dof, "pairs": list(pair_list), "extra_iterations": extra,
+                           "per_pair": dict(zip(map(str, pair_list), rows, strict=True))}
+    for stage in ("study", "refined"):
+        arr = np.array([r[stage]["nmse_percent"] for r in rows])
+        out[stage] = {"median_nmse_percent_per_joint": np.median(arr, 0).round(4).tolist(),
+                      "mean_over_joints_of_median_percent": float(np.median(arr, 0).mean()),
+                      "fit_seconds_median": float(np.median([r[stage]["fit_seconds"] for r in rows]))}
+    return out
+
+
 # 6-DoF pairs of noise_start_6dof: the basin pairs of the 10-pair study (2, 5, 8, 9; 3 is in noise_start_check)
 # and pair 0, which was not in the basin
 CHECK_PAIRS = (0, 2, 5, 8, 9)
 
 SECTIONS = ("kernel_timing", "latency", "synthetic_6dof", "synthetic_7dof", "data_efficiency", "kuka_lwr4",
             "diagnostics", "noise_start_check", "noise_start_6dof", "noise_start_7dof", "kuka_noise_floor",
-            "lbfgs_budget", "lse_6dof", "lse_7dof")
+            "lbfgs_budget", "lse_6dof", "lse_7dof", "lip_refine_7dof")
 # the rest (diagnostics, noise-start checks, floors, budgets, LSE on 500 samples) only on request: each costs
 # tens of minutes to hours
 DEFAULT_SECTIONS = SECTIONS[:6]
@@ -575,7 +623,7 @@ DEFAULT_SECTIONS = SECTIONS[:6]
 def run_benchmarks(quick: bool = False, pairs: int | None = None, sections: tuple[str, ...] | None = None,
                    lse: bool | None = None, command: str | None = None,
                    check_pairs: tuple[int, ...] | None = None, floors: tuple[float, ...] = (0.0, 0.01, 0.05),
-                   budgets: tuple[int, ...] = (50, 150, 400), workers: int = 1) -> dict:
+                   budgets: tuple[int, ...] = (50, 150, 400), workers: int = 1, refine: int = 100) -> dict:
     """GP figures, one result file per section: bench/results/gp_<section>.json.
 
     Each section's file is written as soon as the section ends (a study takes tens of minutes on 2 cores,
@@ -597,7 +645,8 @@ def run_benchmarks(quick: bool = False, pairs: int | None = None, sections: tupl
     settings = {"hyper_points": HYPER_POINTS, "lbfgs_iters": LBFGS_ITERS, "fit_seconds_cap": FIT_SECONDS,
                 "noise_starts": _noise_starts(), "lse_train_points": LSE_TRAIN_POINTS, "quick": quick,
                 "pairs": pairs, "torch_threads": _torch_threads()}
-    check_pairs = tuple(check_pairs) if check_pairs else CHECK_PAIRS
+    requested_pairs = tuple(check_pairs) if check_pairs else None
+    check_pairs = requested_pairs or CHECK_PAIRS
     command = command or "idyn bench --only gp" + (" --quick" if quick else "")
     provenance = _provenance(command)  # the revision that runs (a study takes an hour; HEAD may move)
     files: dict[str, Any] = {}
@@ -622,6 +671,8 @@ def run_benchmarks(quick: bool = False, pairs: int | None = None, sections: tupl
             value = lbfgs_budget(budgets)
         elif name in ("lse_6dof", "lse_7dof"):
             value = lse_study(6 if name == "lse_6dof" else 7, pairs, workers)
+        elif name == "lip_refine_7dof":  # --check-pairs picks pairs (default: all --pairs)
+            value = lip_refine_study(7, requested_pairs or tuple(range(pairs)), refine, workers)
         elif name == "noise_start_check":
             value = noise_start_check()
         elif name == "noise_start_6dof":  # default: the other 6-DoF pairs that ended in the noise basin, and a good one
@@ -632,7 +683,7 @@ def run_benchmarks(quick: bool = False, pairs: int | None = None, sections: tupl
             value = diagnostics()
         payload = {"settings": settings, name: value, "seconds": time.perf_counter() - t0, "_provenance": provenance}
         fname = f"gp_{name}"
-        if name == "noise_start_7dof" or (name == "noise_start_6dof" and tuple(check_pairs) != CHECK_PAIRS):
+        if name == "noise_start_7dof" or (name in ("noise_start_6dof", "lip_refine_7dof") and requested_pairs):
             fname += "_pairs" + "-".join(map(str, check_pairs))
         if name == "kuka_noise_floor":
             fname += "_" + "-".join(f"{f:g}" for f in floors)
@@ -667,10 +718,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--quick", action="store_true", help="smoke run: 1 pair, 6 DoF, short N grid")
     ap.add_argument("--pairs", type=int, default=None, help="train/test pairs per DoF (default 10; issue: 10+)")
     ap.add_argument("--check-pairs", default=None,
-                    help="noise_start_6dof/7dof: comma list of pairs (default 0,2,5,8,9; others get their own file)")
+                    help="noise_start_6dof/7dof (default 0,2,5,8,9) and lip_refine_7dof (default all --pairs): "
+                         "comma list of pairs; a list other than the default gets its own result file")
     ap.add_argument("--floors", default="0,0.01,0.05", help="kuka_noise_floor: comma list of floor ratios")
     ap.add_argument("--budgets", default="50,150,400", help="lbfgs_budget: comma list of L-BFGS iteration budgets")
-    ap.add_argument("--workers", type=int, default=1, help="lse_6dof/lse_7dof: pairs fitted in parallel processes")
+    ap.add_argument("--workers", type=int, default=1,
+                    help="lse_6dof/lse_7dof/lip_refine_7dof: pairs fitted in parallel processes")
+    ap.add_argument("--refine", type=int, default=100,
+                    help="lip_refine_7dof: L-BFGS iterations added to the kept fit (default 100)")
     ap.add_argument("--threads", type=int, default=1, help="torch threads (default 1; run sections in parallel)")
     ap.add_argument("--sections", default=None, help=f"comma list of {','.join(SECTIONS)}")
     ap.add_argument("--lse", action=argparse.BooleanOptionalAction, default=None,
@@ -684,7 +739,8 @@ def main(argv: list[str] | None = None) -> int:
     cp = tuple(int(p) for p in a.check_pairs.split(",")) if a.check_pairs else None
     res = run_benchmarks(quick=a.quick, pairs=a.pairs, sections=secs, lse=a.lse, command=cmd.strip(), check_pairs=cp,
                          floors=tuple(float(f) for f in a.floors.split(",")),
-                         budgets=tuple(int(b) for b in a.budgets.split(",")), workers=a.workers)
+                         budgets=tuple(int(b) for b in a.budgets.split(",")), workers=a.workers,
+                         refine=a.refine)
     print("[gp] wrote " + ", ".join(f"bench/results/{k}.json" for k in res["_files"]), flush=True)
     return 0
 

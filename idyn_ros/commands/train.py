@@ -81,6 +81,11 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="GP kinds: one noise std per joint (default; real sensors differ per joint) or one "
                              "shared std (i.i.d. noise, e.g. simulation: keeps a joint whose torque is mostly "
                              "noise from interpolating it)")
+    parser.add_argument("--gp-refine", type=int, default=0, metavar="N",
+                        help="GP kinds: after the noise starts are compared (50 L-BFGS iterations each), run N "
+                             "more on the kept fit only (default: 0). Slow joints gain most: on the 7-DoF "
+                             "Panda, joint 7 needs ~150 iterations (python -m idyn_ros.bench.gp --sections "
+                             "lbfgs_budget); each iteration costs about as much as one of the first 50")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
 
 
@@ -118,7 +123,8 @@ def _train_gp(args: argparse.Namespace, robot, train: list, val: list, test: lis
 
     metrics = train_gp(args.model, robot, train, val, args.out, seed=args.seed, max_samples=args.max_samples,
                        max_minutes=args.max_minutes if args.max_minutes is not None else 10.0,
-                       shared_noise=args.gp_noise == "shared", test_datasets=test)
+                       shared_noise=args.gp_noise == "shared", test_datasets=test,
+                       refine_iterations=args.gp_refine)
     for split in ("val", "test"):
         if f"{split}_nmse_mean_percent" in metrics:
             print(f"{args.model}: {split} nMSE per joint [%] "

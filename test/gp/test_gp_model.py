@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 import torch
 
+from idyn_ros.errors import ParameterError
 from idyn_ros.models.gp import readouts
 from idyn_ros.models.gp.gp import GPInverseDynamics, GPTrainingError, stack_inputs
 from idyn_ros.models.gp.train import make_gp, nmse_percent
@@ -212,6 +213,27 @@ def test_fit_gp_fits_the_lip_shared_noise_from_both_starts_and_keeps_the_lower_n
     assert rep.nll == pytest.approx(min(nll.values()))
     _, _, per_joint = fit_gp("lip-gp", 2, X, Y, **kw)
     assert per_joint.shared is None  # per-joint noise has no shared-start rule: one fit
+
+
+def test_fit_gp_refines_only_the_kept_fit_from_where_it_stopped() -> None:
+    from idyn_ros.models.gp.train import fit_gp, refine_gp
+
+    q, dq, ddq = _samples(13, 20)
+    tau = arm_tau(q, dq, ddq) * np.array([1.0, 0.05])
+    X, Y = stack_inputs(q, dq, ddq), torch.as_tensor(tau + np.random.default_rng(3).normal(0, 1e-3, tau.shape))
+    kw = {"method": "lbfgs", "iterations": 3, "max_hyper_points": 20, "seed": 0}
+    kept, kept_rep, kept_start = fit_gp("lip-gp", 2, X, Y, shared_noise=True, **kw)
+    more = refine_gp(kept, X, Y, 4, **kw)
+    refined, rep, start = fit_gp("lip-gp", 2, X, Y, shared_noise=True, refine_iterations=4, **kw)
+    assert start == kept_start  # the starts are compared before refining
+    assert rep.iterations == kept_rep.iterations + more.iterations and rep.nll == pytest.approx(more.nll)
+    assert rep.nll < kept_rep.nll  # it continued downhill, not from the initial hyperparameters
+    for a, b in zip(refined.parameters(), kept.parameters(), strict=True):
+        torch.testing.assert_close(a, b)
+    with pytest.raises(ParameterError, match="refine_iterations"):
+        fit_gp("lip-gp", 2, X, Y, refine_iterations=-1, **kw)
+    with pytest.raises(ParameterError, match="L-BFGS"):
+        refine_gp(kept, X, Y, 2, method="adam")
 
 
 @pytest.mark.slow
