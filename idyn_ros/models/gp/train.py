@@ -225,7 +225,8 @@ def train_gp(kind: str, robot_model: Any, train_datasets: list[Any], val_dataset
             noise (real recordings), 0 with shared noise (i.i.d. simulated noise: a floor of 1 % of std(y) would
             be 0.15 Nm on the Panda's joint 2 against 0.01 Nm true noise).
         max_samples: training samples kept (random subset, seeded); the GP conditions on all of them.
-        max_minutes: wall-time budget for hyperparameter optimisation (per noise start, see NOISE_STARTS).
+        max_minutes: wall-time budget for hyperparameter optimisation (per noise start, see NOISE_STARTS, and
+            again for the refinement).
         friction: add the friction kernel (real robots; eq 34-35).
         method: "lbfgs" (full batch on max_hyper_points samples) or "adam" (minibatch, lr 0.01).
         shared_noise: one noise std for all joints (i.i.d. noise, e.g. simulation) instead of one per joint.
