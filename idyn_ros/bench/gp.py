@@ -30,6 +30,20 @@ FIT_SECONDS = 1200.0
 LSE_TRAIN_POINTS = 150  # LSE uses the autodiff operator (no closed form): fewer samples, said in the output
 
 
+def _fit_cap(iterations: int) -> float:
+    """Wall-time cap [s] for one L-BFGS run of ``iterations``: FIT_SECONDS per LBFGS_ITERS, never less."""
+    return FIT_SECONDS * max(1.0, iterations / LBFGS_ITERS)
+
+
+def _in_workers(fn: Any, items: Any, workers: int) -> list:
+    """``[fn(x) for x in items]`` in ``workers`` spawn processes (each sets its own torch threads)."""
+    from concurrent.futures import ProcessPoolExecutor
+    from multiprocessing import get_context
+
+    with ProcessPoolExecutor(max_workers=workers, mp_context=get_context("spawn")) as pool:
+        return list(pool.map(fn, items))
+
+
 def _fit_eval(kind: str, dof: int, tr: Any, te: Any, n_train: int | None = None, friction: bool = False,
               seed: int = 0, noise_init_ratio: float | None = None, method: str = "lbfgs",
               hyper_points: int = HYPER_POINTS, shared_noise: bool = False, val: Any = None,
@@ -60,7 +74,7 @@ def _fit_eval(kind: str, dof: int, tr: Any, te: Any, n_train: int | None = None,
     gp, rep, start = fit_gp(kind, dof, X, Y, friction=friction, shared_noise=shared_noise, noise_starts=starts,
                             select_on=select_on, noise_floor_ratio=noise_floor_ratio, method=method,
                             iterations=iterations, max_hyper_points=hyper_points, seed=seed,
-                            max_seconds=FIT_SECONDS * max(1.0, iterations / LBFGS_ITERS))
+                            max_seconds=_fit_cap(iterations))
     fit_total = rep.seconds
     t0 = time.perf_counter()
     pred = gp.predict(stack_inputs(te.q, te.dq, te.ddq))[0].numpy()
@@ -197,12 +211,9 @@ def lse_study(dof: int, pairs: int, workers: int) -> dict:
     Same pairs, seeds and hyperparameter budget as synthetic_study. Pairs run in ``workers`` processes of
     one torch thread each. Asks whether the paper's GIP < LSE < SE holds once LSE sees as much data.
     """
-    from concurrent.futures import ProcessPoolExecutor
     from functools import partial
-    from multiprocessing import get_context
 
-    with ProcessPoolExecutor(max_workers=workers, mp_context=get_context("spawn")) as pool:
-        rows = list(pool.map(partial(_lse_pair, dof), range(pairs)))
+    rows = _in_workers(partial(_lse_pair, dof), range(pairs), workers)
     out: dict[str, Any] = {"dof": dof, "pairs": pairs, "n_train": 500, "hyper_points": HYPER_POINTS, "per_pair": rows}
     for kind in ("lse-gp", "gip-gp", "se-gp"):
         arr = np.array([r[kind]["nmse_percent"] for r in rows])
@@ -548,7 +559,7 @@ def lbfgs_budget(budgets: tuple[int, ...], pair: int = 0) -> dict:
     for iters in budgets:
         gp = make_gp("lip-gp", 7, X, Y, noise_init_ratio=1e-3, shared_noise=True, shared_noise_start="min")
         rep = gp.fit(X, Y, iterations=iters, max_hyper_points=HYPER_POINTS, seed=pair,
-                     max_seconds=FIT_SECONDS * iters / LBFGS_ITERS)
+                     max_seconds=_fit_cap(iters))
         e = nmse_percent(gp.predict(Xt)[0].numpy(), te.tau)
         e_train = nmse_percent(gp.predict(X)[0].numpy(), tr.tau)
         out[f"iterations_{iters}"] = {
@@ -573,7 +584,7 @@ def _refine_pair(dof: int, extra: int, pair: int) -> dict:
     out = _fit_eval("lip-gp", dof, tr, te, seed=pair, shared_noise=True)
     X, Y = stack_inputs(tr.q, tr.dq, tr.ddq), torch.as_tensor(tr.tau_noisy, dtype=torch.float64)
     more = refine_gp(out["gp"], X, Y, extra, method="lbfgs", max_hyper_points=HYPER_POINTS, seed=pair,
-                     max_seconds=FIT_SECONDS * extra / LBFGS_ITERS)
+                     max_seconds=_fit_cap(extra))
     e = nmse_percent(out["gp"].predict(stack_inputs(te.q, te.dq, te.ddq))[0].numpy(), te.tau)
     row = {"noise_start": out["noise_start"],
            "study": {"nmse_percent": out["nmse"].round(4).tolist(), "mean_percent": float(np.mean(out["nmse"])),
@@ -592,12 +603,9 @@ def lip_refine_study(dof: int, pair_list: tuple[int, ...], extra: int, workers: 
     Asks whether refining only the kept start buys what lbfgs_budget found for one start run longer, per pair
     and at what cost. Pairs run in ``workers`` processes of one torch thread each.
     """
-    from concurrent.futures import ProcessPoolExecutor
     from functools import partial
-    from multiprocessing import get_context
 
-    with ProcessPoolExecutor(max_workers=workers, mp_context=get_context("spawn")) as pool:
-        rows = list(pool.map(partial(_refine_pair, dof, extra), pair_list))
+    rows = _in_workers(partial(_refine_pair, dof, extra), pair_list, workers)
     out: dict[str, Any] = {"dof": dof, "pairs": list(pair_list), "extra_iterations": extra,
                            "per_pair": dict(zip(map(str, pair_list), rows, strict=True))}
     for stage in ("study", "refined"):
@@ -612,7 +620,7 @@ def budget_study(kind: str, dof: int, pairs: int, budgets: tuple[int, ...]) -> d
     """Test nMSE of one kind over the study's pairs at each L-BFGS budget (its usual noise starts, shared noise).
 
     Asks whether a baseline's gap to the paper is the optimiser budget (the authors run ~5000 Adam steps);
-    the GIP is cheap enough (~25 s per 6-DoF fit) to answer it on every pair.
+    the GIP is cheap enough (~30 s per 6-DoF fit at 50 iterations) to answer it on every pair.
     """
     from idyn_ros.models.gp.synthetic import make_set
 
