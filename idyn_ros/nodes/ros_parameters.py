@@ -1,0 +1,163 @@
+"""rclpy glue for ``idyn_ros.parameters``: declare a node's parameters, validate every set, keep a typed copy.
+
+Usage in a node: ``self.params = NodeParameters(self, ControllerParams, joints=lambda: n)`` declares everything
+(with descriptors: type, bounds, read-only flag), raises ParameterError for bad file values, and refuses a bad
+or read-only run-time set with its reason. ``self.params.value`` is the current frozen object; it is replaced
+whole after an accepted set (another thread never sees half an update), and ``on_change`` callbacks run then.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, Generic, TypeVar
+
+from idyn_ros.errors import ParameterError
+from idyn_ros.parameters import NodeParams, Param, check
+
+P = TypeVar("P", bound=NodeParams)
+
+_ROS_TYPES = {"bool": "PARAMETER_BOOL", "int": "PARAMETER_INTEGER", "double": "PARAMETER_DOUBLE",
+              "string": "PARAMETER_STRING", "double_array": "PARAMETER_DOUBLE_ARRAY",
+              "string_array": "PARAMETER_STRING_ARRAY"}
+
+
+class NodeParameters(Generic[P]):
+    """The declared parameters of one node and their current typed value (see the module docstring)."""
+
+    def __init__(self, node: Any, cls: type[P], joints: Callable[[], int | None] = lambda: None,
+                 configured: Callable[[], bool] = lambda: True, check: Callable[[P], str | None] | None = None) -> None:
+        """``joints``: the robot's joint count once known; ``configured``: whether read-only parameters are frozen
+        now; ``check``: a cross-field check of a whole candidate object (e.g. gains against the robot)."""
+        self.node = node
+        self.cls = cls
+        self.table = {p.name: p for p in cls.table()}
+        self._joints = joints
+        self._configured = configured
+        self._check = check
+        self.on_change: list[Callable[[P], None]] = []
+        for p in self.table.values():
+            _declare(node, p)
+        try:
+            self.value: P = self.read()
+        except ParameterError:  # reported where the node reads again to configure (read() raises there)
+            self.value = cls()
+        node.add_on_set_parameters_callback(self._validate)
+        node.add_post_set_parameters_callback(self._after_set)
+
+    def read(self) -> P:
+        """The node's current values as a validated typed object (ParameterError naming every bad value)."""
+        from rclpy.exceptions import ParameterUninitializedException
+
+        values = {}
+        for name, p in self.table.items():
+            try:
+                value = self.node.get_parameter(name).value
+            except ParameterUninitializedException:
+                value = None
+            values[name] = p.default if value is None else value
+        return self.cls.from_values(values, self._joints())
+
+    def _validate(self, params: list[Any]) -> Any:
+        from rcl_interfaces.msg import SetParametersResult
+
+        ctx = self.value.values()
+        ctx.update({p.name: p.value for p in params})
+        for param in params:
+            spec = self.table.get(param.name)
+            if spec is None:
+                continue  # use_sim_time and other rclpy parameters
+            if spec.read_only and self._configured():
+                return SetParametersResult(successful=False, reason=(
+                    f"{param.name} is read-only at run time: it takes effect at configure time (lifecycle nodes: "
+                    "deactivate + cleanup, set it, configure; other nodes: restart with the new value)"))
+            if param.value is None:
+                continue
+            message = check(spec, param.value, self._joints(), ctx)
+            if message:
+                return SetParametersResult(successful=False, reason=message)
+        if self._check is not None:
+            try:
+                message = self._check(self.cls.from_values(ctx, self._joints()))
+            except ParameterError as exc:
+                message = str(exc)
+            if message:
+                return SetParametersResult(successful=False, reason=message)
+        return SetParametersResult(successful=True)
+
+    def _after_set(self, params: list[Any]) -> None:
+        if not any(p.name in self.table for p in params):
+            return
+        self.value = self.read()
+        for callback in self.on_change:
+            callback(self.value)
+
+
+def _declare(node: Any, p: Param) -> None:
+    from rcl_interfaces.msg import FloatingPointRange, IntegerRange, ParameterDescriptor, ParameterType
+    from rclpy.parameter import Parameter
+
+    desc = ParameterDescriptor(name=p.name, type=getattr(ParameterType, _ROS_TYPES[p.type]), description=p.description,
+                               read_only=False, dynamic_typing=False)  # read_only: refused in _validate after configure
+    if p.type == "double" and p.lo is not None and p.hi is not None:
+        desc.floating_point_range = [FloatingPointRange(from_value=float(p.lo), to_value=float(p.hi), step=0.0)]
+    if p.type == "int" and p.lo is not None and p.hi is not None:
+        desc.integer_range = [IntegerRange(from_value=int(p.lo), to_value=int(p.hi), step=1)]
+    if p.choices:
+        desc.additional_constraints = f"one of {list(p.choices)}"
+    default = list(p.default) if isinstance(p.default, tuple) else p.default
+    _coerce_override(node, p)
+    try:
+        if isinstance(default, list) and not default:
+            # rclpy cannot infer the type of [] (it would type it BYTE_ARRAY): declare by type; an override applies
+            kind = Parameter.Type.DOUBLE_ARRAY if p.type == "double_array" else Parameter.Type.STRING_ARRAY
+            node.declare_parameter(p.name, kind, desc)
+        else:
+            node.declare_parameter(p.name, default, desc)
+    except Exception as exc:  # rclpy's InvalidParameterTypeException etc. for a wrongly typed file value
+        hint = " (write 0.0, not 0: YAML integers are not doubles)" if p.type.startswith("double") else ""
+        raise ParameterError(f"parameter {p.name}: {exc}{hint}") from None
+
+
+def _coerce_override(node: Any, p: Param) -> None:
+    """A YAML or launch override ``1`` for a double parameter (``[0, 1]`` for a double array) is taken as 1.0:
+    rclpy would refuse it as INTEGER, a trap every user falls into once."""
+    from rclpy.parameter import Parameter
+
+    overrides = getattr(node, "_parameter_overrides", None)
+    given = overrides.get(p.name) if isinstance(overrides, dict) else None
+    if given is None:
+        return
+    value = given.value
+    if p.type == "string" and isinstance(value, bool | int | float):  # `-p profile:=true` arrives as a YAML bool
+        overrides[p.name] = Parameter(p.name, Parameter.Type.STRING, str(value).lower() if isinstance(value, bool)
+                                      else str(value))
+    elif p.type == "double" and isinstance(value, int) and not isinstance(value, bool):
+        overrides[p.name] = Parameter(p.name, Parameter.Type.DOUBLE, float(value))
+    elif (p.type == "double_array" and isinstance(value, list | tuple) and value
+          and all(isinstance(v, int) and not isinstance(v, bool) for v in value)):
+        overrides[p.name] = Parameter(p.name, Parameter.Type.DOUBLE_ARRAY, [float(v) for v in value])
+
+
+def to_ros_parameter(name: str, value: Any) -> Any:
+    """A Python/numpy value -> an rclpy Parameter (sequences of numbers as DOUBLE_ARRAY, so [] is typed)."""
+    import numpy as np
+    from rclpy.parameter import Parameter
+
+    if isinstance(value, list | tuple | np.ndarray):
+        if all(isinstance(v, str) for v in value) and len(value):
+            return Parameter(name, Parameter.Type.STRING_ARRAY, [str(v) for v in value])
+        return Parameter(name, Parameter.Type.DOUBLE_ARRAY, [float(v) for v in value])
+    if isinstance(value, np.generic):
+        value = value.item()
+    return Parameter(name, value=value)
+
+
+def parameter_help(cls: type[NodeParams]) -> str:
+    """``--help`` text: one line per parameter (name, default, bounds, description)."""
+    lines = ["Parameters (--ros-args -p name:=value, or a --params-file):"]
+    for p in cls.table():
+        default = list(p.default) if isinstance(p.default, tuple) else p.default
+        bounds = f" one of {'|'.join(p.choices)};" if p.choices else (
+            f" [{p.lo:g}, {p.hi:g}];" if p.lo is not None and p.hi is not None else "")
+        lines.append(f"  {p.name:<24} default {default!r:<10}{bounds} {p.description}")
+    return "\n".join(lines)

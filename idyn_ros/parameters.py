@@ -1,0 +1,530 @@
+"""Every parameter of every idyn node, declared once, as typed frozen dataclasses.
+
+The idea of ros2_controllers' generate_parameter_library (not installable here), in plain Python: each node
+has one dataclass whose fields are its parameters (type, default, unit, bounds, per-joint length,
+read-only flag). From that one declaration come
+- the ROS side (``idyn_ros.nodes.ros_parameters``: declare on a node, validate every set, read back a typed object),
+- the in-process side (``load``: the same object from the same YAML files with ROS precedence, for the
+  simulator loop, benchmarks and ``idyn`` commands),
+- the docs (``render_markdown`` -> docs/parameters.md, kept current by a test).
+A node's tick reads attributes of its frozen object (no string lookups); a parameter change builds a new
+object and swaps it in whole.
+
+Per-joint arrays (``length="n"``) must have one value per joint; an empty array means "derived from the
+robot" by the rule in its description (e.g. 10 % of the effort limit), so config/<robot>.yaml holds only
+what really differs per robot.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import types
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar, get_type_hints
+
+from idyn_ros.errors import ParameterError
+
+ROBOTS = ("panda", "iiwa14", "ur5")
+PRESET_NAMES = ("soft", "medium", "stiff")
+
+
+@dataclass(frozen=True)
+class Spec:
+    """Metadata of one parameter (stored in the dataclass field's metadata)."""
+
+    description: str
+    lo: float | None = None  # inclusive bounds for numbers and for every element of arrays
+    hi: float | None = None
+    choices: tuple[str, ...] = ()
+    length: str | None = None  # "n": one value per joint; "n*k": a multiple of the joint count
+    read_only: bool = False  # takes effect only at configure time: refused at run time
+    below_nyquist: bool = False  # a frequency that must stay below rate_hz / 2
+    ros_name: str = ""  # ROS name when it differs from the field name (dotted names such as presets.soft.kp)
+
+
+def param(default: Any, description: str, **spec: Any) -> Any:
+    """A dataclass field carrying its ``Spec``; list defaults become tuples (the objects are frozen)."""
+    if isinstance(default, list):
+        default = tuple(default)
+    return field(default=default, metadata={"idyn": Spec(description, **spec)})
+
+
+@dataclass(frozen=True)
+class Param:
+    """One parameter as the ROS side and the docs see it."""
+
+    name: str  # ROS name
+    attr: str  # dataclass field name
+    type: str  # bool | int | double | string | double_array | string_array
+    default: Any
+    spec: Spec
+
+    def __getattr__(self, item: str) -> Any:  # p.lo, p.choices, ... straight from the spec
+        return getattr(self.spec, item)
+
+
+P = TypeVar("P", bound="NodeParams")
+
+
+@dataclass(frozen=True)
+class NodeParams:
+    """Base of every node's parameter object."""
+
+    @classmethod
+    def table(cls) -> list[Param]:
+        """The declaration as a list of ``Param`` (field order)."""
+        return _table(cls)
+
+    @classmethod
+    def from_values(cls: type[P], values: Mapping[str, Any], n: int | None = None) -> P:
+        """Typed object from {ROS name: value}; unknown names are ignored, missing ones take the default.
+
+        Raises ParameterError naming every invalid value.
+        """
+        table = cls.table()
+        merged = {p.name: p.default for p in table}
+        merged.update({k: v for k, v in values.items() if k in merged})
+        problems = [m for p in table if (m := check(p, merged[p.name], n, merged))]
+        if problems:
+            raise ParameterError(f"{cls.__name__}: " + "; ".join(problems))
+        return cls(**{p.attr: _coerce(p, merged[p.name]) for p in table})
+
+    def values(self) -> dict[str, Any]:
+        """{ROS name: value} (arrays as lists), what a parameter file or a node override holds."""
+        return {p.name: (list(v) if isinstance(v := getattr(self, p.attr), tuple) else v) for p in self.table()}
+
+    def replace(self: P, n: int | None = None, **ros_values: Any) -> P:
+        """A validated copy with some parameters changed (ROS names)."""
+        return type(self).from_values({**self.values(), **ros_values}, n)
+
+
+def _table(cls: type) -> list[Param]:
+    hints = get_type_hints(cls)
+    out = []
+    for f in dataclasses.fields(cls):
+        spec: Spec = f.metadata["idyn"]
+        out.append(Param(spec.ros_name or f.name, f.name, _ros_type(hints[f.name]), f.default, spec))
+    return out
+
+
+def _ros_type(hint: Any) -> str:
+    if hint is bool:
+        return "bool"
+    if hint is int:
+        return "int"
+    if hint is float:
+        return "double"
+    if hint is str:
+        return "string"
+    if isinstance(hint, types.GenericAlias) and hint.__origin__ is tuple:
+        return "double_array" if hint.__args__[0] is float else "string_array"
+    raise TypeError(f"unsupported parameter type {hint!r}")
+
+
+def _coerce(p: Param, value: Any) -> Any:
+    if p.type == "double":
+        return float(value)
+    if p.type == "int":
+        return int(value)
+    if p.type == "double_array":
+        return tuple(float(v) for v in value)
+    if p.type == "string_array":
+        return tuple(str(v) for v in value)
+    return value
+
+
+def check(p: Param, value: Any, n: int | None, ctx: Mapping[str, Any]) -> str | None:
+    """None if ``value`` is valid for ``p``, else one line naming the problem and the fix."""
+    name = p.name
+    items: list[Any] = []
+    if p.type in ("double", "int"):
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            return f"{name} must be a number, got {value!r}"
+        if p.type == "int" and isinstance(value, float) and not value.is_integer():
+            return f"{name} must be a whole number, got {value!r}"
+        items = [value]
+    elif p.type == "double_array":
+        if isinstance(value, str | bytes) or not isinstance(value, Iterable):
+            return f"{name} must be a list of numbers, got {value!r}"
+        items = list(value)
+        if not all(isinstance(v, int | float) and not isinstance(v, bool) for v in items):
+            return f"{name} must be a list of numbers, got {value!r}"
+        if n is not None and items:
+            if p.length == "n" and len(items) != n:
+                return f"{name} has {len(items)} values but the robot has {n} joints; give one per joint"
+            if p.length == "n*k" and len(items) % n:
+                return f"{name} has {len(items)} values, not a multiple of the {n} joints"
+    elif p.type == "string_array":
+        if isinstance(value, str) or not all(isinstance(v, str) for v in value):
+            return f"{name} must be a list of strings, got {value!r}"
+    elif p.type == "bool":
+        if not isinstance(value, bool):
+            return f"{name} must be true or false, got {value!r}"
+    else:
+        if not isinstance(value, str):
+            return f"{name} must be a string, got {value!r}"
+        if p.choices and value not in p.choices:
+            return f"{name}={value!r} is not one of {list(p.choices)}"
+    for v in items:
+        if not math.isfinite(v):
+            return f"{name} contains {v} (values must be finite)"
+        if p.lo is not None and v < p.lo:
+            return f"{name}={value} is below its minimum {p.lo}"
+        if p.hi is not None and v > p.hi:
+            return f"{name}={value} is above its maximum {p.hi}"
+    if p.below_nyquist:
+        rate = float(ctx.get("rate_hz", 1000.0))
+        if float(value) >= 0.5 * rate:
+            return f"{name}={value} Hz must be below Nyquist ({0.5 * rate:g} Hz at rate_hz={rate:g})"
+    return None
+
+
+# ------------------------------------------------------------------------------------------ the nodes
+@dataclass(frozen=True)
+class RobotParams(NodeParams):
+    """Which robot: every node that touches joints has these."""
+
+    robot: str = param("panda", "robot preset; joint order, limits and URDF come from it", choices=ROBOTS,
+                       read_only=True)
+    prefix: str = param("", "joint/link name prefix ('' = the vendor driver's default)", read_only=True)
+
+
+@dataclass(frozen=True)
+class CommonParams(RobotParams):
+    """Shared by the control nodes (the ``/**`` section of config/<robot>.yaml)."""
+
+    rate_hz: float = param(1000.0, "control rate (Hz): the rate /joint_states arrives at", lo=1.0, hi=10000.0,
+                           read_only=True)
+    joint_states_topic: str = param("/joint_states", "input joint states (sensor_msgs/JointState)", read_only=True)
+    reference_topic: str = param("/idyn/reference", "desired motion (idyn_ros/JointReference)", read_only=True)
+    state_estimate_topic: str = param("/idyn/joint_state_estimate", "clean state from joint_state_buffer",
+                                      read_only=True)
+    feedforward_topic: str = param("/idyn/feedforward", "idyn_ros/FeedforwardTorque", read_only=True)
+    adaptation_topic: str = param("/idyn/adaptation", "idyn_ros/AdaptationState from doomed", read_only=True)
+    controller_state_topic: str = param("/idyn/controller_state", "idyn_ros/ControllerState", read_only=True)
+    command_topic: str = param("", "effort command (std_msgs/Float64MultiArray); '' = "
+                               "/<effort_controller>/commands of the robot", read_only=True)
+    model_path: str = param("", "exported .onnx model ('' = none: the fallback, reported at ERROR)", read_only=True)
+    fallback: str = param("rbd", "feedforward without a usable model: rbd (nominal URDF RNEA), gravity (g(q) only) "
+                          "or none (refuse to configure)", choices=("rbd", "gravity", "none"), read_only=True)
+    warmup_ticks: int = param(500, "LSTM warm-up steps at the current state before use (Reuss sec. VI: 500)",
+                              lo=0, hi=100000, read_only=True)
+    diagnostics_period: float = param(0.5, "s between /diagnostics messages", lo=0.01, hi=60.0, read_only=True)
+
+
+# Reuss et al. 2022 sec. V-C (Panda): soft 1, medium 50, stiff 400 on the two base joints and 200 elsewhere.
+# Acceleration-space gains are inertia-normalised, so the same values serve every arm (decision).
+PAPER_PRESETS = {"soft": (1.0, 1.0), "medium": (50.0, 50.0), "stiff": (400.0, 200.0)}
+
+
+@dataclass(frozen=True)
+class ControllerParams(CommonParams):
+    feedforward_source: str = param(
+        "embedded", "embedded: evaluate the model inside the controller (one hop, default); topic: use the "
+        "feedforward node's FeedforwardTorque (feedforward_timeout applies)", choices=("embedded", "topic"),
+        read_only=True)
+    feedforward_timeout: float = param(
+        0.01, "s; feedforward_source=topic: a feedforward received longer ago, or computed from a joint state "
+        "stamped longer before the current one, sends the controller to safe mode", lo=0.0005, hi=10.0)
+    use_feedforward: bool = param(True, "false = pure feedback (for comparisons)")
+    gain_preset: str = param("medium", "active gains: soft | medium | stiff (presets.<name>.kp)", choices=PRESET_NAMES)
+    presets_soft_kp: tuple[float, ...] = param(
+        (), "Kp of the soft preset (1/s^2 in acceleration space, Nm/rad in torque space); [] = 1 per joint "
+        "(Reuss et al. 2022)", lo=0.0, hi=1e5, length="n", ros_name="presets.soft.kp")
+    presets_medium_kp: tuple[float, ...] = param(
+        (), "Kp of the medium preset; [] = 50 per joint (Reuss et al. 2022)", lo=0.0, hi=1e5, length="n",
+        ros_name="presets.medium.kp")
+    presets_stiff_kp: tuple[float, ...] = param(
+        (), "Kp of the stiff preset; [] = 400 on joints 1-2, 200 on the others (Reuss et al. 2022, the lab "
+        "default)", lo=0.0, hi=1e5, length="n", ros_name="presets.stiff.kp")
+    damping_ratio: float = param(1.0, "zeta: Kd = 2 zeta sqrt(Kp) (critically damped at 1)", lo=0.0, hi=10.0)
+    feedback_space: str = param("acceleration", "acceleration: tau_fb = M(q)(Kp e + Kd de); torque: tau_fb = Kp e "
+                                "+ Kd de", choices=("acceleration", "torque"))
+    effort_scale: float = param(1.0, "fraction of the URDF effort limits the command may use", lo=0.01, hi=1.0)
+    torque_rate_limit: float = param(1000.0, "Nm/s per joint (<= 0 disables); Franka's is 1000", lo=-1.0, hi=1e6)
+    stale_periods: float = param(3.0, "joint state older than this many periods -> safe mode (measured on the "
+                                 "node's clock: sim time under use_sim_time)", lo=1.0, hi=1e6)
+    check_stamp_age: bool = param(False, "also compare the message stamp with this node's clock (needs "
+                                  "synchronised clocks or use_sim_time)")
+    recovery_ticks: int = param(10, "after late input (stale state or feedforward): fresh samples in a row before "
+                                "the law comes back", lo=1, hi=100000)
+    recovery_ramp: float = param(0.2, "s over which the law's torque is blended back in from the safe torque after "
+                                 "late input", lo=0.0, hi=10.0)
+    saturation_timeout: float = param(0.5, "s a joint's command may sit at its effort limit before the controller "
+                                      "goes to safe mode (latched; 0 = never)", lo=0.0, hi=60.0)
+    safe_mode: str = param("", "override the robot's safe mode: damping | zero ('' = the robot's)",
+                           choices=("", "damping", "zero"))
+    safe_damping: tuple[float, ...] = param((), "D of the damping hold, Nm s/rad; [] = 10 % of the effort limit "
+                                            "per rad/s", lo=0.0, hi=1e4, length="n")
+    subtract_gravity: bool = param(False, "the robot adds g(q) itself (vendor torque modes: true on hardware): send "
+                                   "tau - g(q), and hold without g in safe mode; false: the command carries g(q) "
+                                   "(simulators) and the safe hold adds g(q) of the last trusted state",
+                                   read_only=True)
+    use_adaptation: bool = param(True, "add the DOOMED offset from adaptation_topic")
+    adaptation_timeout: float = param(0.05, "s; an older offset is dropped (set to zero, not a trip)", lo=0.001,
+                                      hi=10.0)
+    state_publish_divider: int = param(1, "publish ControllerState every k-th tick (doomed needs 1)", lo=1, hi=10000)
+
+    def preset_kp(self, preset: str, n: int) -> tuple[float, ...]:
+        """Kp of ``preset`` for n joints: the configured values, else the paper's rule."""
+        values = getattr(self, f"presets_{preset}_kp")
+        if values:
+            return values
+        base, rest = PAPER_PRESETS[preset]
+        return tuple(base if j < 2 else rest for j in range(n))
+
+
+@dataclass(frozen=True)
+class JointStateBufferParams(CommonParams):
+    accel_cutoff_hz: float = param(50.0, "Hz, 2nd-order Butterworth on the differenced velocity", lo=0.1, hi=5000.0,
+                                   below_nyquist=True)
+    max_gap_periods: float = param(3.0, "a longer gap between samples restarts the differentiators", lo=1.0, hi=1e6)
+    use_measured_velocity: bool = param(True, "use the message's velocity (else difference q)")
+    stale_timeout: float = param(0.01, "s without input before the buffer reports STALE on /diagnostics",
+                                 lo=0.001, hi=60.0)
+
+
+@dataclass(frozen=True)
+class FeedforwardParams(CommonParams):
+    publish_parts: bool = param(True, "fill rbd/friction/residual (else total only)")
+
+
+@dataclass(frozen=True)
+class DoomedParams(CommonParams):
+    learning_rate: float = param(0.05, "eta per tick at reference_rate_hz (Nm s^2/rad; x M_jj when inertia_scaled); "
+                                 "paper 0.01-0.1; with inertia_scaled stable below ~0.5 at two ticks of delay",
+                                 lo=0.0, hi=100.0)
+    reference_rate_hz: float = param(1000.0, "rate learning_rate is given at (paper: 1 kHz)", lo=1.0, hi=1e5)
+    momentum: float = param(0.9, "gamma (paper: 0.9 or 0.95)", lo=0.0, hi=0.9999)
+    variance_gain: float = param(0.5, "alpha, s^4/rad^2 (paper: 0-0.5)", lo=0.0, hi=1e3)
+    forgetting: float = param(0.0, "lambda per tick (0 = none)", lo=0.0, hi=1e3)
+    variance_tau: float = param(0.1, "s, running variance time constant", lo=0.001, hi=100.0)
+    features: str = param("constant", "constant (f = w) or linear (per-joint features)",
+                          choices=("constant", "linear"), read_only=True)
+    inertia_scaled: bool = param(True, "scale eta per joint by the model's M_jj(q) (eta then relative)")
+    offset_limit: tuple[float, ...] = param((), "Nm per joint; [] = 15 % of the effort limit", lo=0.0, hi=1e4,
+                                            length="n")
+    osc_window: float = param(0.1, "s, oscillation-detector window", lo=0.005, hi=10.0)
+    osc_rise_factor: float = param(3.0, "mean|e| rise over its recent minimum that counts", lo=1.0, hi=1e3)
+    osc_min_error: float = param(0.5, "rad/s^2; ignore smaller mean|e|", lo=0.0, hi=1e4)
+    osc_bias_ratio: float = param(0.3, "|mean e| < ratio * mean|e| counts as zero-mean", lo=0.0, hi=1.0)
+    osc_consecutive: int = param(3, "suspicious windows in a row before freezing", lo=1, hi=1000)
+    osc_tv_windows: int = param(5, "windows over which the offset's swing is judged", lo=2, hi=1000)
+    osc_tv_ratio: float = param(4.0, "offset total variation > ratio x net change counts as swinging", lo=1.0,
+                                hi=1e3)
+    osc_tv_fraction: float = param(0.5, "... and total variation > fraction x offset_limit", lo=0.0, hi=1e3)
+    decay_tau: float = param(0.5, "s, offset decay after an oscillation freeze", lo=0.001, hi=1e3)
+    enabled: bool = param(True, "false = publish a zero offset (learning frozen)")
+
+
+@dataclass(frozen=True)
+class WrenchObserverParams(CommonParams):
+    primary: str = param("momentum", "which estimate goes to wrench_topic: momentum | direct",
+                         choices=("momentum", "direct"))
+    observer_gain: float = param(50.0, "K_O of the momentum observer, 1/s (bandwidth)", lo=0.1, hi=1e4)
+    pinv_damping: float = param(0.01, "mu of the damped pseudo-inverse of J^T", lo=0.0, hi=10.0)
+    deadband_force: float = param(0.0, "N; smaller force components are reported as 0", lo=0.0, hi=1e4)
+    deadband_torque: float = param(0.0, "Nm; smaller moment components are reported as 0", lo=0.0, hi=1e4)
+    lowpass_cutoff_hz: float = param(0.0, "Hz, first-order low-pass on the wrench (0 = off)", lo=0.0, hi=5000.0,
+                                     below_nyquist=True)
+    torque_source: str = param("command", "actuator torque: command (the effort command topic) or effort "
+                               "(/joint_states effort; on hardware, where the command lacks g(q))",
+                               choices=("command", "effort"), read_only=True)
+    accel_cutoff_hz: float = param(20.0, "Hz; low-pass of the acceleration for the direct residual", lo=0.1,
+                                   hi=5000.0, below_nyquist=True, read_only=True)
+    frame_id_base: str = param("", "header.frame_id of the base-frame wrench ('' = the robot's base link)",
+                               read_only=True)
+    wrench_topic: str = param("/idyn/wrench_estimate", "geometry_msgs/WrenchStamped (base axes)", read_only=True)
+    external_torque_topic: str = param("/idyn/external_torque", "sensor_msgs/JointState, effort = tau_ext",
+                                       read_only=True)
+    publish_divider: int = param(4, "publish the estimates every k-th state (the observers still update every "
+                                 "tick; 4 = 250 Hz at 1 kHz)", lo=1, hi=1000)
+
+
+@dataclass(frozen=True)
+class ReferenceParams(CommonParams):
+    mode: str = param("hold", "hold (current q) | setpoints (min-jerk) | npz (excitation file) | trajectory "
+                      "(wait for ~/joint_trajectory)", choices=("hold", "setpoints", "npz", "trajectory"))
+    setpoints: tuple[float, ...] = param((), "rad, k set points flattened (k*n values)", length="n*k")
+    durations: tuple[float, ...] = param((), "s per set point (k values)", lo=0.0, hi=1e5)
+    start_delay: float = param(1.0, "s to hold the start before the first move", lo=0.0, hi=1e5)
+    npz_path: str = param("", "trajectory .npz (q_d/dq_d/ddq_d or q/dq/ddq)")
+    loop: bool = param(False, "restart the trajectory when it ends")
+    lookahead_periods: float = param(1.0, "sample the reference this many periods ahead of the state stamp (the "
+                                     "controller uses it one hop later)", lo=0.0, hi=100.0)
+
+
+@dataclass(frozen=True)
+class PlantParams(RobotParams):
+    """The embedded MuJoCo plant (``idyn_ros.nodes.plant``), standing in for ros2_control + the robot."""
+
+    rate_hz: float = param(1000.0, "command/state rate (Hz), the ros2_control update rate", lo=1.0, hi=10000.0,
+                           read_only=True)
+    profile: str = param("true", "plant profile: ideal | nominal | true | path to a profile YAML "
+                         "(config/profiles/README.md)", read_only=True)
+    physics_rate: float = param(1000.0, "MuJoCo steps per second (Hz); an integer multiple of rate_hz", lo=1.0,
+                                hi=100000.0, read_only=True)
+    clock_mode: str = param("lockstep", "lockstep (sim time on /clock, waits for each command, deterministic) | "
+                            "realtime (wall-clock timer)", choices=("lockstep", "realtime"), read_only=True)
+    command_timeout: float = param(0.1, "s without a valid command before the drive applies zero torque "
+                                   "(lockstep: wall time waited for an answer)", lo=0.001, hi=60.0, read_only=True)
+    on_bad_command: str = param("reject", "commands beyond the effort limits: reject (keep the previous) | clamp",
+                                choices=("reject", "clamp"), read_only=True)
+    initial_positions: tuple[float, ...] = param((), "rad at start, robot joint order; [] = 0 clipped into each "
+                                                 "joint's range", length="n", read_only=True)
+    seed: int = param(0, "seed of the sensor noise", lo=0, hi=2**31 - 1, read_only=True)
+    controller: str = param("", "effort controller name; '' = the robot's effort_controller", read_only=True)
+    ground_truth_decimation: int = param(1, "publish ~/ground_truth every N ticks while a wrench acts (otherwise "
+                                         "every 100 ticks and on every service call)", lo=1, hi=100000,
+                                         read_only=True)
+    diagnostics_period: float = param(1.0, "s (wall) between /diagnostics messages", lo=0.01, hi=60.0,
+                                      read_only=True)
+
+
+@dataclass(frozen=True)
+class RecorderParams(NodeParams):
+    """The rosbag2 recorder behind ``idyn record``."""
+
+    output: str = param("", "bag folder to create ('' = idyn_<date>_<time>)", read_only=True)
+    storage: str = param("mcap", "rosbag2 storage: mcap | sqlite3", choices=("mcap", "sqlite3"), read_only=True)
+    topics: tuple[str, ...] = param(("/joint_states",), "topics to record", read_only=True)
+    qos_depth: int = param(10000, "subscription queue depth (RELIABLE): what a slow disk may fall behind by", lo=1,
+                           hi=1000000, read_only=True)
+    flush_period: float = param(0.5, "s between flushes to disk (what a SIGKILL can lose at most)", lo=0.01,
+                                hi=60.0, read_only=True)
+
+
+NODES: dict[str, type[NodeParams]] = {
+    "controller": ControllerParams,
+    "joint_state_buffer": JointStateBufferParams,
+    "feedforward": FeedforwardParams,
+    "doomed": DoomedParams,
+    "wrench_observer": WrenchObserverParams,
+    "reference": ReferenceParams,
+    "plant": PlantParams,
+    "recorder": RecorderParams,
+}
+
+
+def params_class(node: str) -> type[NodeParams]:
+    if node not in NODES:
+        raise ParameterError(f"no parameters for node '{node}' (known: {sorted(NODES)})")
+    return NODES[node]
+
+
+# ------------------------------------------------------------------------------------------ files
+def _matches(key: str, node_name: str) -> bool:
+    """Does a parameter-file section ``key`` address node ``node_name`` (no namespace)? ROS wildcards:
+    ``/**`` any node, ``/**/name`` and ``/name`` (or ``name``) this one."""
+    key = key if key.startswith("/") else "/" + key
+    return key == "/**" or key in (f"/**/{node_name}", f"/{node_name}")
+
+
+def _flatten(prefix: str, node: Any, out: dict[str, Any]) -> dict[str, Any]:
+    """Nested YAML -> dotted names (``presets: {soft: {kp: [...]}}`` -> ``presets.soft.kp``), as rcl does."""
+    if isinstance(node, dict):
+        for k, v in node.items():
+            _flatten(f"{prefix}.{k}" if prefix else str(k), v, out)
+    else:
+        out[prefix] = node
+    return out
+
+
+def file_values(files: Sequence[str | Path], node_name: str) -> dict[str, Any]:
+    """{ROS name: value} for ``node_name`` from parameter files, with the precedence rclpy applies.
+
+    rcl merges all files into one table of sections keyed by node pattern, in the order each key first
+    appears; a later file overwrites values under the same key; rclpy then applies the matching sections in
+    that order. So ``/**`` (first seen in the robot file) is applied before ``/**/controller``, whichever
+    file sets it. Tested against a real rclpy node in test/nodes.
+    """
+    import yaml
+
+    sections: dict[str, dict[str, Any]] = {}
+    for name in files:
+        path = Path(name)
+        try:
+            data = yaml.safe_load(path.read_text()) or {}
+        except (OSError, yaml.YAMLError) as exc:
+            raise ParameterError(f"cannot read parameter file {path}: {exc}") from None
+        if not isinstance(data, dict):
+            raise ParameterError(f"parameter file {path} is not a mapping of node sections")
+        for key, body in data.items():
+            params = (body or {}).get("ros__parameters") if isinstance(body, dict) else None
+            if not isinstance(params, dict):
+                raise ParameterError(f"{path}: section {key!r} has no ros__parameters mapping")
+            sections.setdefault(str(key), {}).update(_flatten("", params, {}))
+    out: dict[str, Any] = {}
+    for key, params in sections.items():
+        if _matches(key, node_name):
+            out.update(params)
+    return out
+
+
+def robot_file(robot: str) -> Path:
+    """config/<robot>.yaml."""
+    from idyn_ros.paths import config_dir
+
+    return config_dir() / f"{robot}.yaml"
+
+
+def load(node: str, robot: str, files: Sequence[str | Path] | None = None,
+         overrides: Mapping[str, Any] | None = None, n: int | None = None) -> Any:
+    """The typed parameters ``node`` gets when started for ``robot`` from ``files`` (default config/<robot>.yaml)
+    with ``overrides`` on top: what the simulator loop, benchmarks and ``idyn`` commands use, with the same
+    precedence the ROS nodes see."""
+    files = [robot_file(robot)] if files is None else list(files)
+    values = file_values(files, node)
+    values.update(overrides or {})
+    if "robot" in values and values["robot"] != robot and "robot" not in (overrides or {}):
+        raise ParameterError(f"{files[0]} is for robot {values['robot']!r}, not {robot!r}")
+    cls = params_class(node)
+    if "robot" in {p.name for p in cls.table()}:
+        values["robot"] = robot
+    return cls.from_values(values, n)
+
+
+# ------------------------------------------------------------------------------------------ docs
+def render_markdown() -> str:
+    """docs/parameters.md: every node's parameters (a test keeps the file equal to this)."""
+    lines = ["# Parameters", "",
+             "Generated from `idyn_ros/parameters.py` by `python -m idyn_ros.parameters > docs/parameters.md`; do "
+             "not edit by hand. Values per robot: `config/<robot>.yaml` (only what differs from these defaults). "
+             "Read-only parameters take effect at configure time and are refused at run time.", ""]
+    for name, cls in NODES.items():
+        own = [p for p in cls.table() if not _inherited(cls, p.attr)]
+        base = [b.__name__ for b in cls.__mro__[1:] if b not in (NodeParams, object) and dataclasses.is_dataclass(b)]
+        lines += [f"## {name}", ""]
+        if cls.__doc__ and not cls.__doc__.startswith(cls.__name__):
+            lines += [cls.__doc__.strip().splitlines()[0], ""]
+        if base:
+            lines += [f"Also: the parameters of {', '.join(f'`{b}`' for b in base)}.", ""]
+        lines += _rows(own)
+    for cls in (RobotParams, CommonParams):
+        own = [p for p in cls.table() if not _inherited(cls, p.attr)]
+        lines += [f"## `{cls.__name__}`", "", cls.__doc__.strip().splitlines()[0], "", *_rows(own)]
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def _inherited(cls: type, attr: str) -> bool:
+    return any(attr in getattr(b, "__dataclass_fields__", {}) for b in cls.__mro__[1:])
+
+
+def _rows(params: list[Param]) -> list[str]:
+    out = ["| name | type | default | bounds | description |", "|---|---|---|---|---|"]
+    for p in params:
+        bounds = " / ".join(p.choices) if p.choices else (
+            f"[{p.lo:g}, {p.hi:g}]" if p.lo is not None and p.hi is not None else "")
+        default = json.dumps(list(p.default) if isinstance(p.default, tuple) else p.default)
+        flag = " (read-only)" if p.read_only else ""
+        text = f"{p.description}{flag}".replace("|", "\\|")
+        out.append(f"| `{p.name}` | {p.type} | `{default}` | {bounds.replace('|', '/')} | {text} |")
+    return [*out, ""]
+
+
+if __name__ == "__main__":
+    print(render_markdown(), end="")
