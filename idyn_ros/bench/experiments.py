@@ -47,7 +47,7 @@ def tracking_for(robot: str, quick: bool) -> dict[str, Any]:
     table = tracking.tracking_table(robot, paths, rows, n_moves=n_moves, durations=durations)
     out: dict[str, Any] = dict(table)
     out["_protocol"] = {"moves": n_moves, "durations_s": list(durations), "plant": "true profile",
-                        "loop": "in-process lockstep 1 kHz (idyn_ros/experiments/closed_loop.py)",
+                        "loop": "in-process lockstep 1 kHz (idyn_ros/sim/loop.py: the controller node's Controller)",
                         "seconds": time.monotonic() - t0}
     import json
 

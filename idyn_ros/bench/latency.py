@@ -28,22 +28,13 @@ import numpy as np
 LATENCY_SECONDS = 12.0  # per configuration: ~10k ticks at 1 kHz after warm-up
 
 
-def _load_config(robot: str) -> dict[str, Any]:
-    import yaml
-
-    from idyn_ros.paths import config_dir
-
-    return yaml.safe_load((config_dir() / f"{robot}.yaml").read_text())
-
-
 def initial_positions(robot: str) -> list[float]:
     """Start pose: the last set point of the reference in config/<robot>.yaml (the arm's 'ready' pose)."""
-    cfg = _load_config(robot)
-    ref = cfg["/**/reference"]["ros__parameters"]
+    from idyn_ros.parameters import load
     from idyn_ros.robots import get_robot
 
     n = get_robot(robot).dof
-    return [float(x) for x in ref["setpoints"][-n:]]
+    return [float(x) for x in load("reference", robot, n=n).setpoints[-n:]]
 
 
 class Probe:
@@ -133,15 +124,14 @@ def graph(robot: str, clock: str = "lockstep", composed: bool = False, nodes: Se
           overrides: Mapping[str, Any] | None = None, plant: Mapping[str, Any] | None = None,
           log_dir: str | Path | None = None, profile: str = "true", executor: str = "single"):
     """Plant in this process (+ probe), our nodes as processes. Yields (runner, probe, launcher)."""
-    from idyn_ros.nodes.composed import NODE_NAMES
-    from idyn_ros.nodes.launcher import Launcher
+    from idyn_ros.nodes.graph import OUR_NODES
+    from idyn_ros.nodes.launcher import GraphSettings, Launcher
     from idyn_ros.nodes.plant import PlantRunner
 
     params = {"robot": robot, "profile": profile, "clock_mode": clock, **(plant or {})}
-    over = dict(overrides or {})
-    if clock == "lockstep":
-        over.setdefault("stale_periods", 1e5)  # wall gaps in lockstep are slowness, not faults
-    launcher = Launcher(robot, None, composed, list(nodes or NODE_NAMES), over, log_dir=log_dir, executor=executor)
+    settings = GraphSettings(robot, "mujoco", clock=clock, composed=composed, plant=False,
+                             nodes=tuple(nodes or OUR_NODES), overrides=dict(overrides or {}))
+    launcher = Launcher(settings, log_dir, executor)
     runner = PlantRunner(executor="single", **params).start()
     try:
         probe = Probe().attach(runner)
@@ -278,15 +268,17 @@ def measure_doomed(robot: str, payload: float = 1.0, learning_rates: Sequence[fl
 
 
 def measure_latency(robot: str = "panda", composed: bool = True, seconds: float = LATENCY_SECONDS,
-                    warmup: float = 2.0, executor: str = "single", nodes: Sequence[str] | None = None
-                    ) -> dict[str, float]:
+                    warmup: float = 2.0, executor: str = "single", nodes: Sequence[str] | None = None,
+                    model_path: str | Path | None = None) -> dict[str, float]:
     """Real-time plant at the config rate, all our nodes active (or ``nodes``); stats of state -> command latency."""
-    from idyn_ros.nodes.composed import NODE_NAMES
-    from idyn_ros.nodes.launcher import Launcher
+    from idyn_ros.nodes.graph import OUR_NODES
+    from idyn_ros.nodes.launcher import GraphSettings, Launcher
     from idyn_ros.nodes.plant import PlantRunner
 
     params = {"robot": robot, "profile": "true", "clock_mode": "realtime"}
-    launcher = Launcher(robot, None, composed, list(nodes or NODE_NAMES), {"stale_periods": 3.0}, executor=executor)
+    overrides = {"model_path": str(model_path)} if model_path else {}
+    launcher = Launcher(GraphSettings(robot, "mujoco", clock="realtime", composed=composed, plant=False,
+                                      nodes=tuple(nodes or OUR_NODES), overrides=overrides), executor=executor)
     runner = PlantRunner(executor="events", **params).start()
     samples: list[np.ndarray] = []
     try:
@@ -327,16 +319,17 @@ def measure_latency(robot: str = "panda", composed: bool = True, seconds: float 
     }
 
 
-def measure_callback_cost(robot: str = "panda", ticks: int = 3000) -> dict[str, Any]:
+def measure_callback_cost(robot: str = "panda", ticks: int = 3000, model_path: str | Path | None = None
+                          ) -> dict[str, Any]:
     """Wall time of each node's per-tick callbacks, in process with no DDS wait (what one tick costs the CPU).
 
-    One tick = the reference node's and then the controller's /joint_states callback (law + RBD feedforward +
-    publish), then the monitoring nodes'. Top-level p50/p99/max are the controller's state callback (the
-    state -> command path); ``nodes`` has every callback and ``sum_p50_us`` their sum.
+    One tick = the reference node's and then the controller's /joint_states callback (the whole controller core
+    + the feedforward model + publish), then the monitoring nodes'. Top-level p50/p99/max are the controller's
+    state callback (the state -> command path); ``nodes`` has every callback and ``sum_p50_us`` their sum.
+    ``model_path``: the exported model the nodes load (default: none, the RBD fallback).
     """
     import rclpy
     from rclpy.context import Context
-    from rclpy.parameter import Parameter
     from sensor_msgs.msg import JointState
 
     from idyn_ros.nodes.controller import ControllerNode
@@ -344,26 +337,28 @@ def measure_callback_cost(robot: str = "panda", ticks: int = 3000) -> dict[str, 
     from idyn_ros.nodes.feedforward import FeedforwardNode
     from idyn_ros.nodes.joint_state_buffer import JointStateBufferNode
     from idyn_ros.nodes.reference import ReferenceNode
+    from idyn_ros.nodes.ros_parameters import to_ros_parameter
     from idyn_ros.nodes.wrench_observer import WrenchObserverNode
+    from idyn_ros.parameters import load
     from idyn_ros.robots import get_robot
 
     ctx = Context()
     rclpy.init(context=ctx)
-    cfg = _load_config(robot)
+    n = get_robot(robot).dof
 
     def make(cls: Any, section: str) -> Any:
-        values = {**cfg["/**"]["ros__parameters"], **cfg.get(f"/**/{section}", {}).get("ros__parameters", {}),
-                  "stale_periods": 1e6}
-        return cls(context=ctx, parameter_overrides=[Parameter(k, value=v) for k, v in values.items()])
+        values = load(section, robot, n=n).values()
+        if model_path:
+            values["model_path"] = str(model_path)
+        return cls(context=ctx, parameter_overrides=[to_ros_parameter(k, v) for k, v in values.items()])
 
     try:
         ctrl, refn = make(ControllerNode, "controller"), make(ReferenceNode, "reference")
-        if not ctrl._active:
+        if ctrl.core is None or not ctrl.core.active:
             raise RuntimeError("controller did not activate; see its log")
         jsb, ffn = make(JointStateBufferNode, "joint_state_buffer"), make(FeedforwardNode, "feedforward")
         doom, wr = make(DoomedNode, "doomed"), make(WrenchObserverNode, "wrench_observer")
         q0 = np.array(initial_positions(robot))
-        n = len(q0)
         msg = JointState(name=list(get_robot(robot).joint_names), position=q0.tolist(), velocity=[0.0] * n,
                          effort=[0.0] * n)
         calls = [("reference", lambda: refn._on_joint_state(msg)), ("controller <- reference",

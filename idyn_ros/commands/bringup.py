@@ -1,49 +1,63 @@
-"""Start the idyn control graph here (no ros2 launch): the same nodes and parameter files as
-launch/<robot>.launch.py, plus the embedded MuJoCo plant.
+"""Start the idyn control graph without ``ros2 launch``: the same nodes and parameters as
+launch/<robot>.launch.py (both are described by ``idyn_ros.nodes.graph``), plus the embedded MuJoCo plant.
 
-Nodes: joint_state_buffer, feedforward, controller, doomed, wrench_observer, reference (+ plant).
-Parameters: config/<robot>.yaml (gains, presets, rates, topics, timeouts); the options below
-override single parameters. The controller configures and activates itself (autostart).
+Nodes: joint_state_buffer, feedforward, controller, doomed, wrench_observer, reference (+ plant in mode mujoco).
+Parameters: config/<robot>.yaml, then --params-file files, then the options below (they win over every file).
+The controller configures and activates itself.
+
+Stopping: Ctrl-C, SIGTERM (systemd, docker, `timeout`), --duration, or the controller/plant dying: the
+controller publishes its safe torque, then every process ends; nothing is left running even if this command
+is killed with SIGKILL. A monitoring node that dies (feedforward, wrench_observer, ...) is reported and the
+rest keeps running; the exit code is then 1.
 
 Examples:
-  idyn bringup --robot panda --sim mujoco --duration 10
-  idyn bringup --robot ur5 --sim mujoco --composed --gains soft --model ur5_hybrid.onnx
-  idyn bringup --robot iiwa14 --sim none --composed       # against an already running robot/plant
-  idyn bringup --robot panda --clock realtime --set controller.use_feedforward=false
+  idyn bringup --robot panda --duration 10
+  idyn bringup --robot ur5 --composed --gains soft --model ur5_hybrid.onnx
+  idyn bringup --robot panda --clock realtime --set use_feedforward=false
+  idyn bringup --robot iiwa14 --mode hardware --model iiwa.onnx    # next to the robot's own driver launch
 """
 
 from __future__ import annotations
 
 import argparse
 
-HELP = "start the control nodes (+ MuJoCo plant) for a robot from config/<robot>.yaml"
+HELP = "start the control nodes (+ the MuJoCo plant) for a robot, as ros2 launch would"
+
+# a dead process of these ends the graph: nothing controls (controller) or nothing is controlled (plant)
+ESSENTIAL = ("controller", "composed", "plant")
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
+    from idyn_ros.nodes.graph import CLOCKS, MODES
+
     parser.add_argument("--robot", required=True, help="panda | iiwa14 | ur5")
-    parser.add_argument("--sim", default="mujoco", choices=["mujoco", "none"],
-                        help="start the embedded MuJoCo plant (default mujoco) or none (a robot/plant is already "
-                             "publishing /joint_states)")
+    parser.add_argument("--mode", default="mujoco", choices=MODES,
+                        help="mujoco (default): with the embedded plant; hardware | mock | gazebo: our nodes only, "
+                             "next to the robot's driver / ros2_control / Gazebo started by their own launch")
+    parser.add_argument("--no-plant", action="store_true",
+                        help="mode mujoco without starting the plant (one runs already)")
     parser.add_argument("--composed", action="store_true",
-                        help="all idyn nodes in ONE process on one executor (default: one process per node)")
-    parser.add_argument("--model", default=None, help="exported .onnx model (default: config model_path; empty = "
-                                                      "RBD fallback, reported at ERROR)")
-    parser.add_argument("--gains", default=None, choices=["soft", "medium", "stiff"],
-                        help="gain preset (default: config gain_preset, medium)")
+                        help="our nodes in ONE process (default: one process per node); lower latency, see README")
+    parser.add_argument("--model", default="", help="exported .onnx model (default: the files' model_path; empty "
+                                                    "= RBD fallback, reported at ERROR)")
+    parser.add_argument("--gains", default="", choices=["", "soft", "medium", "stiff"],
+                        help="gain preset (default: the files' gain_preset, medium)")
+    parser.add_argument("--clock", default="", choices=["", *CLOCKS],
+                        help="plant clock (mode mujoco; default: the files', lockstep = sim time, deterministic)")
     parser.add_argument("--duration", type=float, default=0.0,
-                        help="seconds to run, then stop everything (default 0 = until Ctrl-C)")
-    parser.add_argument("--clock", default=None, choices=["lockstep", "realtime"],
-                        help="plant clock (default: config, lockstep = sim time, deterministic)")
+                        help="seconds to run, then stop everything (default 0 = until Ctrl-C or SIGTERM)")
     parser.add_argument("--nodes", default=None,
                         help="comma-separated subset of joint_state_buffer,feedforward,controller,doomed,"
                              "wrench_observer,reference (default all)")
+    parser.add_argument("--prefix", default="", help="joint/link name prefix ('' = the vendor default)")
     parser.add_argument("--executor", default="single", choices=["single", "events"],
-                        help="rclpy executor for --composed (default single; events = rclpy's "
-                             "EventsExecutor, which delivered no messages to our nodes in tests here)")
-    parser.add_argument("--params-file", default=None, help="parameter file (default config/<robot>.yaml)")
+                        help="rclpy executor for --composed (default single)")
+    parser.add_argument("--params-file", action="append", default=[], metavar="FILE",
+                        help="extra parameter file after config/<robot>.yaml (repeatable)")
     parser.add_argument("--log-dir", default=None, help="write each process's output to DIR/<name>.log")
     parser.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
-                        help="extra parameter override for every node (repeatable), e.g. stale_periods=5.0")
+                        help="parameter for every node that declares it (repeatable), e.g. use_feedforward=false; "
+                             "an unknown name is refused")
 
 
 def _parse_value(text: str) -> object:
@@ -53,47 +67,55 @@ def _parse_value(text: str) -> object:
 
 
 def run(args: argparse.Namespace) -> int:
+    import signal
     import time
 
     from tqdm import tqdm
 
     from idyn_ros.errors import ParameterError
-    from idyn_ros.nodes.composed import NODE_NAMES
+    from idyn_ros.nodes.graph import OUR_NODES, GraphSettings
     from idyn_ros.nodes.launcher import Launcher
 
     overrides: dict[str, object] = {}
-    if args.model is not None:
-        overrides["model_path"] = args.model
-    if args.gains:
-        overrides["gain_preset"] = args.gains
-    plant = {}
-    if args.clock:
-        plant["clock_mode"] = args.clock
-    if args.clock != "realtime" and args.sim == "mujoco":
-        # lockstep: the plant waits for our answer, wall gaps are slowness, not faults (plant has its own timeout)
-        overrides.setdefault("stale_periods", 1e5)
     for item in args.set:
         if "=" not in item:
             raise ParameterError(f"--set expects NAME=VALUE, got {item!r}")
         key, value = item.split("=", 1)
         overrides[key.strip()] = _parse_value(value)
-    nodes = args.nodes.split(",") if args.nodes else list(NODE_NAMES)
-    launcher = Launcher(args.robot, args.sim, args.composed, nodes, overrides, plant, args.params_file,
-                        args.executor, args.log_dir)
-    print(f"starting {', '.join(launcher.commands())} for {args.robot} with {launcher.params_file}")
-    with launcher:
-        start = time.monotonic()
-        total = args.duration if args.duration > 0 else None
-        with tqdm(total=total, unit="s", desc="running", bar_format="{l_bar}{bar}| {n:.0f}/{total_fmt} s") as bar:
-            try:
-                while total is None or time.monotonic() - start < total:
-                    time.sleep(0.5)
+    nodes = tuple(args.nodes.split(",")) if args.nodes else OUR_NODES
+    settings = GraphSettings(args.robot, args.mode, args.model, args.gains, args.prefix, args.clock, args.composed,
+                             not args.no_plant, nodes, tuple(args.params_file), overrides)
+    launcher = Launcher(settings, args.log_dir, args.executor)
+    print(f"starting {', '.join(launcher.commands())} for {args.robot} (mode {args.mode}) with "
+          f"{', '.join(str(f) for f in settings.files)}", flush=True)
+    stop: list[str] = []
+
+    def request_stop(signum: int, _frame: object) -> None:
+        stop.append(signal.Signals(signum).name)
+
+    previous = {sig: signal.signal(sig, request_stop) for sig in (signal.SIGINT, signal.SIGTERM)}
+    reported: set[str] = set()
+    code = 0
+    try:
+        with launcher:
+            start = time.monotonic()
+            total = args.duration if args.duration > 0 else None
+            with tqdm(total=total, unit="s", desc="running", bar_format="{l_bar}{bar}| {n:.0f}/{total_fmt} s") as bar:
+                while not stop and (total is None or time.monotonic() - start < total):
+                    time.sleep(0.2)
                     bar.n = round(time.monotonic() - start, 1)
                     bar.refresh()
-                    dead = launcher.dead()
-                    if dead:
-                        print(f"process(es) ended early: {dead}; see --log-dir for their output")
-                        return 1
-            except KeyboardInterrupt:
-                pass
-    return 0
+                    for name, rc in launcher.dead().items():
+                        if name not in reported:
+                            reported.add(name)
+                            code = 1
+                            tqdm.write(f"idyn bringup: process {name} ended (exit code {rc}); see --log-dir")
+                    if reported & set(ESSENTIAL):
+                        tqdm.write("idyn bringup: nothing is controlling any more: stopping the graph")
+                        break
+            if stop:
+                tqdm.write(f"idyn bringup: {stop[0]}: stopping (the controller sends its safe torque first)")
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    return code

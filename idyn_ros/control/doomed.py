@@ -31,7 +31,8 @@ Decisions where the paper is silent or ambiguous (each tested in test/control/te
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -64,7 +65,6 @@ class DoomedConfig:
     osc_tv_ratio: float = 4.0  # total variation > ratio x |net change| ...
     osc_tv_fraction: float = 0.5  # ... and > fraction x offset_limit: the offset swings back and forth
     decay_tau: float = 0.5  # s, offset decay time constant after an oscillation trip
-    extra: dict = field(default_factory=dict)
 
     def validate(self) -> None:
         checks = [
@@ -81,6 +81,20 @@ class DoomedConfig:
         for ok, message in checks:
             if not ok:
                 raise ValueError(message)
+
+
+def config_from_params(params: Any, effort_limit: np.ndarray) -> DoomedConfig:
+    """``DoomedConfig`` from the doomed node's parameters (``idyn_ros.parameters.DoomedParams``); an empty
+    ``offset_limit`` is 15 % of the effort limit."""
+    limit = params.offset_limit or tuple(0.15 * np.asarray(effort_limit, dtype=float))
+    return DoomedConfig(
+        learning_rate=params.learning_rate, reference_rate_hz=params.reference_rate_hz, rate_hz=params.rate_hz,
+        momentum=params.momentum, variance_gain=params.variance_gain, forgetting=params.forgetting,
+        variance_tau=params.variance_tau, features=params.features, offset_limit=np.asarray(limit, dtype=float),
+        osc_window=params.osc_window, osc_rise_factor=params.osc_rise_factor, osc_min_error=params.osc_min_error,
+        osc_bias_ratio=params.osc_bias_ratio, osc_consecutive=params.osc_consecutive,
+        osc_tv_windows=params.osc_tv_windows, osc_tv_ratio=params.osc_tv_ratio,
+        osc_tv_fraction=params.osc_tv_fraction, decay_tau=params.decay_tau)
 
 
 def linear_features(q: np.ndarray, dq: np.ndarray, out: np.ndarray) -> np.ndarray:
@@ -288,20 +302,65 @@ class Doomed:
                         f"(tau {self.cfg.decay_tau:g} s). Lower learning_rate, then call reset", decay=True)
 
 
-class DelayLine:
-    """Pairs each measured acceleration with the command that caused it (``delay`` ticks earlier)."""
+class DoomedAdapter:
+    """DOOMED as the doomed node runs it, without ROS: pairs each measured acceleration with the command that
+    caused it, then updates the learner. The node and the simulator loop both call this object.
 
-    def __init__(self, n: int, delay: int = 1) -> None:
-        self.buf = np.zeros((delay + 1, n))
-        self.delay = delay
-        self.count = 0
-        self.i = 0
+    The controller reports, per tick, the acceleration it commanded (ddq_d + feedback) with the stamp of the
+    joint state it answered (``on_command``); when the next joint state (stamp s_k) arrives, ddq_meas =
+    (dq_k - dq_{k-1}) / (s_k - s_{k-1}) is paired with the command stamped s_{k-1} (``on_state``). Ticks the
+    controller spent in safe mode command no acceleration and are not paired (decision: DOOMED must not learn
+    the safe hold's error).
+    """
 
-    def push(self, cmd: np.ndarray) -> np.ndarray | None:
-        """Store this tick's command; return the one from ``delay`` ticks ago (None until filled)."""
-        self.buf[self.i] = cmd
-        self.i = (self.i + 1) % self.buf.shape[0]
-        self.count += 1
-        if self.count <= self.delay:
+    RING = 16  # commands kept for pairing by stamp
+
+    def __init__(self, learner: Doomed, model: Any = None, inertia_scaled: bool = True) -> None:
+        """``model``: a ``RobotModel`` whose diag M(q) scales the step (``inertia_scaled``)."""
+        if inertia_scaled and model is None:
+            raise ValueError("inertia_scaled DOOMED needs the model whose M(q) scales the step")
+        self.learner = learner
+        self.model = model
+        self.inertia_scaled = inertia_scaled
+        n = learner.n
+        self._stamps = np.full(self.RING, -1, dtype=np.int64)
+        self._acc = np.zeros((self.RING, n))
+        self._i = 0
+        self._prev_stamp = -1
+        self._dq_prev = np.zeros(n)
+        self._M = np.zeros((n, n))
+        self.ddq_meas = np.zeros(n)
+        self.paired = 0
+        self.unpaired = 0
+        self.errors: list[np.ndarray] | None = None  # set to [] to keep every update's error e (rad/s^2)
+
+    def on_command(self, stamp_ns: int, acceleration_command: np.ndarray, active: bool = True) -> None:
+        """The controller answered the state stamped ``stamp_ns`` by commanding this acceleration (rad/s^2)."""
+        if not active:
+            return
+        i = self._i
+        self._stamps[i] = stamp_ns
+        self._acc[i] = acceleration_command
+        self._i = (i + 1) % self.RING
+
+    def on_state(self, stamp_ns: int, q: np.ndarray, dq: np.ndarray) -> np.ndarray | None:
+        """A trusted joint state; returns the new offset (Nm) when it could be paired, else None."""
+        prev, self._prev_stamp = self._prev_stamp, stamp_ns
+        dq_prev = self._dq_prev
+        if prev < 0 or stamp_ns <= prev:
+            dq_prev[:] = dq
             return None
-        return self.buf[self.i]
+        hit = np.flatnonzero(self._stamps == prev)
+        if hit.size == 0:  # the command for the previous state never came (controller inactive, safe or late)
+            self.unpaired += 1
+            dq_prev[:] = dq
+            return None
+        np.subtract(dq, dq_prev, out=self.ddq_meas)
+        self.ddq_meas /= (stamp_ns - prev) * 1e-9
+        dq_prev[:] = dq
+        scale = np.diag(self.model.mass_matrix(q, out=self._M)) if self.inertia_scaled else None
+        self.paired += 1
+        offset = self.learner.update(self._acc[hit[0]], self.ddq_meas, q, dq, scale)
+        if self.errors is not None:
+            self.errors.append(self.learner.error.copy())
+        return offset

@@ -19,7 +19,6 @@ from typing import Any
 
 import numpy as np
 
-from idyn_ros.control.rbd import RigidBodyTerms, model_rigid_body_terms
 from idyn_ros.errors import IdynError, ModelArtifactError
 
 FALLBACKS = ("rbd", "gravity", "none")
@@ -37,14 +36,12 @@ class FeedforwardComputer:
         fallback: str = "rbd",
         rate_hz: float | None = None,
         warmup_ticks: int = PAPER_WARMUP_TICKS,
-        rbd: RigidBodyTerms | None = None,
     ) -> None:
-        """``robot``: an ``idyn_ros.dynamics.RobotModel`` (needs ``pin_model``, ``joint_names``)."""
+        """``robot``: the ``idyn_ros.dynamics.RobotModel`` of the configured robot (nominal URDF)."""
         if fallback not in FALLBACKS:
             raise ModelArtifactError(f"feedforward fallback must be one of {FALLBACKS}, got {fallback!r}")
         self.robot = robot
         self.n = len(robot.joint_names)
-        self.rbd = rbd if rbd is not None else RigidBodyTerms(robot.pin_model)
         self.fallback_kind = fallback
         self.warmup_ticks = int(warmup_ticks)
         self.total = np.zeros(self.n)
@@ -97,10 +94,10 @@ class FeedforwardComputer:
         """The loaded model's identified armature (n,) kg m^2, None without an RBD part (or in fallback)."""
         return None if self.runtime is None else self.runtime.armature
 
-    def feedback_terms(self, with_flange: bool = False) -> RigidBodyTerms:
-        """M(q), g(q), C for the users of this model's inertia (controller feedback, observers): the model's
-        identified inertials + armature when it has them, else the nominal URDF (``model_rigid_body_terms``)."""
-        return model_rigid_body_terms(self.robot, self.inertial_parameters, self.armature, with_flange)
+    def feedback_model(self) -> Any:
+        """The ``RobotModel`` whose M(q) the controller's feedback and the observers use: this artifact's identified
+        inertials + armature when it has them, else the nominal URDF (``RobotModel.with_identified``)."""
+        return self.robot.with_identified(self.inertial_parameters, self.armature)
 
     def reset(self) -> None:
         """Zero the recurrent state (the runtime's), e.g. before a warm-up."""
@@ -133,8 +130,8 @@ class FeedforwardComputer:
             self.residual[:] = np.reshape(pred.residual, -1)
             return self.total
         if self.fallback_kind == "rbd":
-            self.rbd_part[:] = self.rbd.rnea(q, dq, ddq_d)
+            self.rbd_part[:] = self.robot.rnea(q, dq, ddq_d)
         else:
-            self.rbd_part[:] = self.rbd.gravity(q)
+            self.rbd_part[:] = self.robot.gravity(q)
         self.total[:] = self.rbd_part
         return self.total

@@ -1,6 +1,6 @@
-"""Joint impedance / computed-torque control law, gain presets, torque limits and safe modes.
+"""Joint impedance / computed-torque control law, torque limits and safe modes.
 
-The law is a pure function so it can be tested without ROS; the controller node only does I/O.
+The law is a pure function so it can be tested without ROS; ``control.controller.Controller`` runs it each tick.
 Reference: Reuss et al. 2022, Appendix B / Eq. 14 (tau_ref = tau_ff + tau_fb), with the feedback
 in acceleration space through the model inertia (summary sec. 7.1 recommendation), or as a plain
 torque-space PD (option ``feedback_space="torque"``).
@@ -13,16 +13,6 @@ from collections.abc import Sequence
 import numpy as np
 
 FEEDBACK_SPACES = ("acceleration", "torque")
-PRESET_NAMES = ("soft", "medium", "stiff")
-
-# Reuss et al. 2022 sec. V-C: soft = 1, medium = 50, stiff = [400,400,200,200,200,200,200] (Panda,
-# the lab default); critical damping. Per-robot values live in config/<robot>.yaml; these are the
-# paper's numbers for reference and tests.
-PAPER_PANDA_PRESETS = {
-    "soft": [1.0] * 7,
-    "medium": [50.0] * 7,
-    "stiff": [400.0, 400.0, 200.0, 200.0, 200.0, 200.0, 200.0],
-}
 
 
 def critical_damping(
@@ -100,14 +90,20 @@ class TorqueLimiter:
     """
 
     def __init__(self, effort_limit: Sequence[float], rate_limit: float, dt: float, effort_scale: float = 1.0):
-        self.limit = np.asarray(effort_limit, dtype=float) * float(effort_scale)
-        if np.any(~np.isfinite(self.limit)) or np.any(self.limit <= 0):
-            raise ValueError(f"effort limits must be finite and > 0, got {self.limit}")
-        self.max_step = float(rate_limit) * float(dt) if rate_limit > 0 else np.inf
+        self.limit = np.zeros(len(effort_limit))
         self.prev = np.zeros_like(self.limit)
         self._lo = np.empty_like(self.limit)
         self._hi = np.empty_like(self.limit)
-        self.saturated = False
+        self.set_limits(effort_limit, rate_limit, dt, effort_scale)
+
+    def set_limits(self, effort_limit: Sequence[float], rate_limit: float, dt: float,
+                   effort_scale: float = 1.0) -> None:
+        """New limits, applied from the next ``apply`` (run-time parameter changes)."""
+        limit = np.asarray(effort_limit, dtype=float) * float(effort_scale)
+        if np.any(~np.isfinite(limit)) or np.any(limit <= 0):
+            raise ValueError(f"effort limits must be finite and > 0, got {limit}")
+        self.limit[:] = limit
+        self.max_step = float(rate_limit) * float(dt) if rate_limit > 0 else np.inf
 
     def reset(self, tau: np.ndarray | float = 0.0) -> None:
         self.prev[:] = tau

@@ -35,7 +35,7 @@ REJECT_LENGTH = 5
 STATUS_TEXT = {
     OK: "ok",
     DUPLICATE: "duplicate stamp (ignored)",
-    REJECT_NAMES: "missing joint",
+    REJECT_NAMES: "missing or duplicated joint",
     REJECT_NONFINITE: "non-finite value",
     REJECT_BACKWARDS: "stamp went backwards",
     REJECT_LENGTH: "array length does not match the joint names",
@@ -177,6 +177,10 @@ class JointStateFilter:
         if key == self._names_cache:
             return True
         lookup = {name: i for i, name in enumerate(key)}
+        if len(lookup) != len(key):  # a JointState naming a joint twice is malformed: which value is the joint's?
+            twice = sorted({name for name in key if key.count(name) > 1})
+            self.reason = f"joint(s) {twice} named twice in /joint_states"
+            return False
         missing = [name for name in self.joint_names if name not in lookup]
         if missing:
             self.reason = f"missing joint(s) {missing} in /joint_states (got {list(key)})"

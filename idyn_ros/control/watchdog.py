@@ -1,15 +1,14 @@
 """Controller watchdog: decides each tick whether the command may come from the control law.
 
-Trips (controller goes to its safe mode within the same tick, reason kept for /diagnostics):
-- the joint state is older than ``stale_periods`` control periods (receive-time gap, checked by a
-  timer in the node because a dead publisher produces no callback; and the message stamp's age);
-- a NaN/Inf anywhere in what the law consumes (state, reference, feedforward, offset, output);
-- the feedforward (when it comes from another node) arrived more than ``ff_timeout`` ago, or was computed from
-  a joint state stamped more than ``ff_timeout`` before the current one (a message queued behind a late
-  executor arrives "now" but is old: the stamp check catches it, the receive-time check a dead publisher);
-- the joint-state filter rejected the sample (missing joint, stamps going backwards, ...).
-Recovery is explicit: the node must call ``clear()`` (on re-activation) - a tripped controller does
-not silently resume (decision: latching is safer than flapping between law and safe torque).
+Two kinds of fault (decision: the stale-input policy):
+- a *data* fault latches until the controller is re-activated (lifecycle deactivate + activate): a NaN/Inf
+  in anything the law consumes, a joint missing or named twice, arrays that do not match their names, stamps
+  going backwards. A source that sends such data is broken; resuming on its next good sample could flap.
+- an *input* fault recovers by itself: the joint state (or the topic feedforward) is late. The command is the
+  safe torque while it lasts; after ``recovery_ticks`` fresh samples in a row the law comes back, ramped in by
+  the controller. A loaded machine or a DDS hiccup delays samples now and then, and a controller that
+  latched on the first 20 ms gap would never control a real-time plant.
+All times in ns on one clock per instance (the caller's: monotonic, or sim time under use_sim_time).
 """
 
 from __future__ import annotations
@@ -18,60 +17,95 @@ import numpy as np
 
 
 class Watchdog:
-    """Latching trip with a reason; all times in ns (one clock per instance)."""
+    """Trip state with a reason; see the module docstring for latched vs recoverable faults."""
 
-    def __init__(self, period_s: float, stale_periods: float = 3.0, ff_timeout_s: float = 0.01) -> None:
+    def __init__(self, period_s: float, stale_periods: float = 3.0, ff_timeout_s: float = 0.01,
+                 recovery_ticks: int = 10) -> None:
         self.period_ns = round(period_s * 1e9)
         self.stale_ns = round(stale_periods * period_s * 1e9)
         self.ff_timeout_ns = round(ff_timeout_s * 1e9)
-        self.tripped = False
+        self.recovery_ticks = int(recovery_ticks)
+        self.tripped = False  # the command must be the safe torque now
+        self.latched = False  # ... and stays so until clear()
         self.reason = ""
-        self.trips = 0
+        self.trips = 0  # faults seen since construction
+        self.recoveries = 0
+        self.fresh = 0  # consecutive fresh ticks during an input fault
 
     def clear(self) -> None:
-        self.tripped = False
+        """Forget every fault (on activation)."""
+        self.tripped = self.latched = False
         self.reason = ""
+        self.fresh = 0
 
     def trip(self, reason: str) -> None:
-        """Latch the trip (the first reason is kept until ``clear``)."""
-        if not self.tripped:
-            self.tripped = True
-            self.reason = reason
+        """A data fault: latches; the first reason is kept until ``clear``."""
+        if not self.latched:
             self.trips += 1
+            self.reason = reason
+        self.tripped = self.latched = True
+
+    def late(self, reason: str) -> None:
+        """An input fault: safe until ``recovery_ticks`` fresh ticks in a row (see ``fresh_tick``)."""
+        if not self.tripped:
+            self.trips += 1
+            self.reason = reason
+        self.tripped = True
+        self.fresh = 0
+
+    def fresh_tick(self) -> bool:
+        """Count a tick with fresh input; True on the tick an input fault ends (the law may come back)."""
+        if not self.tripped or self.latched:
+            return False
+        self.fresh += 1
+        if self.fresh < self.recovery_ticks:
+            return False
+        self.tripped = False
+        self.reason = ""
+        self.recoveries += 1
+        return True
 
     def check_state_age(self, now_ns: int, last_state_ns: int) -> bool:
-        """True when fine; trips when no state arrived for more than ``stale_periods`` periods."""
+        """True when fine; an input fault when no state arrived for more than ``stale_periods`` periods."""
         if last_state_ns < 0:
-            return True  # nothing received yet: the node stays inactive, nothing to protect
+            return True  # nothing received yet: nothing to protect
         age = now_ns - last_state_ns
         if age > self.stale_ns:
-            self.trip(f"stale joint state: {age * 1e-6:.2f} ms old (> {self.stale_ns * 1e-6:.2f} ms)")
+            self.late(f"stale joint state: none for {age * 1e-6:.2f} ms (> {self.stale_ns * 1e-6:.2f} ms)")
+            return False
+        return True
+
+    def check_stamp_age(self, now_ns: int, stamp_ns: int) -> bool:
+        """True when fine; an input fault when the sample was stamped more than ``stale_periods`` periods ago."""
+        age = now_ns - stamp_ns
+        if age > self.stale_ns:
+            self.late(f"stale joint state: stamp {age * 1e-6:.2f} ms old (> {self.stale_ns * 1e-6:.2f} ms)")
             return False
         return True
 
     def check_ff_age(self, now_ns: int, last_ff_ns: int) -> bool:
         if last_ff_ns < 0 or now_ns - last_ff_ns > self.ff_timeout_ns:
             age = "never received" if last_ff_ns < 0 else f"{(now_ns - last_ff_ns) * 1e-6:.1f} ms old"
-            self.trip(f"feedforward missing: {age} (timeout {self.ff_timeout_ns * 1e-6:.1f} ms)")
+            self.late(f"feedforward missing: {age} (timeout {self.ff_timeout_ns * 1e-6:.1f} ms)")
             return False
         return True
 
     def check_ff_lag(self, state_stamp_ns: int, ff_stamp_ns: int) -> bool:
-        """True when fine; trips when the feedforward answers a joint state older than ``ff_timeout``.
+        """True when fine; an input fault when the feedforward answers a joint state older than ``ff_timeout``.
 
         Both stamps come from the joint-state source (the feedforward node copies the stamp of the state it
-        computed from), so no clock is compared across machines.
+        computed from), so no clock is compared across machines; a message queued behind a late executor
+        arrives "now" but is old.
         """
         lag = state_stamp_ns - ff_stamp_ns
         if lag > self.ff_timeout_ns:
-            self.trip(f"feedforward lags the joint state by {lag * 1e-6:.1f} ms (computed from an older state; "
+            self.late(f"feedforward lags the joint state by {lag * 1e-6:.1f} ms (computed from an older state; "
                       f"timeout {self.ff_timeout_ns * 1e-6:.1f} ms)")
             return False
         return True
 
     def check_finite(self, name: str, values: np.ndarray) -> bool:
-        # One reduction, no temporary array: any NaN/Inf makes the sum non-finite (so does a sum beyond
-        # 1e308, which is no value a joint reports either).
+        # One reduction, no temporary array: any NaN/Inf makes the sum non-finite.
         if np.isfinite(np.sum(values)):
             return True
         self.trip(f"non-finite {name}: indices {np.flatnonzero(~np.isfinite(values)).tolist()}")

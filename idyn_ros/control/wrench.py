@@ -17,7 +17,7 @@ flange Jacobian in base-aligned axes (LOCAL_WORLD_ALIGNED): F = [f (N); m (Nm)] 
 Tool frame: f_tool = R^T f, m_tool = R^T m. For n = 7 the null-space part of tau_ext is lost; near a
 singularity mu trades accuracy for boundedness (Doenges sec. 6.3).
 
-Model side with a learned artifact (``observer_rigid_body_terms`` + ``LearnedModelTerms``): both
+Model side with a learned artifact (``observer_model`` + ``LearnedModelTerms``): both
 observers take M, C, g (and RNEA) from the artifact's identified inertial parameters, and add only its
 friction and residual parts. (Adding them on top of the nominal-URDF M, C, g kept the nominal model's
 bias in the momentum observer.) A model kind without an RBD part (lstm, delan) cannot be split into
@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from idyn_ros.control.rbd import RigidBodyTerms, model_rigid_body_terms
+from idyn_ros.dynamics import RobotModel
 
 
 def damped_pinv_transpose(J: np.ndarray, damping: float) -> np.ndarray:
@@ -40,23 +40,22 @@ def damped_pinv_transpose(J: np.ndarray, damping: float) -> np.ndarray:
     return np.linalg.solve(JJt, J)
 
 
-def observer_rigid_body_terms(robot: Any, inertial_parameters: np.ndarray | None = None,
-                              armature: np.ndarray | None = None) -> RigidBodyTerms:
-    """M, C, g, RNEA and flange Jacobian for the observers: ``robot`` (an ``idyn_ros.dynamics.RobotModel``)
-    with the identified ``inertial_parameters`` (n, 10) and ``armature`` (n,) when given, else its nominal
-    URDF inertials (``model_rigid_body_terms``)."""
-    return model_rigid_body_terms(robot, inertial_parameters, armature, with_flange=True)
+def observer_model(robot: RobotModel, inertial_parameters: np.ndarray | None = None,
+                   armature: np.ndarray | None = None) -> RobotModel:
+    """The observers' M, C, g, RNEA and flange Jacobian: ``robot`` with the identified ``inertial_parameters``
+    (n, 10) and ``armature`` (n,) when given, else its nominal URDF inertials."""
+    return robot.with_identified(inertial_parameters, armature)
 
 
 class LearnedModelTerms:
     """The learned model's torque beyond the observers' RBD terms, into preallocated buffers (Nm).
 
     ``model`` is a loaded ``FeedforwardComputer`` (``compute``, ``total``, ``friction``, ``residual``,
-    ``inertial_parameters``); ``rbd`` the observers' terms (from ``observer_rigid_body_terms`` with the
+    ``inertial_parameters``); ``rbd`` the observers' terms (from ``observer_model`` with the
     same inertial parameters). ``update(q, dq, ddq) -> (extra_direct, extra_momentum | None)``.
     """
 
-    def __init__(self, model: Any, rbd: RigidBodyTerms) -> None:
+    def __init__(self, model: Any, rbd: RobotModel) -> None:
         self.model = model
         self.rbd = rbd
         self.identified = model.inertial_parameters is not None
@@ -75,7 +74,7 @@ class LearnedModelTerms:
 class DirectResidual:
     """tau_ext = tau_model(q, dq, ddq) - tau  (Nm); tau_model from RBD (+ optional extra, e.g. friction)."""
 
-    def __init__(self, rbd: RigidBodyTerms) -> None:
+    def __init__(self, rbd: RobotModel) -> None:
         self.rbd = rbd
         self.tau_ext = np.zeros(rbd.n)
 
@@ -91,12 +90,13 @@ class DirectResidual:
 class MomentumObserver:
     """De Luca's generalised-momentum residual r (Nm), discretised with the rectangle rule."""
 
-    def __init__(self, rbd: RigidBodyTerms, gain: float | np.ndarray = 50.0) -> None:
+    def __init__(self, rbd: RobotModel, gain: float | np.ndarray = 50.0) -> None:
         self.rbd = rbd
         self.K = np.broadcast_to(np.asarray(gain, dtype=float), (rbd.n,)).copy()  # 1/s
         self.r = np.zeros(rbd.n)
         self.integral = np.zeros(rbd.n)
         self.p0 = np.zeros(rbd.n)
+        self._M = np.zeros((rbd.n, rbd.n))
         self.started = False
 
     def reset(self) -> None:
@@ -108,7 +108,7 @@ class MomentumObserver:
         self, q: np.ndarray, dq: np.ndarray, tau: np.ndarray, dt: float, tau_model_extra: np.ndarray | None = None
     ) -> np.ndarray:
         """One step with the actuator torque ``tau`` applied over the last ``dt`` s (Nm)."""
-        p = self.rbd.mass_matrix(q) @ dq
+        p = self.rbd.mass_matrix(q, out=self._M) @ dq
         if not self.started:
             self.p0[:] = p
             self.integral[:] = 0.0
@@ -127,10 +127,8 @@ class MomentumObserver:
 class WrenchMapper:
     """tau_ext -> flange wrench in base and tool axes, with optional dead-band and low-pass."""
 
-    def __init__(self, rbd: RigidBodyTerms, damping: float = 0.01, deadband: np.ndarray | float = 0.0,
+    def __init__(self, rbd: RobotModel, damping: float = 0.01, deadband: np.ndarray | float = 0.0,
                  lowpass_alpha: float = 1.0) -> None:
-        if rbd.frame_id < 0:
-            raise ValueError("WrenchMapper needs RigidBodyTerms built with a flange frame")
         self.rbd = rbd
         self.damping = float(damping)
         self.deadband = np.broadcast_to(np.asarray(deadband, dtype=float), (6,)).copy()  # [N x3, Nm x3]
@@ -153,3 +151,79 @@ class WrenchMapper:
         self.tool[:3] = R.T @ out[:3]
         self.tool[3:] = R.T @ out[3:]
         return out, self.tool
+
+
+class WrenchObserver:
+    """The wrench_observer node's tick without ROS: both observers and their wrenches, from trusted joint states.
+
+    ``update(stamp_ns, q, dq, tau)`` takes one state and the actuator torque that acted over the period before
+    it (Nm); the direct residual uses the raw backward-difference acceleration over the stamp interval and
+    low-passes its joint torques (``accel_cutoff_hz``); the momentum observer needs no acceleration. ``wrenches()``
+    maps both to the flange (only when published: the Cartesian mapping costs a Jacobian per estimate). With a
+    learned ``model`` (a ``FeedforwardComputer`` not in fallback) both observers take M, C, g from its identified
+    inertials and add its friction + residual. The node and the simulator experiments call this class.
+    """
+
+    def __init__(self, robot: RobotModel, rate_hz: float, model: Any = None, observer_gain: float = 50.0,
+                 accel_cutoff_hz: float = 20.0) -> None:
+        from idyn_ros.data.filters import ButterworthLowPass
+
+        self.model = model if model is not None and not model.fallback else None
+        pi = self.model.inertial_parameters if self.model is not None else None
+        arm = self.model.armature if self.model is not None else None
+        self.rbd = observer_model(robot, pi, arm)
+        self.model_terms = LearnedModelTerms(self.model, self.rbd) if self.model is not None else None
+        self.direct = DirectResidual(self.rbd)
+        self.momentum = MomentumObserver(self.rbd, observer_gain)
+        self.map_direct, self.map_momentum = WrenchMapper(self.rbd), WrenchMapper(self.rbd)
+        self._lp = ButterworthLowPass(robot.n, rate_hz, accel_cutoff_hz)
+        self.ddq_raw = np.zeros(robot.n)
+        self._dq_prev = np.zeros(robot.n)
+        self._prev_ns = -1
+        self.tau_direct = np.zeros(robot.n)  # Nm, external joint torque estimates
+        self.tau_momentum = self.momentum.r
+        self.updates = 0
+
+    def set_tunables(self, observer_gain: float, pinv_damping: float, deadband_force: float, deadband_torque: float,
+                     lowpass_alpha: float) -> None:
+        """Run-time parameters (``lowpass_alpha``: y += alpha (x - y) on the wrench, 1 = off)."""
+        self.momentum.K[:] = observer_gain
+        for m in (self.map_direct, self.map_momentum):
+            m.damping = pinv_damping
+            m.deadband[:3] = deadband_force
+            m.deadband[3:] = deadband_torque
+            m.alpha = lowpass_alpha
+
+    def warm_up(self, q: np.ndarray) -> None:
+        if self.model is not None:
+            self.model.warm_up(q)
+
+    def reset(self) -> None:
+        """Start over at the next state (a gap, a re-zero)."""
+        self._prev_ns = -1
+        self.momentum.reset()
+        self._lp.reset(0.0)
+
+    def update(self, stamp_ns: int, q: np.ndarray, dq: np.ndarray, tau: np.ndarray) -> bool:
+        """One state; False while starting (the first state only sets the baseline)."""
+        prev, self._prev_ns = self._prev_ns, stamp_ns
+        if prev < 0 or stamp_ns <= prev:
+            self._dq_prev[:] = dq
+            self.momentum.reset()
+            self._lp.reset(0.0)
+            return False
+        dt = (stamp_ns - prev) * 1e-9
+        np.subtract(dq, self._dq_prev, out=self.ddq_raw)
+        self.ddq_raw /= dt
+        self._dq_prev[:] = dq
+        extra_direct = extra_momentum = None
+        if self.model_terms is not None:
+            extra_direct, extra_momentum = self.model_terms.update(q, dq, self.ddq_raw)
+        self.tau_direct[:] = self._lp.update(self.direct.update(q, dq, self.ddq_raw, tau, extra_direct))
+        self.momentum.update(q, dq, tau, dt, extra_momentum)
+        self.updates += 1
+        return True
+
+    def wrenches(self, q: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(direct, momentum) flange wrenches [f N; m Nm] in base axes at ``q``; tool axes in ``map_*.tool``."""
+        return self.map_direct.update(q, self.tau_direct)[0], self.map_momentum.update(q, self.tau_momentum)[0]

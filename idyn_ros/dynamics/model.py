@@ -19,6 +19,7 @@ All arrays are numpy float64 in SI units: rad, rad/s, rad/s², m, Nm, kg, kg·m�
 from __future__ import annotations
 
 import re
+import threading
 import xml.etree.ElementTree as ET
 from collections.abc import Sequence
 from pathlib import Path
@@ -186,7 +187,7 @@ class RobotModel:
         if pin_model.nv == 0:
             raise RobotDescriptionError("the URDF has no revolute/prismatic joint: nothing to control")
         self.pin_model: pin.Model = pin_model
-        self.data: pin.Data = pin_model.createData()
+        self._local = threading.local()  # one pinocchio Data (and output buffers) per thread
         self.urdf_xml = urdf_xml
         self.name = name or pin_model.name
         self.joint_names: tuple[str, ...] = tuple(pin_model.names[1:])
@@ -206,6 +207,16 @@ class RobotModel:
                 f"flange frame '{self.flange_frame}' is not in the URDF; frames: {self.frame_names()}"
             )
         self._flange_id = pin_model.getFrameId(self.flange_frame)
+        self._strict_lower = np.tril(np.ones((self.n, self.n), dtype=bool), -1)
+
+    @property
+    def data(self) -> pin.Data:
+        """This thread's pinocchio Data (pinocchio habit: one Data per thread, never shared)."""
+        try:
+            return self._local.data
+        except AttributeError:
+            self._local.data = self.pin_model.createData()
+            return self._local.data
 
     # ------------------------------------------------------------------ construction
     @classmethod
@@ -386,10 +397,18 @@ class RobotModel:
             return pin.rnea(m, d, q, dq, ddq)
         return self._batched(lambda a, b, c: pin.rnea(m, d, a, b, c), q, dq, ddq)
 
-    def mass_matrix(self, q: Any) -> np.ndarray:
-        """Joint-space inertia M(q) (n, n) or (N, n, n), symmetrised (CRBA fills the upper triangle)."""
+    def mass_matrix(self, q: Any, out: np.ndarray | None = None) -> np.ndarray:
+        """Joint-space inertia M(q) (n, n) or (N, n, n), symmetrised (CRBA fills the upper triangle).
+
+        ``out`` (n, n): written in place and returned, no allocation (the 1 kHz path).
+        """
         q = self._vec(q, "q")
         m, d = self.pin_model, self.data
+        if out is not None:
+            M = pin.crba(m, d, q)
+            np.copyto(out, M)
+            np.copyto(out, M.T, where=self._strict_lower)
+            return out
 
         def one(a: np.ndarray) -> np.ndarray:
             M = pin.crba(m, d, a)
@@ -401,6 +420,8 @@ class RobotModel:
         """Gravity torque g(q) in Nm."""
         q = self._vec(q, "q")
         m, d = self.pin_model, self.data
+        if q.ndim == 1:  # hot path: no closure
+            return pin.computeGeneralizedGravity(m, d, q)
         return self._batched(lambda a: pin.computeGeneralizedGravity(m, d, a), q)
 
     def nonlinear_effects(self, q: Any, dq: Any) -> np.ndarray:
@@ -442,6 +463,14 @@ class RobotModel:
             return pin.getFrameJacobian(m, d, fid, rf)
 
         return self._batched(one, q)
+
+    def flange_jacobian(self, q: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(J, R) at one state: the 6xn flange Jacobian [v; w] of the flange origin in base-aligned axes
+        (LOCAL_WORLD_ALIGNED: J^T maps a wrench [f; m] at the flange origin in base axes to joint torques)
+        and the flange rotation (3, 3). Both are views into this thread's Data: copy to keep them."""
+        m, d = self.pin_model, self.data
+        J = pin.computeFrameJacobian(m, d, q, self._flange_id, pin.LOCAL_WORLD_ALIGNED)
+        return J, d.oMf[self._flange_id].rotation
 
     def frame_placement(self, q: Any, frame: str | None = None) -> np.ndarray:
         """World pose of ``frame`` (default flange) as a 4x4 homogeneous matrix (or (N, 4, 4))."""
@@ -486,6 +515,16 @@ class RobotModel:
         pm = self.pin_model.copy()
         pm.armature = a
         return RobotModel(pm, self.urdf_xml, self.name, self.flange_frame, self._unbounded)
+
+    def with_identified(self, inertial_parameters: Any = None, armature: Any = None) -> RobotModel:
+        """This model with a trained artifact's identified inertials (n, 10) and armature (n,) where given.
+
+        Every user of M(q) (the controller's acceleration-space feedback, the momentum observer's p = M dq)
+        must use the feedforward's inertia: a URDF M without the reflected rotor inertia (Panda wrist M_jj
+        ~0.01-0.05 vs Ia ~0.2 kg m^2) scales the feedback to 1/5-1/20 of the requested stiffness.
+        """
+        model = self if inertial_parameters is None else self.with_inertial_parameters(inertial_parameters)
+        return model if armature is None else model.with_armature(armature)
 
     def parameter_names(self) -> list[str]:
         """Names of the 10 n standard parameters, e.g. ``Izz_3`` (1-based link index)."""

@@ -3,9 +3,9 @@
 observer evaluation, plots, and the ``idyn demo`` pipeline.
 
 Why a layer of its own: it sits on top of everything (sim, control, models, nodes) and only composes
-them; it re-implements no control law, plant, filter or trainer. Modules:
+them; it re-implements no control law, plant, filter or trainer (closed-loop runs go through
+``idyn_ros.sim.loop``, the controller node's ``Controller`` against the plant). Modules:
 
-- ``closed_loop``  in-process lockstep episode runner (the controller node's classes + ``sim.Plant``)
 - ``models_cache`` excitation data on the plant -> identified / trained / exported models (cached)
 - ``tracking``     the Table III analogue and its JSON (``tracking_<robot>.json`` keys are a contract)
 - ``doomed_sweep`` learning rate x alpha x gamma with an unmodelled payload, heat maps

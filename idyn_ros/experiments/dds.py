@@ -7,13 +7,13 @@ Processes (all on loopback DDS, ``ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST``, one
     plant    (idyn_ros.nodes.plant, lockstep sim clock) <-> controller (idyn_ros.nodes.controller)
     reference (idyn_ros.nodes.reference)                 -> /idyn/reference
 
-started with ``idyn_ros.nodes.launcher.Launcher`` from ``config/<robot>.yaml`` (what ``idyn bringup``
-does). This process watches ``/clock`` (sim time) to know when the trajectory is done and shows it
-as a progress bar. Only ``/joint_states`` (stamped in sim time) is recorded: the command topic carries
-no header, so its bag log time (wall clock) cannot be aligned with sim-time stamps (and the training
-target is the joint-state effort anyway, models_cache module docstring); the reference node publishes
-BEST_EFFORT, which the recorder's RELIABLE subscription cannot receive, so the reference is recomputed
-from its known definition where needed (``cross_check``).
+started with ``idyn_ros.nodes.launcher.Launcher`` from the graph description ``idyn bringup`` and the launch
+files use (``nodes.graph``: our nodes on the lockstep plant's sim time). This process watches ``/clock`` (sim
+time) to know when the trajectory is done and shows it as a progress bar. Only ``/joint_states`` (stamped in sim
+time) is recorded: the command topic carries no header, so its bag log time (wall clock) cannot be aligned with
+sim-time stamps (and the training target is the joint-state effort anyway, models_cache module docstring); the
+reference node publishes BEST_EFFORT, which the recorder's RELIABLE subscription cannot receive, so the
+reference is recomputed from its known definition where needed (``cross_check``).
 """
 
 from __future__ import annotations
@@ -31,10 +31,6 @@ import numpy as np
 from idyn_ros.errors import IdynError
 
 RECORD_TOPICS = ("/joint_states",)
-# In lockstep the plant waits for each command, so wall-clock gaps between states say nothing about
-# the robot; the controller's 3-period wall-clock stale check would trip on any scheduling hiccup of
-# this 2-core machine (seen: 45 ms at start-up). Decision: 1000 periods (1 s) for lockstep runs.
-LOCKSTEP_CONTROLLER = {"stale_periods": 1000.0}
 
 
 def ensure_ros_env() -> dict[str, str]:
@@ -82,31 +78,6 @@ class ClockWatcher:
         rclpy.shutdown(context=self.context)
 
 
-def params_file(robot: str, overrides: dict[str, Any], path: Path) -> Path:
-    """``config/<robot>.yaml`` with ``overrides`` in every section, written to ``path``.
-
-    Why not ``Launcher(overrides=...)``: it writes the same list objects into every section and
-    ``yaml.safe_dump`` then emits anchors/aliases, which the rcl YAML parser rejects ("Will not support
-    aliasing"); here every section gets its own copy and the dumper never aliases.
-    """
-    import copy
-
-    import yaml
-
-    from idyn_ros.paths import config_dir
-
-    class _NoAlias(yaml.SafeDumper):
-        def ignore_aliases(self, data: Any) -> bool:
-            return True
-
-    data = yaml.safe_load((config_dir() / f"{robot}.yaml").read_text())
-    for section in data.values():
-        section.setdefault("ros__parameters", {}).update(copy.deepcopy(overrides))
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(yaml.dump(data, Dumper=_NoAlias, sort_keys=False))
-    return path
-
-
 def run_pipeline(robot: str, bag: Path, sim_seconds: float, controller: dict[str, Any],
                  plant: dict[str, Any], log_dir: Path, wall_timeout: float, desc: str = "record",
                  progress: bool = True) -> dict[str, Any]:
@@ -117,7 +88,7 @@ def run_pipeline(robot: str, bag: Path, sim_seconds: float, controller: dict[str
     """
     from tqdm import tqdm
 
-    from idyn_ros.nodes.launcher import Launcher
+    from idyn_ros.nodes.launcher import GraphSettings, Launcher
 
     env = ensure_ros_env()
     log_dir.mkdir(parents=True, exist_ok=True)
@@ -131,10 +102,9 @@ def run_pipeline(robot: str, bag: Path, sim_seconds: float, controller: dict[str
                                 env=env, stdout=rec_log, stderr=subprocess.STDOUT, start_new_session=True)
     watcher = ClockWatcher()
     # composed (decision): controller + reference in one process = one process less to schedule per tick
-    nodes = Launcher(robot, sim=None, nodes=["controller", "reference"], composed=True, log_dir=log_dir,
-                     params_file=params_file(robot, controller, log_dir / "params.yaml"))
-    plant_proc = Launcher(robot, sim="mujoco", nodes=[], plant_overrides={"robot": robot, "clock_mode": "lockstep",
-                                                                         **plant}, log_dir=log_dir)
+    nodes = Launcher(GraphSettings(robot, "mujoco", clock="lockstep", composed=True, plant=False,
+                                   nodes=("controller", "reference"), overrides=controller), log_dir)
+    plant_proc = Launcher(GraphSettings(robot, "mujoco", clock="lockstep", nodes=(), overrides=plant), log_dir)
     launchers = (nodes, plant_proc)
     t0 = time.monotonic()
     reached = False
@@ -247,7 +217,7 @@ def cross_check(robot: str, start: np.ndarray, goal: np.ndarray, duration: float
                 model_path: str = "", hold: float = 0.5, move_in: float = 3.0,
                 progress: bool = True) -> dict[str, Any]:
     """One tracking cell both ways: over DDS (plant + controller + reference nodes, lockstep) and
-    in-process (``closed_loop.run_episode``), the same reference and gains; returns both metrics.
+    in-process (``sim.loop.run_episode``), the same reference and gains; returns both metrics.
 
     Both start at the plant's default pose, move in to ``start`` in ``move_in`` s, then do the measured
     min-jerk move ``start -> goal`` in ``duration`` s. (The plant node cannot take ``initial_positions``
@@ -255,16 +225,16 @@ def cross_check(robot: str, start: np.ndarray, goal: np.ndarray, duration: float
     replaces a reset.) DDS metrics: q from the recorded bag vs the reference node's q_d recomputed at
     the recorded stamps.
     """
-    from idyn_ros.control.rbd import RigidBodyTerms
     from idyn_ros.control.reference import MinJerkMove
     from idyn_ros.data import load_dataset
     from idyn_ros.dynamics import RobotModel
-    from idyn_ros.experiments.closed_loop import loop_config, make_feedforward, run_episode
+    from idyn_ros.experiments.tracking import make_feedforward
     from idyn_ros.sim import Plant
+    from idyn_ros.sim.loop import controller_for, run_episode
 
     a, b = hold + move_in, hold + move_in + duration
     bag = work / "cross_check_bag"
-    controller = {**LOCKSTEP_CONTROLLER, "gain_preset": gain, "model_path": model_path, "fallback": "rbd",
+    controller = {"gain_preset": gain, "model_path": model_path, "fallback": "rbd",
                   "use_adaptation": False,
                   "mode": "setpoints", "setpoints": [float(x) for x in (*start, *goal)],
                   "durations": [float(move_in), float(duration)], "start_delay": float(hold)}
@@ -280,14 +250,12 @@ def cross_check(robot: str, start: np.ndarray, goal: np.ndarray, duration: float
     robot_model = RobotModel.from_robot(robot)
     plant = Plant(robot, "true")
     q0 = plant.state().q_true.copy()
-    rbd = RigidBodyTerms(robot_model.pin_model)
     ff = make_feedforward(robot_model, "model" if model_path else "rbd", model_path or None)
-    rbd = ff.feedback_terms()  # as the controller node: feedback inertia from the loaded model
     # no position-limit trip here: the plant's default pose can sit on a limit (Panda joint 4 at -4 deg)
     # and the DDS nodes have no such check either; this compares the loops, not the safety layer
     inf = np.full(plant.n, np.inf)
-    ep = run_episode(plant, rbd, ff, MinJerkMove(q0, [start, goal], [move_in, duration]),
-                     loop_config(robot, gain, plant.n, rbd), hold=hold, q_start=q0, lower=-inf, upper=inf)
+    ep = run_episode(plant, controller_for(robot, robot_model, gain, ff, use_adaptation=False),
+                     MinJerkMove(q0, [start, goal], [move_in, duration]), hold=hold, q_start=q0, limits=(-inf, inf))
     inproc = {"failed": True, "reason": ep.reason} if ep.failed else _window_metrics(ep.t, ep.q, ep.q_d, a, b)
     return {"robot": robot, "gain": gain, "row": "model" if model_path else "nominal_rbd", "duration_s": duration,
             "dds": {**info, **dds_m}, "in_process": inproc}

@@ -10,7 +10,7 @@ hybrid (2S, see DEMO_ROWS), the rest for identification, closed loop and plots. 
 processes per tick; on a loaded 2-core machine it reaches a real-time factor of only ~0.05-0.5, so the
 recording is time-boxed: whatever sim time the bag reaches is imported, and when it covers fewer than
 3 excitation trajectories, the missing ones are recorded with the in-process lockstep loop (the same
-controller classes and plant, ``closed_loop``) and marked as such in the report. Training data and
+controller core and plant, ``idyn_ros.sim.loop``) and marked as such in the report. Training data and
 target: the plant's measured joint torque (``models_cache`` module docstring).
 """
 
@@ -70,7 +70,7 @@ def run_demo(robot: str = "panda", out: Path | None = None, minutes: float = 10.
     dds_info: dict[str, Any] = {}
     if not skip_dds:
         bag = work / "excitation_bag"
-        controller = {**dds.LOCKSTEP_CONTROLLER, "gain_preset": "stiff", "model_path": "", "fallback": "rbd",
+        controller = {"gain_preset": "stiff", "model_path": "", "fallback": "rbd",
                       "use_adaptation": False, "mode": "npz", "npz_path": str(ref_npz.resolve()),
                       "start_delay": start_delay}
         sim_total = start_delay + windows[-1][1] + 0.2

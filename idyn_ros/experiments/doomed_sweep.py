@@ -4,7 +4,7 @@ Setting (decisions): the true plant carries a payload at the flange that no mode
 1 kg, CoM 5 cm along the flange z axis); the controller uses the medium gains and nominal-URDF RBD
 feedforward (the paper's "RBD with mis-specified mass"); the task is a chain of min-jerk moves
 (the paper chains two LQRs). DOOMED = ``idyn_ros.control.doomed.Doomed`` with a constant offset,
-run as the doomed node runs it (``closed_loop.DoomedHook``: eta scaled by M_jj, one-tick pairing,
+run as the doomed node runs it (``DoomedAdapter``: eta scaled by the controller's M_jj, one-tick pairing,
 offset applied one tick later), oscillation detector on.
 
 Metrics per setting, averaged over joints and the whole run (Ratliff sec. 3c):
@@ -40,23 +40,20 @@ def run_setting(robot: str, robot_model: Any, plant: Any, eta: float, alpha: flo
                 gain: str = "medium", feedforward: str = "rbd", model_path: Any = None,
                 n_moves: int = 3, duration: float = 2.0, offset_scale: float = 0.2) -> dict[str, Any]:
     """One closed-loop run with DOOMED at (eta, alpha, gamma); eta = 0 is 'no adaptation'."""
-    from idyn_ros.control.doomed import Doomed, DoomedConfig
-    from idyn_ros.control.rbd import RigidBodyTerms
-    from idyn_ros.experiments.closed_loop import DoomedHook, loop_config, make_feedforward, run_episode
+    from idyn_ros.control.doomed import Doomed, DoomedAdapter, DoomedConfig
+    from idyn_ros.experiments.tracking import make_feedforward
+    from idyn_ros.sim.loop import controller_for, run_episode
 
-    ff = make_feedforward(robot_model, feedforward, model_path)
-    rbd = ff.feedback_terms() if ff is not None else RigidBodyTerms(robot_model.pin_model)  # controller's M
-    cfg = loop_config(robot, gain, plant.n, rbd)
-    ref = _task(robot_model, n_moves, duration)
+    controller = controller_for(robot, robot_model, gain, make_feedforward(robot_model, feedforward, model_path))
     learner = Doomed(plant.n, DoomedConfig(learning_rate=eta, momentum=gamma, variance_gain=alpha,
                                            offset_limit=offset_scale * np.asarray(robot_model.effort_limit)))
-    hook = DoomedHook(learner, record=True)
-    ep = run_episode(plant, rbd, ff, ref, cfg, hold=0.5,
-                     doomed=hook)
+    adapter = DoomedAdapter(learner, controller.feedback_model)
+    adapter.errors = []
+    ep = run_episode(plant, controller, _task(robot_model, n_moves, duration), hold=0.5, doomed=adapter)
     out: dict[str, Any] = {"eta": eta, "alpha": alpha, "gamma": gamma}
     if ep.failed:
         return {**out, "failed": True, "reason": ep.reason}
-    e = np.asarray(hook.errors)
+    e = np.asarray(adapter.errors)
     sl = ep.move_slice()
     err_deg = np.degrees(ep.q_d[sl] - ep.q[sl])
     out.update({

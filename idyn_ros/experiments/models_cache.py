@@ -10,7 +10,7 @@ time). Friction, armature and the sensor offset are therefore things the models 
 
 Collection (Reuss et al. 2022 Sec. IV): optimised Fourier excitations (``optimize_excitation``,
 min cond(Y_b)) tracked with nominal RBD feedforward and a joint-space PD in torque units (the drive's
-position loop, ``excitation_loop_config``; see there why not the acceleration-space presets); one
+position loop, ``excitation_controller``; see there why not the acceleration-space presets); one
 recording per trajectory; the split is by trajectory (train and validation are different trajectories).
 Acceleration for training comes from ``idyn_ros.models.sources`` (zero-phase filtered derivative of
 dq, Reuss Sec. IV-B). The min-jerk moves of the tracking table are never in the training data.
@@ -43,12 +43,11 @@ MODEL_ROWS: dict[str, dict[str, Any]] = {
 }
 
 
-# Bumped when the model content changes for the same settings (2: armature identified; 3: excitation
-# recorded with the torque-space drive PD, every joint moves), so cached data and artifacts made by older
-# code are re-recorded / retrained instead of silently reused.
-CACHE_VERSION = 3
+# Bumped when the recorded data or the models change for the same settings (4: recorded by the controller core),
+# so cached data and artifacts made by older code are re-recorded / retrained instead of silently reused.
+CACHE_VERSION = 4
 
-# Excitation feedback (decision, see ``excitation_loop_config``): full effort at this position error (rad).
+# Excitation feedback (decision, see ``excitation_controller``): full effort at this position error (rad).
 EXCITATION_FULL_EFFORT_ERROR = 0.25
 # Rotor-inertia guess for the damping gain, J_rotor ~ this x effort limit (s^2; kg m^2 per Nm). Rule of
 # thumb: reflected rotor inertia grows with gear ratio, and so does the joint's peak torque. Deliberately
@@ -99,49 +98,46 @@ def excitation_trajectories(robot_model: Any, spec: DataSpec, progress: Callable
     return out
 
 
-def excitation_loop_config(robot_model: Any, rbd: Any, q0: np.ndarray) -> Any:
-    """Feedback for recording excitations: a joint-space PD in torque units, like a drive's position loop.
+def excitation_controller(robot: str, robot_model: Any) -> Any:
+    """The controller for recording excitations: a joint-space PD in torque units, like a drive's position loop.
 
-    Why not the controller's acceleration-space presets (decision): they scale Kp e by the *URDF* M(q),
-    which has almost no inertia about distal axes (iiwa14 joint 7: M_77 ~ 1e-4 kg m^2) while the real
-    joint carries reflected rotor inertia and stiction; M_77 Kp e then stays below the breakaway torque and
-    the joint never moves (iiwa14 j7: range 0, |dq| < 0.004 rad/s), so its parameters are not excited.
-    A real user records with the drive's position loop instead, whose gains do not depend on the model:
+    Why not the controller's acceleration-space presets (decision): they scale Kp e by the *URDF* M(q), which has
+    almost no inertia about distal axes (iiwa14 joint 7: M_77 ~ 1e-4 kg m^2) while the real joint carries
+    reflected rotor inertia and stiction; M_77 Kp e then stays below the breakaway torque and the joint never
+    moves, so its parameters are not excited. A real user records with the drive's position loop instead, whose
+    gains do not depend on the model:
       Kp_j = effort_limit_j / EXCITATION_FULL_EFFORT_ERROR   (full torque at 0.25 rad error) [Nm/rad]
-      Kd_j = 2 sqrt(Kp_j (M_jj(q0) + J_j))  critically damped with the inertia guess
-      J_j  = EXCITATION_ROTOR_INERTIA_PER_NM * effort_limit_j   (rotor inertia guess, see its comment)
-    Stiction e_s = F_s / Kp_j is then ~0.01 rad and every joint tracks. The drive loop is the
-    recording's controller only; the tracking table still uses the controller node's presets.
+      Kd_j = 2 sqrt(Kp_j (M_jj + J_j)), J_j = EXCITATION_ROTOR_INERTIA_PER_NM * effort_limit_j (rotor guess)
+    Stiction e_s = F_s / Kp_j is then ~0.01 rad and every joint tracks. It runs as the controller node's
+    ``Controller`` (torque-space feedback, the drive gains as its stiff preset, the rotor guess as the feedback
+    model's armature) with nominal RBD feedforward; the tracking table still uses the presets.
     """
-    from idyn_ros.control import law
-    from idyn_ros.experiments.closed_loop import LoopConfig
+    from idyn_ros.control.feedforward import FeedforwardComputer
+    from idyn_ros.sim.loop import controller_for
 
     effort = np.asarray(robot_model.effort_limit, dtype=float)
     kp = effort / EXCITATION_FULL_EFFORT_ERROR
-    inertia = np.diag(rbd.mass_matrix(np.asarray(q0, dtype=float))) + EXCITATION_ROTOR_INERTIA_PER_NM * effort
-    kd = law.critical_damping(kp, 1.0, "torque", inertia)
-    return LoopConfig("drive", kp, kd, "torque",
-                      source="idyn_ros.experiments.models_cache.excitation_loop_config (drive position loop)")
+    feedback_model = robot_model.with_armature(robot_model.armature + EXCITATION_ROTOR_INERTIA_PER_NM * effort)
+    return controller_for(robot, robot_model, "stiff", FeedforwardComputer(robot_model, None, "rbd"), feedback_model,
+                          feedback_space="torque", damping_ratio=1.0, **{"presets.stiff.kp": kp.tolist()})
 
 
 def record_inprocess(robot: str, robot_model: Any, traj: Any, path: Path, gain: str = "drive",
                      plant: Any = None) -> Path:
     """Track one excitation on the true plant in-process (nominal RBD feedforward; ``gain="drive"``: the
-    torque-space drive PD of ``excitation_loop_config``, else a controller preset) and save the recording
-    as a DESIGN.md dataset ``.npz`` (t, q, dq, tau = measured effort, q_d/dq_d/ddq_d, tau_cmd). Raises
-    ``DatasetError`` if the safety layer stopped the run."""
-    from idyn_ros.control.rbd import RigidBodyTerms
+    torque-space drive PD of ``excitation_controller``, else a controller preset) and save the recording as a
+    dataset ``.npz`` (t, q, dq, tau = measured effort, q_d/dq_d/ddq_d, tau_cmd). Raises ``DatasetError`` if the
+    run failed."""
+    from idyn_ros.control.feedforward import FeedforwardComputer
     from idyn_ros.data.dataset import Dataset
     from idyn_ros.errors import DatasetError
-    from idyn_ros.experiments.closed_loop import FourierReference, loop_config, make_feedforward, run_episode
     from idyn_ros.sim import Plant
+    from idyn_ros.sim.loop import FourierReference, controller_for, run_episode
 
     plant = plant or Plant(robot, "true")
-    rbd = RigidBodyTerms(robot_model.pin_model)
-    ref = FourierReference(traj)
-    cfg = (excitation_loop_config(robot_model, rbd, ref.sample(0.0)[0]) if gain == "drive"
-           else loop_config(robot, gain, plant.n, rbd))
-    ep = run_episode(plant, rbd, make_feedforward(robot_model, "rbd"), ref, cfg, hold=0.5)
+    controller = (excitation_controller(robot, robot_model) if gain == "drive" else
+                  controller_for(robot, robot_model, gain, FeedforwardComputer(robot_model, None, "rbd")))
+    ep = run_episode(plant, controller, FourierReference(traj), hold=0.5)
     if ep.failed:
         raise DatasetError(f"excitation run on the {robot} plant failed: {ep.reason}; lower DataSpec.speed")
     sl = slice(int(0.5 / plant.control_dt), None)  # drop the hold: the motion only

@@ -10,8 +10,9 @@ Decisions:
   the range centre (clipped to +-1.2 rad from it); move i goes from pose i to pose i+1. Each move
   starts at rest after a 0.5 s hold at its start pose (the LSTM warm-up and the controller's hold
   start happen there, as on activation of the controller node).
-- the closed loop runs in-process in lockstep (``closed_loop`` module docstring); the same moves are
-  used for every row and gain, so the rows differ only in the feedforward.
+- the closed loop runs in-process in lockstep (``idyn_ros.sim.loop``: the controller node's ``Controller``
+  against the plant); the same moves are used for every row and gain, so the rows differ only in the
+  feedforward.
 - ``hybrid_doomed`` = the E2E hybrid (the paper's best model) + DOOMED (constant offset) with the
   doomed node's settings from ``config/<robot>.yaml`` (Panda: eta 0.05 x M_jj, gamma 0.9, alpha 0.5).
 
@@ -21,7 +22,6 @@ JSON contract (``tracking_<robot>.json``, read by outside tools; keep the keys):
 
 from __future__ import annotations
 
-import copy
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from idyn_ros.experiments.closed_loop import GAIN_NAMES, DoomedHook, loop_config, make_feedforward, run_episode
+from idyn_ros.parameters import PRESET_NAMES as GAIN_NAMES
 
 ROWS: tuple[str, ...] = ("no_ff", "nominal_rbd", "identified_rbd", "identified_rbd_friction", "hybrid_2s",
                          "hybrid_e2e", "lstm", "hybrid_doomed")
@@ -74,40 +74,60 @@ def row_feedforward(row: str, doomed_base: str = "hybrid_e2e") -> tuple[str, str
     return "model", row
 
 
+def make_feedforward(robot_model: Any, kind: str, model_path: str | Path | None = None,
+                     rate_hz: float = 1000.0) -> Any:
+    """``none`` -> None, ``rbd`` -> nominal-URDF RNEA (the fallback), ``model`` -> the exported artifact.
+
+    A model that the runtime refuses raises (a silent RBD fallback would corrupt a comparison table).
+    """
+    from idyn_ros.control.feedforward import FeedforwardComputer
+    from idyn_ros.errors import ModelArtifactError
+
+    if kind == "none":
+        return None
+    if kind == "rbd":
+        return FeedforwardComputer(robot_model, None, "rbd", rate_hz)
+    ff = FeedforwardComputer(robot_model, model_path, "rbd", rate_hz)
+    if ff.fallback:
+        raise ModelArtifactError(f"feedforward model not usable: {ff.fallback_reason}")
+    return ff
+
+
 def run_cell(robot: str, robot_model: Any, plant: Any, row: str, gain: str, moves: Sequence[Move],
-             model_paths: dict[str, Path], doomed_config: Any = None,
-             keep_episodes: bool = False, doomed_base: str = "hybrid_e2e", feedback: str = "own") -> dict[str, Any]:
+             model_paths: dict[str, Path], keep_episodes: bool = False, doomed_base: str = "hybrid_e2e",
+             feedback: str = "own") -> dict[str, Any]:
     """All moves for one row and gain; returns the JSON cell (+ ``per_move`` and ``episodes`` extras).
 
-    ``doomed_base``: the model row under DOOMED for ``hybrid_doomed``. ``feedback``: whose M(q) scales the
-    acceleration-space feedback - ``own`` (as the controller node: the row's model, nominal URDF for
-    no_ff / nominal_rbd), ``nominal`` (URDF), or a model row name (that artifact's identified M)."""
-    from idyn_ros.control.doomed import Doomed
-    from idyn_ros.control.rbd import RigidBodyTerms
+    ``doomed_base``: the model row under DOOMED for ``hybrid_doomed`` (the doomed node's settings from
+    config/<robot>.yaml). ``feedback``: whose M(q) scales the acceleration-space feedback - ``own`` (as the
+    controller node: the row's model, nominal URDF for no_ff / nominal_rbd), ``nominal`` (URDF), or a model
+    row name (that artifact's identified M)."""
+    from idyn_ros.control.doomed import Doomed, DoomedAdapter, config_from_params
     from idyn_ros.control.reference import MinJerkMove
-    from idyn_ros.experiments.closed_loop import tracking_metrics
+    from idyn_ros.parameters import load
+    from idyn_ros.sim.loop import controller_for, run_episode, tracking_metrics
 
-    rbd = RigidBodyTerms(robot_model.pin_model)
     kind, model_row = row_feedforward(row, doomed_base)
     if kind == "model" and (model_row not in model_paths or not Path(model_paths[model_row]).is_file()):
         return {"failed": True, "reason": f"no trained model for {model_row}"}
     ff = make_feedforward(robot_model, kind, model_paths.get(model_row) if model_row else None)
-    if feedback == "own":
-        if ff is not None:  # feedback M(q) from the model's inertia, as the controller node does
-            rbd = ff.feedback_terms()
-    elif feedback != "nominal":
+    feedback_model = None
+    if feedback == "nominal":
+        feedback_model = robot_model
+    elif feedback != "own":
         if feedback not in model_paths or not Path(model_paths[feedback]).is_file():
             return {"failed": True, "reason": f"no trained model for the feedback M ({feedback})"}
-        rbd = make_feedforward(robot_model, "model", model_paths[feedback]).feedback_terms()
-    cfg = loop_config(robot, gain, plant.n, rbd)
+        feedback_model = make_feedforward(robot_model, "model", model_paths[feedback]).feedback_model()
+    controller = controller_for(robot, robot_model, gain, ff, feedback_model)
     rmse, final, per_move, episodes = [], [], [], []
     for mv in moves:
-        hook = None
+        adapter = None
         if row == "hybrid_doomed":
-            dc = copy.deepcopy(doomed_config or default_doomed_config(robot, robot_model))
-            hook = DoomedHook(Doomed(plant.n, dc))
-        ep = run_episode(plant, rbd, ff, MinJerkMove(mv.start, [mv.goal], [mv.duration]), cfg, hold=0.5,
-                         doomed=hook)
+            dp = load("doomed", robot, n=robot_model.n)
+            adapter = DoomedAdapter(Doomed(plant.n, config_from_params(dp, robot_model.effort_limit)),
+                                    controller.feedback_model, dp.inertia_scaled)
+        ep = run_episode(plant, controller, MinJerkMove(mv.start, [mv.goal], [mv.duration]), hold=0.5,
+                         doomed=adapter)
         m = tracking_metrics(ep)
         if keep_episodes:
             episodes.append(ep)
@@ -126,21 +146,6 @@ def run_cell(robot: str, robot_model: Any, plant: Any, row: str, gain: str, move
     if keep_episodes:
         out["episodes"] = episodes
     return out
-
-
-def default_doomed_config(robot: str, robot_model: Any) -> Any:
-    """DOOMED settings of the doomed node: ``config/<robot>.yaml`` [/**/doomed] over the declared defaults
-    (idyn_ros/nodes/parameters.py); offset limit from the config, else 15 % of the effort limit."""
-    from idyn_ros.control.doomed import DoomedConfig
-    from idyn_ros.experiments.closed_loop import config_section
-    from idyn_ros.nodes.parameters import DOOMED
-
-    d = {p.name: p.default for p in DOOMED}
-    d.update({k: v for k, v in config_section(robot, "doomed").items() if k in d})
-    limit = d["offset_limit"] or list(0.15 * np.asarray(robot_model.effort_limit, dtype=float))
-    return DoomedConfig(learning_rate=d["learning_rate"], momentum=d["momentum"], variance_gain=d["variance_gain"],
-                        forgetting=d["forgetting"], variance_tau=d["variance_tau"],
-                        offset_limit=np.asarray(limit, dtype=float))
 
 
 def tracking_table(robot: str, model_paths: dict[str, Path], rows: Sequence[str] = ROWS,

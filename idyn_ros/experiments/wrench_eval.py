@@ -2,14 +2,13 @@
 direct residual and the momentum observer, with nominal RBD or the learned model; plus the
 false-positive level while moving without contact.
 
-The estimators are the ``idyn_ros.control.wrench`` classes combined exactly as the wrench_observer
-node does (idyn_ros/nodes/wrench_observer.py): raw backward-difference acceleration for the direct
-residual, low-passed afterwards (accel_cutoff_hz 20 Hz); the momentum observer with K_O = 50 1/s;
-with a learned model, both observers take M, C, g from its identified inertial parameters and add its
-friction + residual parts (so the direct residual uses its total torque). Decision (differs from the node's default
-``torque_source: command``): the actuator torque is the plant's measured effort, because the true
-plant delays the command by one tick, so the command topic is not the torque that acted over the
-last period while the effort is (the node's ``torque_source: effort`` setting).
+The estimators are the wrench_observer node's ``idyn_ros.control.wrench.WrenchObserver``: raw
+backward-difference acceleration for the direct residual, low-passed afterwards (accel_cutoff_hz 20 Hz); the
+momentum observer with K_O = 50 1/s; with a learned model, both observers take M, C, g from its identified
+inertial parameters and add its friction + residual parts (so the direct residual uses its total torque).
+Decision (differs from the node's default ``torque_source: command``): the actuator torque is the plant's
+measured effort, because the true plant delays the command by one tick, so the command topic is not the torque
+that acted over the last period while the effort is (the node's ``torque_source: effort`` setting).
 
 Scenario: hold a pose at medium gains with the feedforward under test, 0.5 s settle, then a 10 N
 force along +x, +y, +z (base axes) at the flange origin for 1.0 s each with 0.5 s between. The
@@ -33,59 +32,18 @@ SETTLE_S = 0.5
 TRANSIENT_S = 0.1
 
 
-class WrenchEstimator:
-    """Direct + momentum estimates per tick from (q, dq, effort), as the wrench_observer node."""
+def _observer(robot_model: Any, model_path: Path | None, rate_hz: float = 1000.0) -> Any:
+    """The node's ``WrenchObserver`` with nominal RBD (no path) or the learned artifact."""
+    from idyn_ros.control.feedforward import FeedforwardComputer
+    from idyn_ros.control.wrench import WrenchObserver
+    from idyn_ros.errors import ModelArtifactError
 
-    def __init__(self, robot_model: Any, model_path: Path | None = None, rate_hz: float = 1000.0,
-                 observer_gain: float = 50.0, accel_cutoff_hz: float = 20.0) -> None:
-        from idyn_ros.control.feedforward import FeedforwardComputer
-        from idyn_ros.control.wrench import (
-            DirectResidual,
-            LearnedModelTerms,
-            MomentumObserver,
-            WrenchMapper,
-            observer_rigid_body_terms,
-        )
-        from idyn_ros.data.filters import ButterworthLowPass
-
-        self.model = None
-        if model_path is not None:
-            self.model = FeedforwardComputer(robot_model, model_path, "rbd", rate_hz)
-            if self.model.fallback:
-                from idyn_ros.errors import ModelArtifactError
-
-                raise ModelArtifactError(self.model.fallback_reason)
-        pi = self.model.inertial_parameters if self.model is not None else None
-        self.rbd = observer_rigid_body_terms(robot_model, pi, self.model.armature if self.model is not None else None)
-        self.model_terms = LearnedModelTerms(self.model, self.rbd) if self.model is not None else None
-        self.direct = DirectResidual(self.rbd)
-        self.momentum = MomentumObserver(self.rbd, observer_gain)
-        self.map_d, self.map_m = WrenchMapper(self.rbd), WrenchMapper(self.rbd)
-        self.lp = ButterworthLowPass(robot_model.n, rate_hz, accel_cutoff_hz)
-        self.dt = 1.0 / rate_hz
-        self.dq_prev: np.ndarray | None = None
-        self.f_direct = np.zeros(6)
-        self.f_momentum = np.zeros(6)
-
-    def warm_up(self, q: np.ndarray) -> None:
-        if self.model is not None:
-            self.model.warm_up(q)
-
-    def update(self, q: np.ndarray, dq: np.ndarray, tau: np.ndarray) -> None:
-        if self.dq_prev is None:
-            self.dq_prev = dq.copy()
-            self.momentum.reset()
-            self.lp.reset(0.0)
-            return
-        ddq = (dq - self.dq_prev) / self.dt
-        self.dq_prev[:] = dq
-        extra_d = extra_m = None
-        if self.model_terms is not None:
-            extra_d, extra_m = self.model_terms.update(q, dq, ddq)
-        tau_d = self.lp.update(self.direct.update(q, dq, ddq, tau, extra_d))
-        tau_m = self.momentum.update(q, dq, tau, self.dt, extra_m)
-        self.f_direct[:] = self.map_d.update(q, tau_d)[0]
-        self.f_momentum[:] = self.map_m.update(q, tau_m)[0]
+    model = None
+    if model_path is not None:
+        model = FeedforwardComputer(robot_model, model_path, "rbd", rate_hz)
+        if model.fallback:
+            raise ModelArtifactError(model.fallback_reason)
+    return WrenchObserver(robot_model, rate_hz, model)
 
 
 def _pose(robot_model: Any) -> np.ndarray:
@@ -97,27 +55,26 @@ def _pose(robot_model: Any) -> np.ndarray:
 def run_pushes(robot: str, feedforward: str = "rbd", model_path: Path | None = None,
                gain: str = "medium") -> dict[str, Any]:
     """Pushes along x, y, z; returns per-axis RMSE (N) for direct and momentum, plus the time series."""
-    from idyn_ros.control.rbd import RigidBodyTerms
     from idyn_ros.dynamics import RobotModel
-    from idyn_ros.experiments.closed_loop import HoldReference, loop_config, make_feedforward, run_episode
+    from idyn_ros.experiments.tracking import make_feedforward
     from idyn_ros.sim import Plant
+    from idyn_ros.sim.loop import Hold, controller_for, run_episode
 
     robot_model = RobotModel.from_robot(robot)
     plant = Plant(robot, "true")
-    rbd = RigidBodyTerms(robot_model.pin_model)
     q0 = _pose(robot_model)
-    est = WrenchEstimator(robot_model, model_path if feedforward == "model" else None)
+    est = _observer(robot_model, model_path if feedforward == "model" else None)
     est.warm_up(q0)
     n_ticks = round((SETTLE_S + 3 * (PUSH_S + GAP_S)) / plant.control_dt) + 1
     log = {"t": np.zeros(n_ticks), "applied": np.zeros((n_ticks, 6)), "direct": np.zeros((n_ticks, 6)),
            "momentum": np.zeros((n_ticks, 6))}
 
     def on_tick(k: int, state: Any, _cmd: np.ndarray) -> None:
-        est.update(state.q, state.dq, state.tau)
+        if est.update(round(state.t * 1e9), state.q, state.dq, state.tau) and k < n_ticks:
+            log["direct"][k], log["momentum"][k] = est.wrenches(state.q)
         if k < n_ticks:
             log["t"][k] = state.t
             log["applied"][k] = plant.wrench[1]
-            log["direct"][k], log["momentum"][k] = est.f_direct, est.f_momentum
 
     events = []
     for i in range(3):
@@ -125,11 +82,9 @@ def run_pushes(robot: str, feedforward: str = "rbd", model_path: Path | None = N
         w[i] = PUSH_N
         t_on = SETTLE_S + i * (PUSH_S + GAP_S)
         events.append((t_on, lambda p, w=w: p.apply_wrench(None, w, PUSH_S)))
-    ref = HoldReference(q0, duration=n_ticks * plant.control_dt - SETTLE_S)
-    ff = make_feedforward(robot_model, feedforward, model_path)
-    rbd = ff.feedback_terms() if ff is not None else rbd  # the controller's feedback inertia
-    ep = run_episode(plant, rbd, ff, ref,
-                     loop_config(robot, gain, plant.n, rbd), hold=SETTLE_S, events=events, on_tick=on_tick)
+    ref = Hold(q0, duration=n_ticks * plant.control_dt - SETTLE_S)
+    controller = controller_for(robot, robot_model, gain, make_feedforward(robot_model, feedforward, model_path))
+    ep = run_episode(plant, controller, ref, hold=SETTLE_S, events=events, on_tick=on_tick)
     out: dict[str, Any] = {"feedforward": feedforward, "gain": gain}
     if ep.failed:
         return {**out, "failed": True, "reason": ep.reason}
@@ -149,33 +104,29 @@ def run_pushes(robot: str, feedforward: str = "rbd", model_path: Path | None = N
 def false_positive(robot: str, feedforward: str = "rbd", model_path: Path | None = None,
                    gain: str = "medium", duration: float = 2.0) -> dict[str, Any]:
     """|F| of the estimates (N) during a free min-jerk move (no contact): RMS and p99."""
-    from idyn_ros.control.rbd import RigidBodyTerms
     from idyn_ros.control.reference import MinJerkMove
     from idyn_ros.dynamics import RobotModel
-    from idyn_ros.experiments.closed_loop import loop_config, make_feedforward, run_episode
-    from idyn_ros.experiments.tracking import setpoints
+    from idyn_ros.experiments.tracking import make_feedforward, setpoints
     from idyn_ros.sim import Plant
+    from idyn_ros.sim.loop import controller_for, run_episode
 
     robot_model = RobotModel.from_robot(robot)
     plant = Plant(robot, "true")
-    rbd = RigidBodyTerms(robot_model.pin_model)
     pts = setpoints(np.asarray(robot_model.lower), np.asarray(robot_model.upper), 2, seed=5)
-    est = WrenchEstimator(robot_model, model_path if feedforward == "model" else None)
+    est = _observer(robot_model, model_path if feedforward == "model" else None)
     est.warm_up(pts[0])
     norms: dict[str, list[float]] = {"direct": [], "momentum": []}
     start_tick = round(SETTLE_S / plant.control_dt)
 
     def on_tick(k: int, state: Any, _cmd: np.ndarray) -> None:
-        est.update(state.q, state.dq, state.tau)
-        if k >= start_tick + round(TRANSIENT_S / plant.control_dt):
-            norms["direct"].append(float(np.linalg.norm(est.f_direct[:3])))
-            norms["momentum"].append(float(np.linalg.norm(est.f_momentum[:3])))
+        if est.update(round(state.t * 1e9), state.q, state.dq, state.tau) and \
+                k >= start_tick + round(TRANSIENT_S / plant.control_dt):
+            direct, momentum = est.wrenches(state.q)
+            norms["direct"].append(float(np.linalg.norm(direct[:3])))
+            norms["momentum"].append(float(np.linalg.norm(momentum[:3])))
 
-    ff = make_feedforward(robot_model, feedforward, model_path)
-    rbd = ff.feedback_terms() if ff is not None else rbd  # the controller's feedback inertia
-    ep = run_episode(plant, rbd, ff,
-                     MinJerkMove(pts[0], [pts[1]], [duration]), loop_config(robot, gain, plant.n, rbd),
-                     hold=SETTLE_S, on_tick=on_tick)
+    controller = controller_for(robot, robot_model, gain, make_feedforward(robot_model, feedforward, model_path))
+    ep = run_episode(plant, controller, MinJerkMove(pts[0], [pts[1]], [duration]), hold=SETTLE_S, on_tick=on_tick)
     if ep.failed:
         return {"failed": True, "reason": ep.reason}
     return {name: {"rms_n": float(math.sqrt(np.mean(np.square(v)))), "p99_n": float(np.percentile(v, 99))}

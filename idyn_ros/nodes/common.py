@@ -11,6 +11,7 @@ from __future__ import annotations
 import array
 import sys
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -42,38 +43,36 @@ def as_array(values: np.ndarray) -> array.array:
     return out
 
 
-def load_robot(vals: dict[str, Any]) -> tuple[Any, Any]:
-    """(RobotSpec, RobotModel) from the ``robot``/``prefix`` parameters."""
+def load_robot(robot: str, prefix: str = "") -> tuple[Any, Any]:
+    """(RobotSpec, RobotModel) of a robot preset under a joint-name prefix."""
     from idyn_ros.dynamics import RobotModel
     from idyn_ros.robots import get_robot
 
-    spec = get_robot(vals["robot"])
-    if vals.get("prefix"):
-        spec = spec.with_prefix(vals["prefix"])
-    model = RobotModel.from_robot(vals["robot"], prefix=vals.get("prefix", ""))
-    return spec, model
+    spec = get_robot(robot).with_prefix(prefix) if prefix else get_robot(robot)
+    return spec, RobotModel.from_robot(robot, prefix=prefix)
 
 
-def declare_and_load(node: Any, kind: str) -> tuple[dict[str, Any], Any, Any]:
-    """Declare ``kind``'s parameters on ``node``, load its robot, validate, and keep validating at run time.
+def declare_and_load(node: Any, cls: type) -> tuple[Any, Any, Any]:
+    """Declare ``cls``'s parameters on ``node``, load its robot, validate, and keep validating at run time.
 
-    The shared start of every non-lifecycle node. Returns (values, RobotSpec, RobotModel); raises
+    The shared start of every non-lifecycle node. Returns (NodeParameters, RobotSpec, RobotModel); raises
     ``ParameterError`` naming every invalid parameter.
     """
-    from idyn_ros.nodes import parameters as prm
+    from idyn_ros.nodes.ros_parameters import NodeParameters
 
-    vals = prm.declare(node, kind)
-    spec, robot = load_robot(vals)
-    n = robot.n
-    problems = prm.validate_all(kind, vals, n)
-    if problems:
-        raise prm.ParameterError("; ".join(problems))
-    node.add_on_set_parameters_callback(prm.make_validator(node, kind, lambda: n, lambda: True))
-    return vals, spec, robot
+    joints: list[int] = []
+    params = NodeParameters(node, cls, joints=lambda: joints[0] if joints else None)
+    spec, robot = load_robot(params.value.robot, params.value.prefix)
+    joints.append(robot.n)
+    params.value = params.read()  # per-joint lengths are checked now that the joint count is known
+    return params, spec, robot
 
 
-def command_topic(vals: dict[str, Any], spec: Any) -> str:
-    return vals["command_topic"] or f"/{spec.effort_controller}/commands"
+def command_topic(configured: str, robot: str) -> str:
+    """The effort command topic: the configured one, else /<effort_controller>/commands of the robot."""
+    from idyn_ros.robots import get_robot
+
+    return configured or f"/{get_robot(robot).effort_controller}/commands"
 
 
 class Diagnostics:
@@ -113,35 +112,6 @@ class Diagnostics:
         self.node.destroy_publisher(self.pub)
 
 
-class NameMap:
-    """Resolves a message's joint-name list to our joint order once per distinct list."""
-
-    def __init__(self, joint_names: Sequence[str]) -> None:
-        self.joint_names = tuple(joint_names)
-        self._key: tuple[str, ...] | None = None
-        self.index = np.arange(len(self.joint_names))
-        self.missing: list[str] = []
-
-    def resolve(self, names: Sequence[str]) -> bool:
-        key = tuple(names)
-        if key == self._key:
-            return True
-        lookup = {name: i for i, name in enumerate(key)}
-        self.missing = [j for j in self.joint_names if j not in lookup]
-        if self.missing:
-            return False
-        self.index = np.array([lookup[j] for j in self.joint_names], dtype=np.intp)
-        self._key = key
-        return True
-
-    def take(self, values: Sequence[float], out: np.ndarray) -> bool:
-        """out[:] = values in our order; False if the length is wrong."""
-        if len(values) != len(self._key or ()):
-            return False
-        out[:] = np.asarray(values, dtype=float)[self.index]
-        return True
-
-
 def make_executor(kind: str = "events") -> Any:
     """EventsExecutor (lower latency here: ~115 vs ~180 us RTT p50) or SingleThreadedExecutor."""
     if kind == "events":
@@ -171,49 +141,67 @@ def drop_unconvertible(exc: RuntimeError, dropped: int) -> int:
     return dropped
 
 
-def spin_surviving_bad_messages(exe: Any, rclpy: Any) -> None:
-    """``exe.spin()``, but a sample rclpy cannot convert to Python does not kill the node
-    (``drop_unconvertible``)."""
-    dropped = 0
-    while rclpy.ok():
-        try:
-            exe.spin()
-        except RuntimeError as exc:
-            dropped = drop_unconvertible(exc, dropped)
-
-
 def run(factories: Sequence[Callable[[], Any]], argv: Sequence[str] | None = None, executor: str = "single",
         hot_loop: bool = True) -> int:
-    """rclpy.init with ``argv`` (--ros-args ...), build nodes, spin until shutdown.
+    """rclpy.init with ``argv`` (--ros-args ...), build the nodes, spin until asked to stop; the exit code.
 
     With ``hot_loop`` (default) the nodes' 1 kHz inputs are served by one ``HotLoop`` thread per process
     (controller first) and the executor only carries parameters, lifecycle services and slow timers.
-    """
-    import rclpy
-    from rclpy.executors import ExternalShutdownException
 
+    Stopping (decision): SIGINT and SIGTERM both stop cleanly and only once (a terminal's Ctrl-C reaches both the
+    process group and ros2 launch, which forwards it again): every node's ``shutdown_hook`` runs first (the
+    controller publishes its safe torque), then the loop and the nodes end; exit 0. With
+    ``IDYN_EXIT_WITH_PARENT=<pid>`` in the environment (set by ``nodes.launcher``) the process also stops once
+    that parent is gone, so a killed launcher leaves no node behind. A node that cannot start (bad parameter)
+    prints one line and exits 2.
+    """
+    import os
+    import signal
+
+    import rclpy
+    from rclpy.signals import SignalHandlerOptions
+
+    from idyn_ros.errors import IdynError
     from idyn_ros.nodes.hot_loop import HotLoop
 
     argv = list(sys.argv if argv is None else argv)
+    stop: list[str] = []
+
+    def request_stop(signum: int, _frame: object) -> None:
+        if not stop:
+            stop.append(signal.Signals(signum).name)
+
+    previous = {sig: signal.signal(sig, request_stop) for sig in (signal.SIGINT, signal.SIGTERM)}
+    parent = int(os.environ.get("IDYN_EXIT_WITH_PARENT", "0") or 0)
     nodes: list[Any] = []
     errors: list[BaseException] = []
     HotLoop.enable(hot_loop)
+    rclpy.init(args=argv, signal_handler_options=SignalHandlerOptions.NO)
     try:
-        with rclpy.init(args=argv):
-            exe = make_executor(executor)
-            nodes = [factory() for factory in factories]
-            for node in nodes:
-                exe.add_node(node)
-            HotLoop.start_all()
+        exe = make_executor(executor)
+        nodes = [factory() for factory in factories]
+        for node in nodes:
+            exe.add_node(node)
+        HotLoop.start_all()
+        dropped = 0
+        while not stop and rclpy.ok():
             try:
-                spin_surviving_bad_messages(exe, rclpy)
-            finally:
-                for node in nodes:
-                    if hasattr(node, "shutdown_hook"):
-                        node.shutdown_hook()
-                errors = HotLoop.stop_all()
-                for node in nodes:
-                    node.destroy_node()
-    except (KeyboardInterrupt, ExternalShutdownException):
-        pass
+                exe.spin_once(timeout_sec=0.1)
+            except RuntimeError as exc:
+                dropped = drop_unconvertible(exc, dropped)
+            if parent and os.getppid() != parent:
+                stop.append("parent exited")
+    except IdynError as exc:
+        print(f"{Path(argv[0]).name if argv else 'idyn node'}: error: {exc}", file=sys.stderr, flush=True)
+        return 2
+    finally:
+        for node in nodes:
+            if hasattr(node, "shutdown_hook"):
+                node.shutdown_hook()
+        errors = HotLoop.stop_all()
+        for node in nodes:
+            node.destroy_node()
+        rclpy.try_shutdown()
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
     return 1 if errors else 0

@@ -12,7 +12,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-NODE_NAMES = ("joint_state_buffer", "feedforward", "controller", "doomed", "wrench_observer", "reference")
+from idyn_ros.nodes.graph import OUR_NODES as NODE_NAMES
 
 
 def factories(names: list[str]) -> list[Callable[[], Any]]:

@@ -17,11 +17,11 @@ import numpy as np
 from rclpy.node import Node
 
 from idyn_ros.control import state_estimation as se
+from idyn_ros.control.controller import NameMap
 from idyn_ros.control.feedforward import FeedforwardComputer
 from idyn_ros.nodes import hot_loop
-from idyn_ros.nodes.common import HOT_IN, Diagnostics, NameMap, as_array, declare_and_load, stamp_to_ns
-
-KIND = "feedforward"
+from idyn_ros.nodes.common import HOT_IN, Diagnostics, as_array, declare_and_load, stamp_to_ns
+from idyn_ros.parameters import FeedforwardParams
 
 
 class FeedforwardNode(Node):
@@ -31,27 +31,26 @@ class FeedforwardNode(Node):
         from idyn_ros.msg import FeedforwardTorque, JointReference
 
         super().__init__(name, **kwargs)
-        v, self.spec, self.robot = declare_and_load(self, KIND)
-        self.vals = v
+        self.params, self.spec, self.robot = declare_and_load(self, FeedforwardParams)
+        v = self.params.value
         n = self.n = self.robot.n
-        self.diag = Diagnostics(self, f"idyn: {self.get_name()}", v["robot"])
-        self.ff = FeedforwardComputer(self.robot, v["model_path"] or None, v["fallback"], v["rate_hz"],
-                                      v["warmup_ticks"])
+        self.diag = Diagnostics(self, f"idyn: {self.get_name()}", v.robot)
+        self.ff = FeedforwardComputer(self.robot, v.model_path or None, v.fallback, v.rate_hz, v.warmup_ticks)
         if self.ff.fallback:
             self.get_logger().error(f"feedforward: {self.ff.fallback_reason}")
             self.diag.set(Diagnostics.ERROR, self.ff.fallback_reason, publish=True, model_id=self.ff.model_id)
         else:
             self.diag.set(Diagnostics.OK, f"model {self.ff.model_id}", publish=True, model_id=self.ff.model_id)
-        self.filter = se.JointStateFilter(self.robot.joint_names, v["rate_hz"])
+        self.filter = se.JointStateFilter(self.robot.joint_names, v.rate_hz)
         self.ddq_d = np.zeros(n)
         self._ref = NameMap(self.robot.joint_names)
         self._warm = False
         self.out = FeedforwardTorque(joint_names=list(self.robot.joint_names), model_id=self.ff.model_id,
                                      fallback=self.ff.fallback)
-        self.pub = self.create_publisher(FeedforwardTorque, v["feedforward_topic"], HOT_IN)
-        hot_loop.subscribe(self, JointState, v["joint_states_topic"], self._on_joint_state, HOT_IN)
-        hot_loop.subscribe(self, JointReference, v["reference_topic"], self._on_reference, HOT_IN)
-        self.create_timer(v["diagnostics_period"], self.diag.publish)
+        self.pub = self.create_publisher(FeedforwardTorque, v.feedforward_topic, HOT_IN)
+        hot_loop.subscribe(self, JointState, v.joint_states_topic, self._on_joint_state, HOT_IN)
+        hot_loop.subscribe(self, JointReference, v.reference_topic, self._on_reference, HOT_IN)
+        self.create_timer(v.diagnostics_period, self.diag.publish)
 
     def _on_reference(self, msg: Any) -> None:
         if self._ref.resolve(msg.joint_names):
@@ -70,7 +69,7 @@ class FeedforwardNode(Node):
         o.compute_time_us = (time.perf_counter_ns() - t0) * 1e-3
         o.header.stamp = msg.header.stamp
         o.total = as_array(total)
-        if self.vals["publish_parts"]:
+        if self.params.value.publish_parts:
             o.rbd = as_array(self.ff.rbd_part)
             o.friction = as_array(self.ff.friction)
             o.residual = as_array(self.ff.residual)

@@ -82,8 +82,10 @@ class HotLoop:
         from rclpy.guard_condition import GuardCondition
 
         self.context = context
+        # use_global_arguments=False: a `-r __node:=controller` remap must not rename this hidden node too (it would
+        # list every node twice); topic remaps reach it through the owning node's name resolution (``subscribe``).
         self.node = rclpy.create_node(f"_idyn_hot_{os.getpid()}", context=context, start_parameter_services=False,
-                                      enable_rosout=False)
+                                      enable_rosout=False, use_global_arguments=False)
         self._wake = GuardCondition(None, None, context=context)
         self._entries: tuple[_Entry, ...] = ()
         self._idle: list[list[Any]] = []  # [period_ns, callback, last_ns]
@@ -209,10 +211,12 @@ def subscribe(node: Any, msg_type: Any, topic: str, callback: Callable[[Any], No
               urgent: bool = False) -> Any:
     """A 1 kHz input of ``node``: on the process's hot loop when enabled, else a plain subscription.
 
-    Topic names must be absolute (the hot loop's node has another name, so ``~/x`` would resolve differently).
+    The topic is resolved by ``node`` (its namespace and remaps, e.g. ``-r /joint_states:=/robot/joint_states``)
+    before the hot loop's hidden node subscribes to it.
     """
     if HotLoop.enabled():
-        return HotLoop.for_context(node.context).subscribe(msg_type, topic, callback, qos, urgent)
+        resolved = node.resolve_topic_name(topic)
+        return HotLoop.for_context(node.context).subscribe(msg_type, resolved, callback, qos, urgent)
     return node.create_subscription(msg_type, topic, callback, qos)
 
 

@@ -18,8 +18,7 @@ from rclpy.node import Node
 from idyn_ros.control import state_estimation as se
 from idyn_ros.nodes import hot_loop
 from idyn_ros.nodes.common import HOT_IN, Diagnostics, as_array, declare_and_load, stamp_to_ns
-
-KIND = "joint_state_buffer"
+from idyn_ros.parameters import JointStateBufferParams
 
 
 class JointStateBufferNode(Node):
@@ -29,19 +28,19 @@ class JointStateBufferNode(Node):
         from idyn_ros.msg import JointStateEstimate
 
         super().__init__(name, **kwargs)
-        v, self.spec, robot = declare_and_load(self, KIND)
-        self.vals = v
+        self.params, self.spec, robot = declare_and_load(self, JointStateBufferParams)
+        v = self.params.value  # all read-only but the stale timeout, which is read at each check
         self.n = robot.n
-        self.filter = se.JointStateFilter(robot.joint_names, v["rate_hz"], v["accel_cutoff_hz"],
-                                          v["max_gap_periods"], use_measured_velocity=v["use_measured_velocity"],
+        self.filter = se.JointStateFilter(robot.joint_names, v.rate_hz, v.accel_cutoff_hz, v.max_gap_periods,
+                                          use_measured_velocity=v.use_measured_velocity,
                                           track_rotational_displacement=True)  # published as rotational_displacement
         self._dq_prev = np.zeros(self.n)
         self.ddq_raw = np.zeros(self.n)
         self.out = JointStateEstimate(joint_names=list(robot.joint_names))
-        self.pub = self.create_publisher(JointStateEstimate, v["state_estimate_topic"], HOT_IN)
-        hot_loop.subscribe(self, JointState, v["joint_states_topic"], self._on_joint_state, HOT_IN)
-        self.diag = Diagnostics(self, f"idyn: {self.get_name()}", v["robot"])
-        self.create_timer(v["diagnostics_period"], self._on_diagnostics)
+        self.pub = self.create_publisher(JointStateEstimate, v.state_estimate_topic, HOT_IN)
+        hot_loop.subscribe(self, JointState, v.joint_states_topic, self._on_joint_state, HOT_IN)
+        self.diag = Diagnostics(self, f"idyn: {self.get_name()}", v.robot)
+        self.create_timer(v.diagnostics_period, self._on_diagnostics)
         self._last_rx = -1
         self.rejected = 0
         self.accepted = 0
@@ -80,9 +79,10 @@ class JointStateBufferNode(Node):
 
     def _on_diagnostics(self) -> None:
         now = time.monotonic_ns()
+        v = self.params.value
         if self._last_rx < 0:
-            self.diag.set(Diagnostics.STALE, f"no /joint_states on {self.vals['joint_states_topic']} yet")
-        elif now - self._last_rx > self.vals["stale_timeout"] * 1e9:
+            self.diag.set(Diagnostics.STALE, f"no /joint_states on {v.joint_states_topic} yet")
+        elif now - self._last_rx > v.stale_timeout * 1e9:
             self.diag.set(Diagnostics.STALE, f"no /joint_states for {(now - self._last_rx) * 1e-9:.3f} s")
         elif self.diag.level != Diagnostics.ERROR:  # an input error stays reported (latched)
             self.diag.set(Diagnostics.OK, "ok")

@@ -1,105 +1,58 @@
-"""Start the idyn node graph as OS processes from the same parameter files ``ros2 launch`` uses.
+"""Start the node graph as OS processes without ``ros2 launch`` (``idyn bringup``, benchmarks, tests).
 
-There is no launch/launch_ros here, so ``idyn bringup`` (and benchmarks/tests) use this small
-process manager: one process per node (default) or all our nodes in one process (``composed``),
-plus the MuJoCo plant node when ``sim == "mujoco"``. Every process gets
-``--ros-args --params-file config/<robot>.yaml`` and the same ``-p`` overrides; DDS stays on
-loopback (ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST unless the caller set it).
+The graph and every node's parameters come from ``nodes.graph`` (the description the launch files use):
+one process per node, or our nodes in one process (``composed``), plus the MuJoCo plant in mode mujoco.
+Every process gets ``--params-file`` for config/<robot>.yaml, the user's files and the launch arguments'
+override file. DDS stays on loopback unless the caller set ROS_AUTOMATIC_DISCOVERY_RANGE.
+
+Stopping (``stop``, also on SIGTERM/SIGINT of the caller via ``idyn bringup``): SIGINT to every process group,
+the node processes first so the controller publishes its safe command while the plant still listens, then
+SIGKILL what has not ended after ``timeout``. Children start in their own session (a signal to their group
+reaches them alone) and die with this process: ``IDYN_EXIT_WITH_PARENT`` tells each to stop cleanly once its
+parent is gone (``nodes.common.run`` checks), so even a SIGKILL of the launcher leaves nothing behind.
 """
 
 from __future__ import annotations
 
-import copy
+import contextlib
 import os
 import signal
 import subprocess
 import sys
 import time
-from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
 
-from idyn_ros.errors import ParameterError
-from idyn_ros.nodes.composed import NODE_NAMES
+from idyn_ros.nodes.graph import OUR_NODES, GraphSettings, write_override_file
 
 
 class Launcher:
     """Processes for one bringup; use as a context manager (stops them on exit)."""
 
-    def __init__(
-        self,
-        robot: str,
-        sim: str | None = "mujoco",
-        composed: bool = False,
-        nodes: Sequence[str] = NODE_NAMES,
-        overrides: Mapping[str, Any] | None = None,
-        plant_overrides: Mapping[str, Any] | None = None,
-        params_file: str | Path | None = None,
-        executor: str = "single",
-        log_dir: str | Path | None = None,
-    ) -> None:
-        from idyn_ros.paths import config_dir
-        from idyn_ros.robots import get_robot
-
-        get_robot(robot)  # UnknownRobotError early
-        self.robot = robot
-        self.params_file = Path(params_file) if params_file else config_dir() / f"{robot}.yaml"
-        if not self.params_file.is_file():
-            raise ParameterError(f"parameter file not found: {self.params_file}")
-        if sim not in (None, "none", "mujoco"):
-            raise ParameterError(f"--sim must be mujoco or none here (gazebo/hardware need `ros2 launch`), got {sim}")
-        self.sim = sim if sim != "none" else None
-        self.composed = composed
-        self.nodes = list(nodes)
-        self.overrides = dict(overrides or {})
-        self.plant_overrides = dict(plant_overrides or {})
-        self.executor = executor
+    def __init__(self, settings: GraphSettings, log_dir: str | Path | None = None, executor: str = "single") -> None:
+        self.settings = settings
         self.log_dir = Path(log_dir) if log_dir else None
+        self.executor = executor
         self.procs: dict[str, subprocess.Popen] = {}
 
-    def _ros_args(self, overrides: Mapping[str, Any], node_name: str | None = None) -> list[str]:
-        args = ["--ros-args", "--params-file", str(self._merged_file(overrides))]
-        if node_name:
-            args += ["-r", f"__node:={node_name}"]
-        return args
-
-    def _merged_file(self, overrides: Mapping[str, Any]) -> Path:
-        """config/<robot>.yaml with ``overrides`` written into every section (a node-specific section of
-        the file would otherwise win over a global ``-p``); a temp file per distinct override set."""
-        import hashlib
-        import tempfile
-
-        import yaml
-
-        class _NoAliasDumper(yaml.SafeDumper):
-            """Never emit anchors/aliases (rcl: "Will not support aliasing"), e.g. for anchors in the file."""
-
-            def ignore_aliases(self, data: Any) -> bool:
-                return True
-
-        if not overrides:
-            return self.params_file
-        data = yaml.safe_load(self.params_file.read_text())
-        for section in data.values():
-            # a copy per section: shared list objects would be dumped as &id001/*id001, which rcl rejects
-            section.setdefault("ros__parameters", {}).update(copy.deepcopy(dict(overrides)))
-        text = yaml.dump(data, Dumper=_NoAliasDumper, sort_keys=False)
-        digest = hashlib.sha256(text.encode()).hexdigest()[:12]
-        path = Path(tempfile.gettempdir()) / f"idyn_{self.robot}_{digest}.yaml"
-        path.write_text(text)
-        return path
+    def _ros_args(self, nodes: list[str], remap: str | None) -> list[str]:
+        s = self.settings
+        args = ["--ros-args"]
+        if remap:
+            args += ["-r", f"__node:={remap}"]
+        for f in s.files:
+            args += ["--params-file", str(Path(f).resolve())]
+        return [*args, "--params-file", str(write_override_file(s, nodes, self.log_dir))]
 
     def commands(self) -> dict[str, list[str]]:
         py = sys.executable
+        s = self.settings
         cmds: dict[str, list[str]] = {}
-        if self.sim == "mujoco":
-            cmds["plant"] = [py, "-m", "idyn_ros.nodes.plant", *self._ros_args(self.plant_overrides, "plant")]
-        if self.composed:
-            cmds["composed"] = [py, "-m", "idyn_ros.nodes.composed", "--nodes", ",".join(self.nodes),
-                                "--executor", self.executor, *self._ros_args(self.overrides)]
-        else:
-            for name in self.nodes:
-                cmds[name] = [py, "-m", f"idyn_ros.nodes.{name}", *self._ros_args(self.overrides, name)]
+        for name in s.processes:
+            if name == "composed":
+                cmds[name] = [py, "-m", "idyn_ros.nodes.composed", "--nodes", ",".join(s.nodes),
+                              "--executor", self.executor, *self._ros_args(list(s.nodes), None)]
+            else:
+                cmds[name] = [py, "-m", f"idyn_ros.nodes.{name}", *self._ros_args([name], name)]
         return cmds
 
     def start(self) -> Launcher:
@@ -107,6 +60,7 @@ class Launcher:
         env.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
         env.setdefault("PYTHONUNBUFFERED", "1")
         env.setdefault("OMP_NUM_THREADS", "1")
+        env["IDYN_EXIT_WITH_PARENT"] = str(os.getpid())
         if self.log_dir:
             self.log_dir.mkdir(parents=True, exist_ok=True)
         for name, cmd in self.commands().items():
@@ -120,22 +74,26 @@ class Launcher:
         return {n: p.returncode for n, p in self.procs.items() if p.poll() is not None}
 
     def kill(self, name: str) -> None:
-        """Kill one process (tests: 'feedforward node killed')."""
+        """SIGKILL one process (tests: a node dying)."""
         proc = self.procs[name]
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait(timeout=5)
 
     def stop(self, timeout: float = 5.0) -> dict[str, int]:
-        for proc in self.procs.values():
-            if proc.poll() is None:
-                os.killpg(proc.pid, signal.SIGINT)
-        deadline = time.monotonic() + timeout
-        for proc in self.procs.values():
-            try:
-                proc.wait(timeout=max(0.1, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait(timeout=5)
+        """SIGINT our nodes, then (once they ended) the plant; SIGKILL after ``timeout``; returns the exit codes."""
+        ours = [n for n in self.procs if n != "plant"]
+        for stage in (ours, [n for n in self.procs if n == "plant"]):
+            for name in stage:
+                if self.procs[name].poll() is None:
+                    _signal_group(self.procs[name], signal.SIGINT)
+            deadline = time.monotonic() + timeout
+            for name in stage:
+                proc = self.procs[name]
+                try:
+                    proc.wait(timeout=max(0.1, deadline - time.monotonic()))
+                except subprocess.TimeoutExpired:
+                    _signal_group(proc, signal.SIGKILL)
+                    proc.wait(timeout=5)
         return {n: p.returncode for n, p in self.procs.items()}
 
     def __enter__(self) -> Launcher:
@@ -143,3 +101,11 @@ class Launcher:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+def _signal_group(proc: subprocess.Popen, sig: int) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, sig)
+
+
+__all__ = ["OUR_NODES", "GraphSettings", "Launcher"]

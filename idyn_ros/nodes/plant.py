@@ -19,7 +19,7 @@ Two clocks (parameter ``clock_mode``):
   publish the next state. Deterministic, as fast as the loop allows; stamps are sim time and /clock
   is published. If no command comes within ``command_timeout`` s (wall), the drive watchdog applies
   zero torque for that period and the plant moves on.
-- ``realtime``: a wall-clock timer at ``control_rate`` steps the plant with the latest command;
+- ``realtime``: a wall-clock timer at ``rate_hz`` steps the plant with the latest command;
   stamps are wall time, no /clock. The watchdog zeroes the torque when the newest accepted command
   is older than ``command_timeout``.
 Until the first valid command the brakes are engaged, like a real arm before its controller is
@@ -46,119 +46,55 @@ from typing import Any
 import numpy as np
 import rclpy
 from rclpy.node import Node
-from rclpy.parameter import Parameter
 
 from idyn_ros.nodes.common import COMMAND_OUT, MONITOR, STAMP_LABEL, as_array, ns_to_stamp
 
-CLOCK_MODES = ("lockstep", "realtime")
 MAX_CATCH_UP = 10  # realtime: control periods one late timer callback may catch up
 GT_IDLE_EVERY = 100  # ticks between ground-truth messages while nothing is applied
 
-# name: (default, description). One table = the node's documented parameter set.
-PARAMETERS: dict[str, tuple[Any, str]] = {
-    "robot": ("panda", "robot preset (panda|iiwa14|ur5)"),
-    "profile": ("true", "plant profile: ideal | nominal | true | path to a profile YAML (config/profiles/README.md)"),
-    "physics_rate": (1000.0, "MuJoCo steps per second (Hz); an integer multiple of control_rate"),
-    "control_rate": (1000.0, "command/state rate (Hz), the ros2_control update rate"),
-    "clock_mode": ("lockstep", "lockstep (sim time, deterministic, /clock) | realtime (wall-clock timer)"),
-    "command_timeout": (0.1, "s without a valid command before the drive watchdog applies zero torque "
-                             "(lockstep: wall time waited for an answer)"),
-    "on_bad_command": ("reject", "commands beyond effort limits: reject (keep previous) | clamp"),
-    "initial_positions": ([], "q at start (rad, joint order of the robot); [] = 0 clipped into each joint's range"),
-    "seed": (0, "seed of the sensor noise"),
-    "controller": ("", "effort controller name; '' = robot spec's effort_controller"),
-    "ground_truth_decimation": (1, "publish ~/ground_truth every N control ticks while a wrench acts "
-                                   "(otherwise every 100 ticks and on every service call)"),
-    "diagnostics_period": (1.0, "s (wall) between /diagnostics messages"),
-}
-
-
-def _empty_list(value: Any) -> bool:
-    """An empty list override = the (empty) default; rclpy would type it BYTE_ARRAY, so it is dropped."""
-    return isinstance(value, (list, tuple, np.ndarray)) and len(value) == 0
-
-
-def _ros_parameter(name: str, value: Any) -> Parameter:
-    """Python/numpy override -> an rclpy Parameter (lists as DOUBLE_ARRAY)."""
-    if isinstance(value, (list, tuple, np.ndarray)):
-        return Parameter(name, Parameter.Type.DOUBLE_ARRAY, [float(v) for v in value])
-    if isinstance(value, np.generic):
-        value = value.item()
-    return Parameter(name, value=value)
-
 
 class PlantNode(Node):
-    """The plant as a ROS 2 node. Parameters: see ``PARAMETERS``; ``overrides`` set them from Python."""
+    """The plant as a ROS 2 node. Parameters: ``idyn_ros.parameters.PlantParams``; ``overrides`` (ROS names)
+    set them from Python, e.g. ``PlantNode(robot="ur5", profile="ideal")``."""
 
     def __init__(self, *, context: Any = None, node_name: str = "plant", **overrides: Any) -> None:
-        from rcl_interfaces.msg import ParameterDescriptor, ParameterType
-        from rclpy.exceptions import InvalidParameterTypeException
-
         from idyn_ros.errors import ParameterError
+        from idyn_ros.nodes.common import load_robot
+        from idyn_ros.nodes.ros_parameters import NodeParameters, to_ros_parameter
+        from idyn_ros.parameters import PlantParams
 
-        unknown = sorted(set(overrides) - set(PARAMETERS))
+        table = {p.name for p in PlantParams.table()}
+        unknown = sorted(set(overrides) - table)
         if unknown:
-            raise ParameterError(f"unknown plant parameters {unknown}; known: {sorted(PARAMETERS)}")
-        super().__init__(
-            node_name,
-            context=context,
-            parameter_overrides=[_ros_parameter(k, v) for k, v in overrides.items() if not _empty_list(v)],
-        )
-        p: dict[str, Any] = {}
-        for name, (default, description) in PARAMETERS.items():
-            descriptor = ParameterDescriptor(description=description, read_only=True)
-            if isinstance(default, list):
-                # rclpy infers the type from the default and types `[]` as BYTE_ARRAY, which then
-                # rejects every list of doubles (launch file, YAML, -p name:=[0.0, ...]). So declare
-                # by type (static DOUBLE_ARRAY, dynamic typing off); left unset it reads as the default.
-                descriptor.type = ParameterType.PARAMETER_DOUBLE_ARRAY
-                descriptor.dynamic_typing = False
-                try:
-                    self.declare_parameter(name, Parameter.Type.DOUBLE_ARRAY, descriptor)
-                except InvalidParameterTypeException as exc:  # e.g. [0, 1]: YAML integers
-                    raise ParameterError(
-                        f"parameter {name} must be a list of doubles like [0.0, -0.5] (0.0, not 0): {exc}"
-                    ) from None
-                p[name] = list(self.get_parameter_or(name, Parameter(name, value=default)).value)
-                continue
-            if name == "profile":  # `-p profile:=true` arrives as a YAML bool
-                descriptor.dynamic_typing = True
-            self.declare_parameter(name, default, descriptor)
-            p[name] = self.get_parameter(name).value
-        if isinstance(p["profile"], bool):
-            p["profile"] = "true" if p["profile"] else "ideal"
-        self._configure(p)
+            raise ParameterError(f"unknown plant parameters {unknown}; known: {sorted(table)}")
+        super().__init__(node_name, context=context,
+                         parameter_overrides=[to_ros_parameter(k, v) for k, v in overrides.items()])
+        joints: list[int] = []
+        self.params = NodeParameters(self, PlantParams, joints=lambda: joints[0] if joints else None)
+        _spec, robot = load_robot(self.params.value.robot, self.params.value.prefix)
+        joints.append(robot.n)
+        self._configure(self.params.read())
 
     # --- setup ---------------------------------------------------------------------------------------
 
-    def _configure(self, p: dict[str, Any]) -> None:
+    def _configure(self, p: Any) -> None:
         from diagnostic_msgs.msg import DiagnosticArray
         from rosgraph_msgs.msg import Clock
         from sensor_msgs.msg import JointState
         from std_msgs.msg import Float64MultiArray
 
-        from idyn_ros.errors import ParameterError
         from idyn_ros.msg import PlantGroundTruth
         from idyn_ros.sim import CommandGate, Plant
         from idyn_ros.srv import ApplyWrench, ResetJoints, SetPayload
 
-        if p["clock_mode"] not in CLOCK_MODES:
-            raise ParameterError(f"clock_mode must be one of {CLOCK_MODES}, got {p['clock_mode']!r}")
-        q0 = [float(v) for v in (p["initial_positions"] or [])]
-        self.plant = Plant(
-            p["robot"],
-            profile=p["profile"],
-            physics_rate_hz=float(p["physics_rate"]),
-            control_rate_hz=float(p["control_rate"]),
-            seed=int(p["seed"]),
-            initial_positions=q0 or None,
-        )
+        self.plant = Plant(p.robot, profile=p.profile, physics_rate_hz=p.physics_rate, control_rate_hz=p.rate_hz,
+                           seed=p.seed, initial_positions=list(p.initial_positions) or None, prefix=p.prefix)
         plant = self.plant
-        self.gate = CommandGate(plant.effort_limit, p["on_bad_command"], float(p["command_timeout"]))
-        self.lockstep = p["clock_mode"] == "lockstep"
-        self.timeout = float(p["command_timeout"])
-        self.gt_every = max(1, int(p["ground_truth_decimation"]))
-        controller = p["controller"] or plant.description.effort_controller
+        self.gate = CommandGate(plant.effort_limit, p.on_bad_command, p.command_timeout)
+        self.lockstep = p.clock_mode == "lockstep"
+        self.timeout = p.command_timeout
+        self.gt_every = p.ground_truth_decimation
+        controller = p.controller or plant.description.effort_controller
         self.command_topic = f"/{controller}/commands"
 
         # Preallocated messages: the hot path writes into numpy views of the JointState's own array.array
@@ -210,10 +146,10 @@ class PlantNode(Node):
             self.create_timer(min(self.timeout, 0.05), self._lockstep_watchdog)
         else:
             self.create_timer(plant.control_dt, self._realtime_tick)
-        self.create_timer(float(p["diagnostics_period"]), self.publish_diagnostics)
+        self.create_timer(p.diagnostics_period, self.publish_diagnostics)
         self._publish()
         self.get_logger().info(
-            f"plant {plant.robot_name} profile={plant.profile.kind} {p['clock_mode']} "
+            f"plant {plant.robot_name} profile={plant.profile.kind} {p.clock_mode} "
             f"{1.0 / plant.control_dt:.0f} Hz control / {1.0 / plant.physics_dt:.0f} Hz physics; "
             f"commands on {self.command_topic}"
         )
@@ -515,52 +451,30 @@ class PlantRunner:
 
 def help_text() -> str:
     """The node's usage and parameter table (``idyn-plant --help``)."""
-    lines = [__doc__.strip(), "", "Parameters (-p name:=value):"]
-    lines += [f"  {name:<24} default {default!r:<12} {description}" for name, (default, description) in
-              PARAMETERS.items()]
-    lines += ["", "Examples:",
-              "  idyn-plant --ros-args -p robot:=ur5 -p profile:=ideal",
-              "  idyn-plant --ros-args -p robot:=panda -p clock_mode:=realtime -p on_bad_command:=clamp",
-              "  python -m idyn_ros.sim.profile iiwa14 --seed 3   # regenerate a true profile"]
-    return "\n".join(lines)
+    from idyn_ros.nodes.ros_parameters import parameter_help
+    from idyn_ros.parameters import PlantParams
+
+    return "\n".join([__doc__.strip(), "", parameter_help(PlantParams), "", "Examples:",
+                      "  idyn-plant --ros-args -p robot:=ur5 -p profile:=ideal",
+                      "  idyn-plant --ros-args -p robot:=panda -p clock_mode:=realtime -p on_bad_command:=clamp",
+                      "  python -m idyn_ros.sim.profile iiwa14 --seed 3   # regenerate a true profile"])
 
 
-def main(args: list[str] | None = None) -> None:
+def main(args: list[str] | None = None) -> int:
     """Console script ``idyn-plant``: ``idyn-plant --ros-args -p robot:=ur5 -p clock_mode:=realtime``."""
     import sys
 
-    from rclpy._rclpy_pybind11 import RCLError
-    from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
-
-    from idyn_ros.errors import IdynError
+    from idyn_ros.nodes.common import run
 
     argv = list(sys.argv if args is None else args)
     own = argv[: argv.index("--ros-args")] if "--ros-args" in argv else argv
     if "-h" in own or "--help" in own:
         print(help_text())
-        return
-
-    # SingleThreadedExecutor: with the Kilted wheels the EventsExecutor here neither delivered the
-    # command subscription reliably next to a timer nor returned from spin() on SIGINT (seen here).
-
-    try:
-        with rclpy.init(args=args) as init:
-            node = PlantNode()
-            executor = SingleThreadedExecutor()
-            executor.add_node(node)
-            try:
-                executor.spin()
-            except RCLError:  # a callback that ran while Ctrl-C shut the context down
-                if init.context.ok():
-                    raise
-            finally:
-                node.destroy_node()
-    except (KeyboardInterrupt, ExternalShutdownException):
-        pass
-    except IdynError as exc:  # bad parameter, unknown robot, broken profile: one line, no traceback
-        print(f"idyn-plant: error: {exc}", file=sys.stderr)
-        raise SystemExit(2) from None
+        return 0
+    # a SingleThreadedExecutor and plain subscriptions: with the Kilted wheels the EventsExecutor here neither
+    # delivered the command subscription reliably next to a timer nor returned on SIGINT (seen here)
+    return run([PlantNode], argv, hot_loop=False)
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

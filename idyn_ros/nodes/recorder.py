@@ -86,6 +86,8 @@ def run_recorder(
 
     from idyn_ros.data.bag import BagWriter
     from idyn_ros.errors import ParameterError
+    from idyn_ros.nodes.ros_parameters import NodeParameters, to_ros_parameter
+    from idyn_ros.parameters import RecorderParams
 
     stop = {"flag": False}
 
@@ -97,11 +99,13 @@ def run_recorder(
     node = Node("idyn_recorder")
     try:
         # ROS parameters (``--ros-args -p output:=bag``) override the function arguments
-        output = node.declare_parameter("output", str(output or "")).value
-        storage = node.declare_parameter("storage", storage).value
-        topics = list(node.declare_parameter("topics", list(topics or ["/joint_states"])).value)
-        qos_depth = int(node.declare_parameter("qos_depth", int(qos_depth)).value)
-        flush_period = float(node.declare_parameter("flush_period", float(flush_period)).value)
+        given = {"output": str(output or ""), "storage": storage, "topics": list(topics or ["/joint_states"]),
+                 "qos_depth": int(qos_depth), "flush_period": float(flush_period)}
+        for name, value in given.items():
+            node._parameter_overrides.setdefault(name, to_ros_parameter(name, value))
+        p = NodeParameters(node, RecorderParams).value
+        output, storage, topics, qos_depth, flush_period = p.output, p.storage, list(p.topics), p.qos_depth, \
+            p.flush_period
         if not output:
             raise ParameterError("no output bag: pass -o BAG (or the ROS parameter output:=BAG)")
         wanted = dict(parse_topic(t) for t in topics)

@@ -20,10 +20,8 @@ from idyn_ros.control import reference as ref
 from idyn_ros.control import state_estimation as se
 from idyn_ros.errors import IdynError
 from idyn_ros.nodes import hot_loop
-from idyn_ros.nodes import parameters as prm
 from idyn_ros.nodes.common import HOT_IN, MONITOR, Diagnostics, as_array, declare_and_load, stamp_to_ns
-
-KIND = "reference"
+from idyn_ros.parameters import ReferenceParams
 
 
 class ReferenceNode(Node):
@@ -34,41 +32,41 @@ class ReferenceNode(Node):
         from idyn_ros.msg import JointReference
 
         super().__init__(name, **kwargs)
-        v, self.spec, self.robot = declare_and_load(self, KIND)
-        self.vals = v
+        self.params, self.spec, self.robot = declare_and_load(self, ReferenceParams)
+        v = self.params.value
         self.n = self.robot.n
-        self.add_post_set_parameters_callback(lambda _p: self._restart())
-        self.diag = Diagnostics(self, f"idyn: {self.get_name()}", v["robot"])
-        self.filter = se.JointStateFilter(self.robot.joint_names, v["rate_hz"])
+        self.params.on_change.append(self._restart)
+        self.diag = Diagnostics(self, f"idyn: {self.get_name()}", v.robot)
+        self.filter = se.JointStateFilter(self.robot.joint_names, v.rate_hz)
         self.source: Any = None
         self.t0_ns = -1
         self.q_last = np.zeros(self.n)
         self.out = JointReference(joint_names=list(self.robot.joint_names))
-        self.pub = self.create_publisher(JointReference, v["reference_topic"], HOT_IN)
-        hot_loop.subscribe(self, JointState, v["joint_states_topic"], self._on_joint_state, HOT_IN)
+        self.pub = self.create_publisher(JointReference, v.reference_topic, HOT_IN)
+        hot_loop.subscribe(self, JointState, v.joint_states_topic, self._on_joint_state, HOT_IN)
         self.create_subscription(JointTrajectory, "~/joint_trajectory", self._on_trajectory, MONITOR)
-        self.create_timer(v["diagnostics_period"], self.diag.publish)
-        self.lookahead_ns = int(v["lookahead_periods"] * 1e9 / v["rate_hz"])
+        self.create_timer(v.diagnostics_period, self.diag.publish)
+        self.lookahead_ns = int(v.lookahead_periods * 1e9 / v.rate_hz)
 
-    def _restart(self) -> None:
-        self.vals = prm.values(self, KIND)
+    def _restart(self, v: ReferenceParams) -> None:
+        self.lookahead_ns = int(v.lookahead_periods * 1e9 / v.rate_hz)
         self.source = None  # rebuilt from the current reference at the next state
 
     def _build(self, q_start: np.ndarray) -> Any:
-        v = self.vals
+        v = self.params.value
         n = self.n
-        mode = v["mode"]
+        mode = v.mode
         if mode == "setpoints":
-            flat = np.asarray(v["setpoints"], dtype=float)
+            flat = np.asarray(v.setpoints, dtype=float)
             points = flat.reshape(-1, n) if flat.size else np.zeros((0, n))
-            durations = list(v["durations"])
+            durations = list(v.durations)
             if len(durations) != len(points):
                 raise IdynError(f"reference: {len(points)} set points but {len(durations)} durations; give one "
                                 "duration (s) per set point")
-            return ref.MinJerkMove(q_start, [q_start, *points], [v["start_delay"], *durations])
+            return ref.MinJerkMove(q_start, [q_start, *points], [v.start_delay, *durations])
         if mode == "npz":
-            traj = ref.load_npz_trajectory(v["npz_path"], self.robot.joint_names)
-            move_in = ref.MinJerkMove(q_start, [traj.q[0]], [max(v["start_delay"], 1e-3)])
+            traj = ref.load_npz_trajectory(v.npz_path, self.robot.joint_names)
+            move_in = ref.MinJerkMove(q_start, [traj.q[0]], [max(v.start_delay, 1e-3)])
             return _Chain(move_in, traj)
         return ref.MinJerkMove(q_start, [], [])  # hold (also "trajectory" until one arrives)
 
@@ -98,14 +96,14 @@ class ReferenceNode(Node):
             try:
                 start = f.q if self.t0_ns < 0 else self.q_last
                 self.source = self._build(start.copy())
-                self.diag.set(Diagnostics.OK, f"mode {self.vals['mode']}", publish=True)
+                self.diag.set(Diagnostics.OK, f"mode {self.params.value.mode}", publish=True)
             except IdynError as exc:
                 self.get_logger().error(str(exc))
                 self.diag.set(Diagnostics.ERROR, str(exc), publish=True)
                 self.source = self._hold(f.q.copy())
             self.t0_ns = f.stamp_ns
         t = (f.stamp_ns + self.lookahead_ns - self.t0_ns) * 1e-9
-        if self.vals["loop"] and self.source.duration > 0 and t > self.source.duration:
+        if self.params.value.loop and self.source.duration > 0 and t > self.source.duration:
             self.t0_ns = f.stamp_ns
             t = 0.0
         q, dq, ddq = self.source.sample(t)

@@ -73,16 +73,17 @@ class RobotDescription:
     effort_controller: str = "effort_controller"
 
 
-def resolve_robot(robot: str, urdf_xml: str | None = None) -> RobotDescription:
+def resolve_robot(robot: str, urdf_xml: str | None = None, prefix: str = "") -> RobotDescription:
     """Robot name (``idyn_ros.robots``) or URDF path -> RobotDescription.
 
-    ``urdf_xml`` overrides the URDF (e.g. a test URDF) while keeping the robot's joint names when known.
+    ``urdf_xml`` overrides the URDF (e.g. a test URDF) while keeping the robot's joint names when known;
+    ``prefix`` renames a preset's joints and links (``fr3_`` -> ``fr3_joint1``), as its driver would.
     """
     spec = None
     if not (str(robot).endswith(".urdf") or str(robot).endswith(".xml")):
         from idyn_ros.robots import get_robot, render_urdf
 
-        spec = get_robot(robot)
+        spec = get_robot(robot).with_prefix(prefix) if prefix else get_robot(robot)
         if urdf_xml is None:
             urdf_xml = render_urdf(spec, mode="mujoco")
     elif urdf_xml is None:
@@ -130,6 +131,8 @@ class Plant:
         seed: seeds sensor noise.
         urdf_xml: URDF text overriding the robot's own (tests).
         initial_positions: q at rest (rad); default 0 clipped into each joint's range.
+        prefix: joint/link name prefix of a preset ('' = the vendor default); the profile, written for the
+            default names, applies joint by joint.
     """
 
     def __init__(
@@ -141,6 +144,7 @@ class Plant:
         seed: int = 0,
         urdf_xml: str | None = None,
         initial_positions: np.ndarray | list[float] | None = None,
+        prefix: str = "",
     ) -> None:
         import mujoco
 
@@ -153,12 +157,12 @@ class Plant:
                 f"physics_rate_hz ({physics_rate_hz}) must be an integer multiple of control_rate_hz "
                 f"({control_rate_hz}), e.g. 1000/1000 or 2000/1000"
             )
-        self.description = resolve_robot(robot, urdf_xml)
+        self.description = resolve_robot(robot, urdf_xml, prefix)
         self.robot_name = self.description.name
         self.joint_names: tuple[str, ...] = self.description.joint_names
         self.n = len(self.joint_names)
         self.flange_link = self.description.flange_link
-        self.profile = load_profile(profile, self.robot_name, self.joint_names)
+        self.profile = self._profile(profile, prefix)
         self.physics_dt = 1.0 / physics_rate_hz
         self.substeps = round(ratio)
         self.control_dt = self.substeps * self.physics_dt
@@ -191,6 +195,20 @@ class Plant:
         self.reset(q0)
 
     # --- model construction ---------------------------------------------------------------------------
+
+    def _profile(self, profile: str | Path | PlantProfile, prefix: str) -> PlantProfile:
+        """The profile for these joints; a preset's profile names the vendor's joints, renamed here by position."""
+        if not prefix or self.robot_name is None or isinstance(profile, PlantProfile):
+            return load_profile(profile, self.robot_name, self.joint_names)
+        import dataclasses
+
+        from idyn_ros.robots import get_robot
+
+        vendor = tuple(get_robot(self.robot_name).joint_names)
+        loaded = load_profile(profile, self.robot_name, vendor)
+        rename = dict(zip(vendor, self.joint_names, strict=True))
+        return dataclasses.replace(loaded, joint_names=self.joint_names,
+                                   inertial={rename[j]: p for j, p in loaded.inertial.items()})
 
     def true_urdf(self) -> str:
         """The URDF of the simulated robot (perturbed inertials + payloads), for parity tests."""

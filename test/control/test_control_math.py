@@ -11,6 +11,7 @@ from idyn_ros.control import law, reference
 from idyn_ros.control import state_estimation as se
 from idyn_ros.control.watchdog import Watchdog
 from idyn_ros.dynamics import RobotModel
+from idyn_ros.parameters import ControllerParams
 
 
 @pytest.fixture(scope="module")
@@ -23,7 +24,7 @@ def test_impedance_law_matches_equation(panda):
     q = rng.uniform(-1, 1, 7)
     dq = rng.normal(size=7)
     q_d, dq_d = q + 0.01, dq - 0.1
-    kp = np.array(law.PAPER_PANDA_PRESETS["stiff"])
+    kp = np.array(ControllerParams().preset_kp("stiff", 7))
     kd = law.critical_damping(kp)
     M = panda.mass_matrix(q)
     tau_ff, off = rng.normal(size=7), rng.normal(size=7)
@@ -67,24 +68,32 @@ def test_safe_torque_modes():
     np.testing.assert_allclose(law.safe_torque("damping", np.array([np.nan, 0, 0]), np.ones(3), g, out), g)
 
 
-def test_watchdog_trips_and_latches():
-    wd = Watchdog(period_s=1e-3, stale_periods=3, ff_timeout_s=0.01)
+def test_watchdog_latches_data_faults_and_recovers_from_late_input():
+    wd = Watchdog(period_s=1e-3, stale_periods=3, ff_timeout_s=0.01, recovery_ticks=3)
     assert wd.check_state_age(10_000_000, 9_000_000)
     assert not wd.check_state_age(10_000_000, 6_000_000)
-    assert wd.tripped and "stale" in wd.reason
-    wd.check_finite("q", np.array([np.nan]))
-    assert "stale" in wd.reason  # first reason kept
+    assert wd.tripped and not wd.latched and "stale" in wd.reason
+    assert [wd.fresh_tick() for _ in range(3)] == [False, False, True]  # back after 3 fresh ticks
+    assert not wd.tripped and wd.recoveries == 1
+    wd.late("stale joint state")
+    wd.check_finite("q", np.array([np.nan]))  # a data fault during an input fault latches, with its reason
+    assert wd.latched and "non-finite q" in wd.reason
+    wd.check_finite("dq", np.array([np.nan]))
+    assert "non-finite q" in wd.reason  # the first latched reason is kept
+    assert not any(wd.fresh_tick() for _ in range(10))
     wd.clear()
     assert not wd.check_finite("q", np.array([0.0, np.inf]))
-    assert "non-finite q" in wd.reason and "[1]" in wd.reason
+    assert "non-finite q" in wd.reason and "[1]" in wd.reason and wd.latched
     wd.clear()
-    assert not wd.check_ff_age(100_000_000, -1) and "never received" in wd.reason
+    assert not wd.check_ff_age(100_000_000, -1) and "never received" in wd.reason and not wd.latched
     wd.clear()
     # feedforward computed from a state one period back is fine; one older than ff_timeout is not
     assert wd.check_ff_lag(5_000_000_000, 5_000_000_000 - wd.period_ns)
     assert wd.check_ff_lag(5_000_000_000, 5_000_000_000 - wd.ff_timeout_ns)
     assert not wd.check_ff_lag(5_000_000_000, 5_000_000_000 - wd.ff_timeout_ns - 1)
     assert "feedforward lags the joint state" in wd.reason
+    wd.clear()
+    assert not wd.check_stamp_age(10_000_000_000, 5_000_000_000) and "stamp 5000.00 ms old" in wd.reason
 
 
 def _feed(f, names, q, dq, t_ns, eff=()):

@@ -5,16 +5,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from idyn_ros.control.doomed import DelayLine, Doomed, DoomedConfig
+from idyn_ros.control.doomed import Doomed, DoomedAdapter, DoomedConfig
 
 
 def simulate(eta: float, seconds: float = 4.0, features: str = "constant", kp: float = 50.0,
-             noise: float = 0.0, seed: int = 0, offset_delay: int = 1, **cfg):
-    """m ddq = tau + d; tau = m a_cmd + w.
-
-    Tick k: the command from state k acts over [k, k+1]; ddq measured at k+1 from dq_{k+1} - dq_k is
-    paired with that command; the new offset reaches the controller ``offset_delay`` ticks later
-    (1 = the separate doomed node's hop, as in the ROS graph)."""
+             noise: float = 0.0, seed: int = 0, **cfg):
+    """m ddq = tau + d; tau = m a_cmd + w, with DOOMED run by ``DoomedAdapter`` as the node and the simulator
+    loop run it: the command answering state k (stamp k) acts over [k, k+1]; at state k+1 the adapter pairs
+    (dq_{k+1} - dq_k) / dt with that command, and its new offset reaches the command of tick k+2."""
     rate = 1000.0
     dt = 1.0 / rate
     m = np.array([0.5, 2.0])
@@ -22,27 +20,44 @@ def simulate(eta: float, seconds: float = 4.0, features: str = "constant", kp: f
     kd = 2 * np.sqrt(kp)
     learner = Doomed(2, DoomedConfig(learning_rate=eta, rate_hz=rate, features=features, offset_limit=10.0,
                                                 **cfg))
-    offset_line = DelayLine(2, delay=offset_delay)
+    adapter = DoomedAdapter(learner, inertia_scaled=False)
     rng = np.random.default_rng(seed)
     q = np.zeros(2)
     dq = np.zeros(2)
+    offset = np.zeros(2)
     q_d = np.array([0.3, -0.2])
     acc_err, pos_err, offsets = [], [], []
     for k in range(int(seconds * rate)):
+        stamp = k * 1_000_000
         a_cmd = kp * (q_d - q) + kd * (0 - dq)
-        delayed = offset_line.push(learner.offset)
-        tau = m * a_cmd + (delayed if delayed is not None else 0.0)
-        dq_prev = dq.copy()
+        tau = m * a_cmd + offset
+        adapter.on_command(stamp, a_cmd)
+        dq_noisy = dq + noise * dt * rng.normal(size=2)  # acceleration noise of std ``noise`` after differencing
+        new = adapter.on_state(stamp, q, dq_noisy)
+        if new is not None:
+            offset = new.copy()
+            acc_err.append(learner.error.copy())
         ddq = (tau + d) / m
         dq = dq + ddq * dt
         q = q + dq * dt
-        ddq_meas = (dq - dq_prev) / dt + noise * rng.normal(size=2)
-        learner.update(a_cmd, ddq_meas, q, dq)  # the command of tick k produced this measurement
-        acc_err.append(a_cmd - ddq_meas)
         pos_err.append(q_d - q)
-        offsets.append(learner.offset.copy())
-        _ = k
-    return np.array(acc_err), np.array(pos_err), np.array(offsets), learner
+        offsets.append(offset.copy())
+    return -np.array(acc_err), np.array(pos_err), np.array(offsets), learner
+
+
+def test_adapter_pairs_by_stamp_and_skips_unanswered_and_safe_ticks():
+    learner = Doomed(1, DoomedConfig(learning_rate=0.0))
+    adapter = DoomedAdapter(learner, inertia_scaled=False)
+    assert adapter.on_state(0, np.zeros(1), np.zeros(1)) is None  # nothing before: baseline only
+    adapter.on_command(0, np.array([2.0]))
+    assert adapter.on_state(1_000_000, np.zeros(1), np.array([0.001])) is not None  # paired with stamp 0
+    np.testing.assert_allclose(learner.error, [2.0 - 1.0])  # e = commanded - measured (0.001 / 1 ms)
+    adapter.on_command(1_000_000, np.array([5.0]), active=False)  # a safe-mode tick commands no acceleration
+    assert adapter.on_state(2_000_000, np.zeros(1), np.array([0.002])) is None
+    assert adapter.on_state(3_000_000, np.zeros(1), np.array([0.003])) is None  # its command never came
+    assert (adapter.paired, adapter.unpaired) == (1, 2)
+    with pytest.raises(ValueError, match="M\\(q\\)"):
+        DoomedAdapter(learner, None, inertia_scaled=True)
 
 
 def test_doomed_learns_the_unmodelled_torque_and_removes_the_offset():

@@ -7,7 +7,6 @@ import pinocchio as pin
 import pytest
 
 from idyn_ros.control.feedforward import FeedforwardComputer
-from idyn_ros.control.rbd import RigidBodyTerms
 from idyn_ros.control.wrench import DirectResidual, MomentumObserver, WrenchMapper, damped_pinv_transpose
 from idyn_ros.dynamics import RobotModel
 from idyn_ros.errors import ModelArtifactError
@@ -20,8 +19,8 @@ def panda() -> RobotModel:
 
 def _simulate(panda, F, seconds=0.6, rate=1000.0):
     """Forward-simulate (ABA, semi-implicit Euler) under gravity compensation + joint damping + J^T F."""
-    rbd = RigidBodyTerms(panda.pin_model, panda.flange_frame)
-    sim = RigidBodyTerms(panda.pin_model.copy(), panda.flange_frame)
+    rbd = panda
+    sim = panda.copy()
     q = np.array([0.0, -0.785, 0.0, -2.356, 0.0, 1.571, 0.785])
     dq = np.zeros(7)
     dt = 1.0 / rate
@@ -34,7 +33,7 @@ def _simulate(panda, F, seconds=0.6, rate=1000.0):
         J, _ = sim.flange_jacobian(q)
         tau_ext = J.T @ F if k * dt > 0.1 else np.zeros(7)
         tau = sim.gravity(q) - 2.0 * dq  # actuator torque
-        ddq = pin.aba(sim.model, sim.data, q, dq, tau + tau_ext)
+        ddq = pin.aba(sim.pin_model, sim.data, q, dq, tau + tau_ext)
         r = mo.update(q, dq, tau_prev, dt)  # the torque that acted over the last period
         res_direct = direct.update(q, dq, ddq, tau).copy()
         base, tool = mapper.update(q, r)
@@ -65,7 +64,7 @@ def test_momentum_observer_converges_to_external_torque_and_wrench(panda):
 
 
 def test_damped_pseudo_inverse_recovers_wrench_away_from_singularity(panda):
-    rbd = RigidBodyTerms(panda.pin_model, panda.flange_frame)
+    rbd = panda
     q = np.array([0.3, -0.5, 0.2, -2.0, 0.1, 1.6, 0.4])
     J, _ = rbd.flange_jacobian(q)
     F = np.array([3.0, -2.0, 10.0, 0.5, -0.2, 0.1])
@@ -75,7 +74,7 @@ def test_damped_pseudo_inverse_recovers_wrench_away_from_singularity(panda):
 
 
 def test_wrench_mapper_deadband_and_lowpass(panda):
-    rbd = RigidBodyTerms(panda.pin_model, panda.flange_frame)
+    rbd = panda
     q = np.array([0.3, -0.5, 0.2, -2.0, 0.1, 1.6, 0.4])
     J, _ = rbd.flange_jacobian(q)
     mapper = WrenchMapper(rbd, damping=0.0, deadband=[0.6, 0.6, 0.6, 0.1, 0.1, 0.1], lowpass_alpha=0.5)
@@ -108,7 +107,7 @@ class _FakeLearnedModel:
 
     def __init__(self, robot, pi, friction, residual):
         self.inertial_parameters = pi
-        self._rbd = RigidBodyTerms(robot.with_inertial_parameters(pi).pin_model)
+        self._rbd = robot.with_inertial_parameters(pi)
         self.friction, self.residual = np.asarray(friction, float), np.asarray(residual, float)
         self.rbd_part, self.total = np.zeros(robot.n), np.zeros(robot.n)
 
@@ -122,11 +121,11 @@ def test_observers_use_the_learned_models_identified_inertials(panda):
     """A robot whose inertials differ from the nominal URDF (+30 % mass/inertia on every link) holds still
     against a flange force: with M, C, g from the model's identified inertials (+ its friction/residual parts)
     both observers recover J^T F and F; the nominal-URDF terms would keep a large bias."""
-    from idyn_ros.control.wrench import LearnedModelTerms, observer_rigid_body_terms
+    from idyn_ros.control.wrench import LearnedModelTerms, observer_model
 
     pi_nominal = np.stack([panda.pin_model.inertias[j].toDynamicParameters() for j in range(1, panda.n + 1)])
     pi = 1.3 * pi_nominal  # physically consistent, clearly not nominal
-    truth = RigidBodyTerms(panda.with_inertial_parameters(pi).pin_model, panda.flange_frame)
+    truth = panda.with_inertial_parameters(pi)
     q = np.array([0.3, -0.5, 0.2, -2.0, 0.1, 1.6, 0.4])
     dq = ddq = np.zeros(7)
     F = np.array([4.0, -6.0, 10.0, 0.0, 0.0, 0.0])
@@ -136,7 +135,7 @@ def test_observers_use_the_learned_models_identified_inertials(panda):
     tau = truth.gravity(q) + friction + residual - tau_ext  # static: g + tau_f + tau_res = tau + J^T F
 
     model = _FakeLearnedModel(panda, pi, friction, residual)
-    rbd = observer_rigid_body_terms(panda, model.inertial_parameters)
+    rbd = observer_model(panda, model.inertial_parameters)
     np.testing.assert_allclose(rbd.gravity(q), truth.gravity(q), atol=1e-10)
     terms = LearnedModelTerms(model, rbd)
     mo, direct, mapper = MomentumObserver(rbd, gain=100.0), DirectResidual(rbd), WrenchMapper(rbd, damping=0.0)
@@ -147,7 +146,7 @@ def test_observers_use_the_learned_models_identified_inertials(panda):
     np.testing.assert_allclose(mapper.update(q, r)[0][:3], F[:3], atol=1e-5)
     np.testing.assert_allclose(direct.update(q, dq, ddq, tau, extra_d), tau_ext, atol=1e-9)
 
-    nominal = MomentumObserver(RigidBodyTerms(panda.pin_model, panda.flange_frame), gain=100.0)
+    nominal = MomentumObserver(panda, gain=100.0)
     for _ in range(500):
         r_nom = nominal.update(q, dq, tau, 1e-3, friction + residual)
     assert np.abs(r_nom - tau_ext).max() > 1.0  # what the nominal-URDF observer would report
@@ -155,7 +154,7 @@ def test_observers_use_the_learned_models_identified_inertials(panda):
 
 def test_model_without_rbd_part_keeps_nominal_momentum_terms(panda):
     """lstm/delan artifacts have no identified inertials: nominal RBD, direct residual = model total - tau."""
-    from idyn_ros.control.wrench import LearnedModelTerms, observer_rigid_body_terms
+    from idyn_ros.control.wrench import LearnedModelTerms, observer_model
 
     class NoRbd:
         inertial_parameters = None
@@ -164,8 +163,8 @@ def test_model_without_rbd_part_keeps_nominal_momentum_terms(panda):
         def compute(self, q, dq, ddq):
             return self.total
 
-    rbd = observer_rigid_body_terms(panda, None)
-    np.testing.assert_allclose(rbd.gravity(np.zeros(7)), RigidBodyTerms(panda.pin_model).gravity(np.zeros(7)))
+    rbd = observer_model(panda, None)
+    np.testing.assert_allclose(rbd.gravity(np.zeros(7)), panda.gravity(np.zeros(7)))
     q = np.array([0.3, -0.5, 0.2, -2.0, 0.1, 1.6, 0.4])
     extra_d, extra_m = LearnedModelTerms(NoRbd(), rbd).update(q, np.zeros(7), np.zeros(7))
     assert extra_m is None

@@ -29,16 +29,14 @@ def test_excitation_moves_every_joint(robot: str, tmp_path) -> None:
     assert np.all(np.abs(ds.dq).max(axis=0) > 0.1), np.abs(ds.dq).max(axis=0)
 
 
-def test_excitation_loop_is_torque_space_and_critically_damped_with_guess() -> None:
-    from idyn_ros.control.rbd import RigidBodyTerms
+def test_excitation_controller_is_torque_space_and_critically_damped_with_guess() -> None:
     from idyn_ros.dynamics import RobotModel
 
     model = RobotModel.from_robot("iiwa14")
-    rbd = RigidBodyTerms(model.pin_model)
-    q0 = np.zeros(model.n)
-    cfg = models_cache.excitation_loop_config(model, rbd, q0)
+    c = models_cache.excitation_controller("iiwa14", model)
     effort = np.asarray(model.effort_limit, dtype=float)
-    assert cfg.feedback_space == "torque"
-    np.testing.assert_allclose(cfg.kp * models_cache.EXCITATION_FULL_EFFORT_ERROR, effort)
-    inertia = np.diag(rbd.mass_matrix(q0)) + models_cache.EXCITATION_ROTOR_INERTIA_PER_NM * effort
-    np.testing.assert_allclose(cfg.kd, 2.0 * np.sqrt(cfg.kp * inertia))
+    assert c.params.feedback_space == "torque" and c.params.gain_preset == "stiff"
+    np.testing.assert_allclose(c.kp * models_cache.EXCITATION_FULL_EFFORT_ERROR, effort)
+    neutral = np.clip(np.zeros(model.n), model.lower, model.upper)
+    inertia = np.diag(model.mass_matrix(neutral)) + models_cache.EXCITATION_ROTOR_INERTIA_PER_NM * effort
+    np.testing.assert_allclose(c.kd, 2.0 * np.sqrt(c.kp * inertia))

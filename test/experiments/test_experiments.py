@@ -1,5 +1,6 @@
-"""Fast tests of the experiments layer: closed-loop episodes on the real MuJoCo plant, the failed-run
-path, the tracking JSON contract, gains from config, DOOMED in the loop, plots and the demo CLI."""
+"""Fast tests of the experiments layer: closed-loop episodes on the real MuJoCo plant (``sim.loop`` running the
+controller node's core), the failed-run path, the tracking JSON contract, gains from config, DOOMED in the loop,
+plots and the demo CLI."""
 
 from __future__ import annotations
 
@@ -9,10 +10,9 @@ import math
 import numpy as np
 import pytest
 
-from idyn_ros.control.rbd import RigidBodyTerms
 from idyn_ros.control.reference import MinJerkMove
-from idyn_ros.experiments import closed_loop as cl
 from idyn_ros.experiments import tracking
+from idyn_ros.sim import loop
 
 
 @pytest.fixture(scope="module")
@@ -20,8 +20,7 @@ def panda():
     from idyn_ros.dynamics import RobotModel
     from idyn_ros.sim import Plant
 
-    model = RobotModel.from_robot("panda")
-    return model, Plant("panda", "true"), RigidBodyTerms(model.pin_model)
+    return RobotModel.from_robot("panda"), Plant("panda", "true")
 
 
 def _move(model, duration=0.5):
@@ -29,13 +28,16 @@ def _move(model, duration=0.5):
     return MinJerkMove(mv.start, [mv.goal], [mv.duration])
 
 
+def _controller(model, gain, ff_kind="rbd", **overrides):
+    return loop.controller_for("panda", model, gain, tracking.make_feedforward(model, ff_kind), **overrides)
+
+
 def test_short_episode_gives_finite_metrics(panda):
-    model, plant, rbd = panda
-    ep = cl.run_episode(plant, rbd, cl.make_feedforward(model, "rbd"), _move(model), cl.loop_config("panda", "stiff", 7,
-                        rbd), hold=0.2)
+    model, plant = panda
+    ep = loop.run_episode(plant, _controller(model, "stiff"), _move(model), hold=0.2)
     assert not ep.failed, ep.reason
     assert ep.t.size == round(0.7 / plant.control_dt) + 1
-    m = cl.tracking_metrics(ep)
+    m = loop.tracking_metrics(ep)
     assert math.isfinite(m["rmse_deg"]) and math.isfinite(m["final_deg"])
     assert 0.0 < m["rmse_deg"] < 20.0
     # the loop really closes: the arm follows the reference, not just sits still
@@ -45,53 +47,56 @@ def test_short_episode_gives_finite_metrics(panda):
 
 
 def test_feedforward_improves_tracking(panda):
-    model, plant, rbd = panda
-    cfg = cl.loop_config("panda", "medium", 7, rbd)
-    with_ff = cl.tracking_metrics(cl.run_episode(plant, rbd, cl.make_feedforward(model, "rbd"), _move(model), cfg,
-                                                 hold=0.2))
-    without = cl.tracking_metrics(cl.run_episode(plant, rbd, None, _move(model), cfg, hold=0.2))
+    model, plant = panda
+    with_ff = loop.tracking_metrics(loop.run_episode(plant, _controller(model, "medium"), _move(model), hold=0.2))
+    without = loop.tracking_metrics(loop.run_episode(plant, _controller(model, "medium", "none"), _move(model),
+                                                     hold=0.2))
     assert with_ff["rmse_deg"] < without["rmse_deg"]
 
 
 def test_safety_trip_records_reason(panda):
-    model, plant, rbd = panda
+    model, plant = panda
     # soft gains without feedforward: gravity pulls the arm into a joint limit (Reuss: "failed")
-    ep = cl.run_episode(plant, rbd, None, _move(model, 1.0), cl.loop_config("panda", "soft", 7, rbd), hold=0.5)
+    ep = loop.run_episode(plant, _controller(model, "soft", "none"), _move(model, 1.0), hold=0.5)
     assert ep.failed
     assert ep.reason.startswith("joint limit") and "panda_joint" in ep.reason
-    assert cl.tracking_metrics(ep) == {"failed": True, "reason": ep.reason}
+    assert loop.tracking_metrics(ep) == {"failed": True, "reason": ep.reason}
 
 
-def test_nan_feedforward_trips_watchdog(panda):
-    model, plant, rbd = panda
+def test_nan_feedforward_is_a_controller_fault_on_the_first_tick(panda):
+    model, plant = panda
+    controller = _controller(model, "medium")
 
-    class NaNFeedforward:
+    class NaNModel:  # a model that answers NaN: the controller's own watchdog must catch it
+        runtime = None
+
         def warm_up(self, q):
             pass
 
         def compute(self, q, dq, ddq):
             return np.full(7, np.nan)
 
-    ep = cl.run_episode(plant, rbd, NaNFeedforward(), _move(model), cl.loop_config("panda", "medium", 7, rbd),
-                        hold=0.1)
-    assert ep.failed and "watchdog" in ep.reason and "feedforward" in ep.reason
+    controller.ff = NaNModel()
+    ep = loop.run_episode(plant, controller, _move(model), hold=0.1)
+    assert ep.failed and "controller" in ep.reason and "non-finite feedforward" in ep.reason
     assert ep.t.size == 0  # tripped on the first tick, nothing was sent to the plant
 
 
-def test_gains_come_from_config(panda):
-    import yaml
+def test_gains_come_from_the_config_loader(panda, tmp_path):
+    from idyn_ros.parameters import load
 
-    from idyn_ros.paths import config_dir
+    model, _plant = panda
+    c = _controller(model, "stiff")
+    np.testing.assert_allclose(c.kp, [400, 400, 200, 200, 200, 200, 200])  # Reuss et al. 2022, the default
+    np.testing.assert_allclose(c.kd, 2.0 * np.sqrt(c.kp))  # critically damped, acceleration space
+    own = tmp_path / "panda.yaml"
+    own.write_text("/**/controller:\n  ros__parameters:\n    presets.stiff.kp: [300.0, 300, 1, 1, 1, 1, 1]\n")
+    params = load("controller", "panda", files=[own], n=7)
+    assert params.preset_kp("stiff", 7)[0] == 300.0
+    from idyn_ros.errors import ParameterError
 
-    _model, _plant, rbd = panda
-    cfg = yaml.safe_load((config_dir() / "panda.yaml").read_text())
-    stiff = cfg["/**/controller"]["ros__parameters"]["presets.stiff.kp"]
-    lc = cl.loop_config("panda", "stiff", 7, rbd)
-    np.testing.assert_allclose(lc.kp, stiff)
-    np.testing.assert_allclose(lc.kd, 2.0 * np.sqrt(lc.kp))  # critically damped, acceleration space
-    assert "config/panda.yaml" in lc.source
-    with pytest.raises(ValueError, match="soft"):
-        cl.loop_config("panda", "rigid", 7, rbd)
+    with pytest.raises(ParameterError, match="soft"):
+        loop.controller_for("panda", model, "rigid", None)
 
 
 def test_tracking_json_has_exactly_the_contract_keys():
@@ -171,19 +176,6 @@ def test_demo_cli_help_and_bench_entry():
     assert args.robot == "panda" and args.minutes == 10.0
     assert "examples" in parser.epilog and "deg" in parser.epilog
     assert callable(bench.run_benchmarks) and bench.ROBOTS == ("panda", "iiwa14", "ur5")
-
-
-def test_params_file_has_no_yaml_aliases(tmp_path):
-    from idyn_ros.experiments.dds import params_file
-
-    path = params_file("panda", {"setpoints": [0.1] * 7, "durations": [2.0]}, tmp_path / "p.yaml")
-    text = path.read_text()
-    assert "&id" not in text and "*id" not in text  # rcl: "Will not support aliasing"
-    import yaml
-
-    data = yaml.safe_load(text)
-    assert data["/**/controller"]["ros__parameters"]["durations"] == [2.0]
-    assert data["/**/reference"]["ros__parameters"]["setpoints"] == [0.1] * 7
 
 
 def test_excitation_chain_and_split_by_trajectory(tmp_path):

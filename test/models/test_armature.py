@@ -29,18 +29,17 @@ def panda():
 def ideal_plant_recording(panda):
     """6 s of an optimised excitation tracked on the MuJoCo *ideal* Panda (URDF dynamics, no friction or
     noise) with the FR3-like armature added: measured torque and the plant's true acceleration."""
-    from idyn_ros.control.rbd import RigidBodyTerms
-    from idyn_ros.experiments.closed_loop import FourierReference, loop_config, make_feedforward, run_episode
     from idyn_ros.experiments.models_cache import DataSpec, excitation_trajectories
+    from idyn_ros.experiments.tracking import make_feedforward
     from idyn_ros.sim import Plant
+    from idyn_ros.sim.loop import FourierReference, controller_for, run_episode
     from idyn_ros.sim.profile import load_profile
 
     profile = dataclasses.replace(load_profile("ideal", "panda", panda.joint_names), armature=PANDA_ARMATURE)
     plant = Plant("panda", profile)
     traj = excitation_trajectories(panda, DataSpec(count=1, period=6.0, speed=0.3, budget_s=1.0))[0]
-    rbd = RigidBodyTerms(panda.pin_model)
-    ep = run_episode(plant, rbd, make_feedforward(panda, "rbd"), FourierReference(traj),
-                     loop_config("panda", "stiff", 7, rbd), hold=0.2)
+    ep = run_episode(plant, controller_for("panda", panda, "stiff", make_feedforward(panda, "rbd")),
+                     FourierReference(traj), hold=0.2)
     assert not ep.failed, ep.reason
     return Recording(ep.t, ep.q, ep.dq, ep.ddq_true, ep.tau)
 
@@ -129,22 +128,22 @@ def test_armature_reaches_export_and_both_runtime_backends(iiwa, armature_artifa
 
 
 def test_controller_and_observers_use_the_models_inertia(iiwa, armature_artifact):
-    """feedback_terms (controller's M for acceleration-space feedback) and observer_rigid_body_terms
-    (momentum observer's p = M dq) = identified inertials + identified armature; fallback = nominal URDF."""
+    """feedback_model (controller's M for acceleration-space feedback) and observer_model (momentum
+    observer's p = M dq) = identified inertials + identified armature; fallback = nominal URDF."""
     from idyn_ros.control.feedforward import FeedforwardComputer
-    from idyn_ros.control.wrench import observer_rigid_body_terms
+    from idyn_ros.control.wrench import observer_model
 
     path, res, _, _ = armature_artifact
     ia = res.model.armature().detach().numpy()
     ff = FeedforwardComputer(iiwa, path, "none")
     q = np.linspace(-0.6, 0.6, 7)
     expected = iiwa.with_inertial_parameters(ff.inertial_parameters).mass_matrix(q) + np.diag(ia)
-    np.testing.assert_allclose(ff.feedback_terms().mass_matrix(q), expected, atol=1e-10)
-    obs = observer_rigid_body_terms(iiwa, ff.inertial_parameters, ff.armature)
+    np.testing.assert_allclose(ff.feedback_model().mass_matrix(q), expected, atol=1e-10)
+    obs = observer_model(iiwa, ff.inertial_parameters, ff.armature)
     np.testing.assert_allclose(obs.mass_matrix(q), expected, atol=1e-10)
-    assert obs.frame_id >= 0
+    assert obs.flange_frame == iiwa.flange_frame
     fallback = FeedforwardComputer(iiwa, None, "rbd")
-    np.testing.assert_allclose(fallback.feedback_terms().mass_matrix(q), iiwa.mass_matrix(q), atol=1e-12)
+    np.testing.assert_allclose(fallback.feedback_model().mass_matrix(q), iiwa.mass_matrix(q), atol=1e-12)
 
 
 @pytest.mark.parametrize("method", ["wls", "diffbary"])

@@ -7,26 +7,49 @@ import subprocess
 import sys
 from pathlib import Path
 
+import yaml
+
+from idyn_ros.nodes.graph import OUR_NODES, GraphSettings, override_yaml
 from idyn_ros.nodes.launcher import Launcher
 
 
 def test_bringup_help_answers_questions():
     out = subprocess.run([sys.executable, "-m", "idyn_ros.cli", "bringup", "--help"], capture_output=True,
                          text=True, timeout=60, check=True).stdout
-    for text in ("--composed", "--model", "--gains", "--duration", "Examples:", "config/<robot>.yaml", "mujoco"):
+    for text in ("--composed", "--model", "--gains", "--duration", "Examples:", "config/<robot>.yaml", "mujoco",
+                 "SIGTERM", "--mode"):
         assert text in out
 
 
-def test_launcher_command_lines_use_the_parameter_file(tmp_path):
-    sep = Launcher("ur5", "mujoco", composed=False, overrides={"gain_preset": "soft"}).commands()
+def test_launcher_command_lines_follow_the_graph_description():
+    sep = Launcher(GraphSettings("ur5", "mujoco", gains="soft")).commands()
     assert set(sep) == {"plant", "joint_state_buffer", "feedforward", "controller", "doomed", "wrench_observer",
                         "reference"}
-    assert sep["controller"][2] == "idyn_ros.nodes.controller"
-    params = sep["controller"][sep["controller"].index("--params-file") + 1]
-    text = Path(params).read_text()
-    assert "gain_preset: soft" in text and "robot: ur5" in text
-    comp = Launcher("panda", None, composed=True).commands()
+    cmd = sep["controller"]
+    assert cmd[2] == "idyn_ros.nodes.controller" and "__node:=controller" in cmd
+    files = [cmd[i + 1] for i, a in enumerate(cmd) if a == "--params-file"]
+    assert files[0].endswith("config/ur5.yaml")  # the robot file first, the launch arguments' file last
+    overrides = yaml.safe_load(Path(files[-1]).read_text())
+    assert overrides == {"/controller": {"ros__parameters": {"use_sim_time": True, "subtract_gravity": False,
+                                                             "gain_preset": "soft"}}}
+    comp = Launcher(GraphSettings("panda", "mujoco", composed=True, plant=False)).commands()
     assert list(comp) == ["composed"] and "--nodes" in comp["composed"]
+    files = [comp["composed"][i + 1] for i, a in enumerate(comp["composed"]) if a == "--params-file"]
+    assert set(yaml.safe_load(Path(files[-1]).read_text())) == {f"/{n}" for n in OUR_NODES}
+
+
+def test_override_file_has_no_yaml_aliases():
+    """rcl refuses parameter files with anchors/aliases ("Will not support aliasing"): the same list override
+    for several nodes must be dumped as copies."""
+    kp = [3.0, 4.0, 5.0, 1.0, 1.0, 1.0, 1.0]
+    text = override_yaml(GraphSettings("panda", "mujoco", overrides={"presets.soft.kp": kp, "offset_limit": kp}),
+                         list(OUR_NODES))
+    assert not any(isinstance(e, yaml.AliasEvent) or getattr(e, "anchor", None) for e in yaml.parse(text)), text
+    assert "&" not in text and not re.search(r"\*[A-Za-z0-9_]", text), text
+    data = yaml.safe_load(text)
+    assert data["/controller"]["ros__parameters"]["presets.soft.kp"] == kp
+    assert data["/doomed"]["ros__parameters"]["offset_limit"] == kp
+    assert "presets.soft.kp" not in data["/doomed"]["ros__parameters"]  # only where declared
 
 
 def test_hot_path_modules_never_import_torch():
@@ -35,33 +58,3 @@ def test_hot_path_modules_never_import_torch():
             "print('torch' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
     assert out.stdout.strip() == "False"
-
-
-def test_merged_parameter_file_has_no_yaml_aliases(tmp_path):
-    """rcl refuses parameter files with anchors/aliases ("Will not support aliasing"): a list override
-    written into every section must be dumped as a copy, also when the source file itself uses anchors."""
-    import yaml
-
-    src = tmp_path / "p.yaml"
-    src.write_text("/**:\n  ros__parameters:\n    robot: panda\n    lst: &a [1.0, 2.0]\n"
-                   "/**/controller:\n  ros__parameters:\n    other: *a\n"
-                   "/**/doomed:\n  ros__parameters: {}\n")
-    kp = [3.0, 4.0, 5.0]
-    launcher = Launcher("panda", None, overrides={"presets.soft.kp": kp, "gain_preset": "soft"}, params_file=src)
-    text = launcher._merged_file(launcher.overrides).read_text()
-    events = list(yaml.parse(text))
-    assert not any(isinstance(e, yaml.AliasEvent) or getattr(e, "anchor", None) for e in events), text
-    assert "&" not in text and not re.search(r"\*[A-Za-z0-9_]", text), text  # no &anchor/*alias ("/**" is fine)
-    data = yaml.safe_load(text)
-    assert set(data) == {"/**", "/**/controller", "/**/doomed"}
-    for section in data.values():
-        assert section["ros__parameters"]["presets.soft.kp"] == kp
-        assert section["ros__parameters"]["gain_preset"] == "soft"
-    assert data["/**"]["ros__parameters"]["lst"] == [1.0, 2.0]
-    assert data["/**/controller"]["ros__parameters"]["other"] == [1.0, 2.0]
-    # the real config file too
-    real = Launcher("panda", None, overrides={"presets.soft.kp": kp})
-    text = real._merged_file(real.overrides).read_text()
-    assert not any(isinstance(e, yaml.AliasEvent) or getattr(e, "anchor", None) for e in yaml.parse(text))
-    assert "&id" not in text and "*id" not in text
-    assert all(s["ros__parameters"]["presets.soft.kp"] == kp for s in yaml.safe_load(text).values())

@@ -123,12 +123,12 @@ def test_doomed_pairs_and_services(rclpy_context):
     for k in range(200):
         _publish(pub, Msg, k, Q0, np.zeros(7))
         _spin(exe, 0.001)
-        cs = ControllerState(joint_names=PANDA, acceleration_command=[1.0] * 7)
+        cs = ControllerState(joint_names=PANDA, acceleration_command=[1.0] * 7, mode=ControllerState.MODE_ACTIVE)
         cs.header.stamp.sec, cs.header.stamp.nanosec = 1 + k // 1000, (k % 1000) * 1_000_000
         cs_pub.publish(cs)
         _spin(exe, 0.002)
     _spin(exe, 0.1)
-    assert node.paired > 100
+    assert node.adapter.paired > 100
     assert got and np.all(np.array(got[-1].offset) > 0) and not got[-1].frozen
     np.testing.assert_allclose(got[-1].acceleration_error, -1.0)
     client = plant.create_client(Trigger, "/doomed/reset")
@@ -151,8 +151,8 @@ def test_wrench_observer_runs(rclpy_context):
     got = []
     plant.create_subscription(WrenchStamped, "/idyn/wrench_estimate", got.append, MONITOR)
     _spin(exe, 0.3)
-    g = node.rbd.gravity(Q0)
-    J, _ = node.rbd.flange_jacobian(Q0)
+    g = node.observer.rbd.gravity(Q0)
+    J, _ = node.observer.rbd.flange_jacobian(Q0)
     F = np.array([0.0, 0.0, -10.0, 0.0, 0.0, 0.0])
     for k in range(300):  # static: actuators hold gravity minus the push -> tau_ext = J^T F
         _publish(pub, Msg, k, Q0, np.zeros(7))

@@ -180,12 +180,13 @@ def test_sim_and_plant_node_do_not_import_torch():
 
 
 def test_plant_node_help_lists_every_parameter(capsys):
-    from idyn_ros.nodes.plant import PARAMETERS, main
+    from idyn_ros.nodes.plant import main
+    from idyn_ros.parameters import PlantParams
 
     main(["idyn-plant", "--help"])
     text = capsys.readouterr().out
-    for name in PARAMETERS:
-        assert name in text
+    for p in PlantParams.table():
+        assert p.name in text
     assert "lockstep" in text and "Examples" in text
 
 

@@ -330,7 +330,7 @@ def test_bad_parameter_exits_with_one_line_error():
         env=env, capture_output=True, text=True, timeout=60, check=False,
     )
     assert out.returncode == 2
-    assert "clock_mode must be one of" in out.stderr and "Traceback" not in out.stderr
+    assert "clock_mode='fast' is not one of" in out.stderr and "Traceback" not in out.stderr
 
 
 def test_node_tick_fills_the_preallocated_joint_state():

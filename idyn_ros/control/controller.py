@@ -1,0 +1,374 @@
+"""The controller's whole tick, without ROS: what the controller node, the in-process simulator loop and the
+benchmarks all run, so no copy of the tick exists anywhere else (the shape of ros2_controllers'
+AdmittanceController around AdmittanceRule: the node reads, calls ``update``, publishes).
+
+One tick (``update``): clean and check the joint state (``JointStateFilter``), hold the first trusted pose
+until a reference arrives, evaluate the feedforward (embedded model, or the feedforward node's message),
+add the DOOMED offset, the impedance / computed-torque law (``law.impedance_torque``), gravity subtraction
+where the robot adds g(q) itself, the effort and rate limits, and the watchdog's answer to anything it does
+not trust: the robot's safe torque in the same tick. Faults and recovery: ``control/watchdog.py``.
+
+Decisions (one line each; tested in test/control/test_controller.py):
+- activation releases the held arm with the full law torque: the rate limiter starts from the first command
+  (starting it from zero sagged the Panda 4.6 deg in 150 ms while the limiter ramped up);
+- torque-space damping uses M_jj of the feedback model at the neutral pose clipped into the joint limits;
+- gains whose damping makes Kd * T > 0.5 (T the control period) are refused: a discrete PD with one period of
+  delay loses stability near Kd * T = 1, and such gains only chatter between the effort limits;
+- after late input the law is blended back in over ``recovery_ramp`` s from the safe torque (no torque step).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from idyn_ros.control import law
+from idyn_ros.control import state_estimation as se
+from idyn_ros.control.feedforward import FeedforwardComputer
+from idyn_ros.control.watchdog import Watchdog
+from idyn_ros.errors import ParameterError
+from idyn_ros.parameters import PRESET_NAMES, ControllerParams
+
+# = idyn_ros/msg/ControllerState.msg
+MODE_INACTIVE, MODE_ACTIVE, MODE_SAFE_DAMPING, MODE_SAFE_ZERO = 0, 1, 2, 3
+MAX_KD_T = 0.5  # refuse gains above this damping x period (see the module docstring)
+
+
+class NameMap:
+    """Resolves a message's joint-name list to the robot's joint order once per distinct list."""
+
+    def __init__(self, joint_names: Sequence[str]) -> None:
+        self.joint_names = tuple(joint_names)
+        self._key: tuple[str, ...] | None = None
+        self.index = np.arange(len(self.joint_names))
+        self.missing: list[str] = []
+
+    def resolve(self, names: Sequence[str]) -> bool:
+        key = tuple(names)
+        if key == self._key:
+            return True
+        lookup = {name: i for i, name in enumerate(key)}
+        if len(lookup) != len(key):
+            self.missing = [f"{name} (named twice)" for name in self.joint_names if key.count(name) > 1]
+            return False
+        self.missing = [j for j in self.joint_names if j not in lookup]
+        if self.missing:
+            return False
+        self.index = np.array([lookup[j] for j in self.joint_names], dtype=np.intp)
+        self._key = key
+        return True
+
+    def take(self, values: Sequence[float], out: np.ndarray) -> bool:
+        """out[:] = values in the robot's order; False if the length is wrong."""
+        if len(values) != len(self._key or ()):
+            return False
+        out[:] = np.asarray(values, dtype=float)[self.index]
+        return True
+
+
+class Controller:
+    """Joint impedance / computed-torque control of one arm; see the module docstring.
+
+    Args:
+        robot: the nominal ``RobotModel`` (gravity for the safe hold and for subtraction on hardware).
+        params: the controller's parameters (``ControllerParams``).
+        safe_mode: the robot's safe mode (``RobotSpec.safe_mode``), unless ``params.safe_mode`` overrides it.
+        feedforward: a built ``FeedforwardComputer`` (default: from ``params.model_path`` / ``fallback``).
+        feedback_model: whose M(q) scales the feedback (default: the feedforward's, ``feedback_model()``).
+    """
+
+    def __init__(self, robot: Any, params: ControllerParams, safe_mode: str = "damping",
+                 feedforward: FeedforwardComputer | None = None, feedback_model: Any = None) -> None:
+        self.robot = robot
+        self.n = n = robot.n
+        self.joint_names = tuple(robot.joint_names)
+        self.period = 1.0 / params.rate_hz
+        self.embedded = params.feedforward_source == "embedded"
+        self.subtract_gravity = params.subtract_gravity
+        self.ff = feedforward if feedforward is not None else FeedforwardComputer(
+            robot, params.model_path or None, params.fallback, params.rate_hz, params.warmup_ticks)
+        self.feedback_model = feedback_model if feedback_model is not None else self.ff.feedback_model()
+        self.filter = se.JointStateFilter(self.joint_names, params.rate_hz, max_gap_periods=params.stale_periods)
+        self.watchdog = Watchdog(self.period)
+        self.limiter = law.TorqueLimiter(robot.effort_limit, -1.0, self.period)
+        z = np.zeros
+        self.q_d, self.dq_d, self.ddq_d = z(n), z(n), z(n)
+        self.tau, self.tau_ff, self.tau_fb, self.acc_fb = z(n), z(n), z(n), z(n)
+        self.offset, self.offset_applied, self.ff_topic = z(n), z(n), z(n)
+        self.acceleration_command = z(n)
+        self._safe, self._M, self._zero = z(n), z((n, n)), z(n)
+        self._at_limit_ticks = np.zeros(n, dtype=np.int64)
+        self._ref_map, self._ff_map, self._off_map = NameMap(self.joint_names), NameMap(self.joint_names), \
+            NameMap(self.joint_names)
+        self.active = False
+        self.ticks = 0
+        self.last_rx_ns = -1
+        self._ff_rx_ns = self._ff_stamp_ns = self._off_rx_ns = -1
+        self._have_ref = self._holding = self._first_command = False
+        self._ramp_ticks = 0
+        self.set_params(params, safe_mode)
+
+    @classmethod
+    def for_robot(cls, params: ControllerParams, **kwargs: Any) -> Controller:
+        """Build the robot model named by ``params`` (robot, prefix) and the controller for it."""
+        from idyn_ros.dynamics import RobotModel
+        from idyn_ros.robots import get_robot
+
+        spec = get_robot(params.robot)
+        robot = RobotModel.from_robot(params.robot, prefix=params.prefix)
+        return cls(robot, params, spec.safe_mode, **kwargs)
+
+    # ------------------------------------------------------------------ parameters
+    def gains(self, params: ControllerParams, preset: str | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """(Kp, Kd) of a preset (default: the active one) for these parameters and this robot."""
+        kp = np.asarray(params.preset_kp(preset or params.gain_preset, self.n), dtype=float)
+        if params.feedback_space == "torque":
+            neutral = np.clip(np.zeros(self.n), self.robot.lower, self.robot.upper)
+            inertia = np.diag(self.feedback_model.mass_matrix(neutral))
+            return kp, law.critical_damping(kp, params.damping_ratio, "torque", inertia)
+        return kp, law.critical_damping(kp, params.damping_ratio)
+
+    def check_params(self, params: ControllerParams) -> str | None:
+        """None, or why these parameters cannot run on this robot (cross-field checks the table cannot do)."""
+        for preset in PRESET_NAMES:
+            kp, kd = self.gains(params, preset)
+            rate = kd * self.period  # torque space: relative to the joint inertia
+            if params.feedback_space == "torque":
+                neutral = np.clip(np.zeros(self.n), self.robot.lower, self.robot.upper)
+                rate = rate / np.diag(self.feedback_model.mass_matrix(neutral))
+            if np.any(rate > MAX_KD_T):
+                j = int(np.argmax(rate))
+                return (f"presets.{preset}.kp={kp[j]:g} on {self.joint_names[j]} gives Kd*T = {rate[j]:.2f} > "
+                        f"{MAX_KD_T} at {params.rate_hz:g} Hz: the loop would chatter at the effort limits; "
+                        "lower Kp or damping_ratio")
+        return None
+
+    def set_params(self, params: ControllerParams, safe_mode: str | None = None) -> None:
+        """Take new run-time parameters (gains, limits, timeouts). Raises ParameterError if they cannot run."""
+        problem = self.check_params(params)
+        if problem:
+            raise ParameterError(problem)
+        if safe_mode is not None:
+            self._robot_safe_mode = safe_mode
+        self.safe_mode = params.safe_mode or self._robot_safe_mode
+        damping = params.safe_damping or tuple(0.1 * self.robot.effort_limit)
+        self.safe_damping = np.asarray(damping, dtype=float)
+        kp, kd = self.gains(params)
+        self.kp, self.kd = kp, kd  # whole arrays: a tick in another thread never sees half an update
+        self.limiter.set_limits(self.robot.effort_limit, params.torque_rate_limit, self.period, params.effort_scale)
+        wd = self.watchdog
+        wd.stale_ns = round(params.stale_periods * self.period * 1e9)
+        wd.ff_timeout_ns = round(params.feedforward_timeout * 1e9)
+        wd.recovery_ticks = params.recovery_ticks
+        self._ramp_total = max(1, round(params.recovery_ramp / self.period))
+        self._saturation_ticks = round(params.saturation_timeout / self.period) if params.saturation_timeout else 0
+        self._adaptation_timeout_ns = round(params.adaptation_timeout * 1e9)
+        self.params = params
+
+    # ------------------------------------------------------------------ lifecycle
+    def activate(self) -> None:
+        """Start commanding: the next trusted state becomes the hold pose (no jump), faults are cleared."""
+        self.watchdog.clear()
+        self.filter.reset()
+        self._holding = self._have_ref = False
+        self._ramp_ticks = 0
+        self._at_limit_ticks[:] = 0
+        self.last_rx_ns = -1
+        self.active = True
+
+    def deactivate(self) -> None:
+        self.active = False
+
+    def stop(self) -> np.ndarray | None:
+        """Deactivate and return the command to leave applied: the safe torque at the last trusted state, not
+        rate-limited (decision: on a stop the forward controller holds this value, so it must be the safe torque
+        itself, not a step towards it). None when the controller never commanded."""
+        commanded = self.active and self.filter.samples > 0
+        self.active = False
+        if not commanded:
+            return None
+        self._safe_torque(self.filter.q, self.filter.dq, self.tau)
+        np.clip(self.tau, -self.limiter.limit, self.limiter.limit, out=self.tau)
+        return self.tau
+
+    # ------------------------------------------------------------------ inputs
+    def set_reference(self, names: Sequence[str], q_d: Sequence[float], dq_d: Sequence[float],
+                      ddq_d: Sequence[float]) -> bool:
+        """Desired motion (rad, rad/s, rad/s^2) for the named joints; a bad one is a data fault."""
+        m = self._ref_map
+        if not m.resolve(names):
+            self.watchdog.trip(f"reference lacks joint(s) {m.missing}")
+            return False
+        if not (m.take(q_d, self.q_d) and m.take(dq_d, self.dq_d) and m.take(ddq_d, self.ddq_d)):
+            self.watchdog.trip("reference arrays do not match its joint names")
+            return False
+        self._have_ref = True
+        return True
+
+    def set_feedforward(self, names: Sequence[str], total: Sequence[float], state_stamp_ns: int,
+                        now_ns: int) -> None:
+        """The feedforward node's torque (feedforward_source=topic), computed from the state stamped so."""
+        if self._ff_map.resolve(names) and self._ff_map.take(total, self.ff_topic):
+            self._ff_rx_ns = now_ns
+            self._ff_stamp_ns = state_stamp_ns
+
+    def set_offset(self, names: Sequence[str], offset: Sequence[float], now_ns: int) -> None:
+        """DOOMED's offset (Nm); used while younger than adaptation_timeout."""
+        if self._off_map.resolve(names) and self._off_map.take(offset, self.offset):
+            self._off_rx_ns = now_ns
+
+    # ------------------------------------------------------------------ the tick
+    def update(self, names: Sequence[str], position: Sequence[float], velocity: Sequence[float],
+               effort: Sequence[float], stamp_ns: int, now_ns: int, clock_ns: int | None = None) -> np.ndarray | None:
+        """One joint state in, the command out (a view of ``self.tau``, Nm, robot joint order).
+
+        ``now_ns``: receive time on the caller's clock (ages of inputs); ``clock_ns``: the clock the stamp is
+        compared with when ``check_stamp_age`` is on. Returns None when nothing is to be sent: inactive, a
+        duplicate stamp, or no trusted state yet to hold.
+        """
+        self.last_rx_ns = now_ns
+        if not self.active:
+            return None
+        f, wd, p = self.filter, self.watchdog, self.params
+        status = f.update(names, position, velocity, effort, stamp_ns)
+        if status == se.DUPLICATE:
+            return None
+        if status != se.OK:
+            wd.trip(f"/joint_states rejected: {f.reason}")
+        if f.samples == 0:
+            return None
+        q, dq = f.q, f.dq
+        if not self._holding:
+            self._start_hold(q)
+        fresh = status == se.OK
+        if fresh and p.check_stamp_age and clock_ns is not None:
+            fresh = wd.check_stamp_age(clock_ns, stamp_ns)
+        topic_ff = not self.embedded and p.use_feedforward
+        waiting = topic_ff and self._ff_rx_ns < 0  # no feedforward yet: hold safely, no fault
+        if fresh and topic_ff and not waiting:
+            fresh = wd.check_ff_age(now_ns, self._ff_rx_ns) and wd.check_ff_lag(stamp_ns, self._ff_stamp_ns)
+        if fresh and wd.tripped and wd.fresh_tick():
+            self._ramp_ticks = self._ramp_total
+        if p.use_feedforward and self.embedded and fresh:
+            self.tau_ff[:] = self.ff.compute(q, dq, self.ddq_d)  # every trusted tick: the LSTM state stays current
+        tau = self.tau
+        if not (wd.tripped or waiting) and self._law(q, dq, now_ns):
+            if self.subtract_gravity:  # the robot adds g(q) itself
+                tau -= self.robot.gravity(q)
+            if self._ramp_ticks:
+                self._blend_from_safe(q, dq)
+        else:
+            self._safe_torque(q, dq, tau)
+        if self._first_command:
+            self.limiter.reset(tau)
+            self._first_command = False
+        self.limiter.apply(tau)
+        if self._saturated(tau):
+            self._safe_torque(q, dq, tau)
+            self.limiter.apply(tau)
+        self.ticks += 1
+        return tau
+
+    def check_input(self, now_ns: int) -> np.ndarray | None:
+        """The watchdog timer (every period): the safe command when the joint state went silent, else None."""
+        if not self.active or self.last_rx_ns < 0 or self.watchdog.tripped or self.filter.samples == 0:
+            return None
+        if self.watchdog.check_state_age(now_ns, self.last_rx_ns):
+            return None
+        self._safe_torque(self.filter.q, self.filter.dq, self.tau)  # from the last trusted state
+        return self.limiter.apply(self.tau)
+
+    # ------------------------------------------------------------------ parts of the tick
+    def _start_hold(self, q: np.ndarray) -> None:
+        if not self._have_ref:
+            self.q_d[:] = q
+            self.dq_d[:] = 0.0
+            self.ddq_d[:] = 0.0
+        self._first_command = True
+        if self.embedded and self.params.use_feedforward:
+            self.ff.warm_up(q)
+        self._holding = True
+
+    def _law(self, q: np.ndarray, dq: np.ndarray, now_ns: int) -> bool:
+        """tau = tau_ff + offset + feedback into self.tau; False (and a latched fault) on a non-finite value."""
+        p, wd = self.params, self.watchdog
+        if not p.use_feedforward:
+            self.tau_ff[:] = 0.0
+        elif not self.embedded:
+            self.tau_ff[:] = self.ff_topic
+        age = now_ns - self._off_rx_ns
+        if p.use_adaptation and self._off_rx_ns >= 0 and age < self._adaptation_timeout_ns:
+            self.offset_applied[:] = self.offset
+        else:
+            self.offset_applied[:] = 0.0
+        if not (wd.check_finite("reference q_d", self.q_d) and wd.check_finite("reference dq_d", self.dq_d)
+                and wd.check_finite("reference ddq_d", self.ddq_d) and wd.check_finite("feedforward", self.tau_ff)
+                and wd.check_finite("adaptation offset", self.offset_applied)):
+            return False
+        M = self.feedback_model.mass_matrix(q, out=self._M) if p.feedback_space == "acceleration" else None
+        law.impedance_torque(q, dq, self.q_d, self.dq_d, self.tau_ff, self.offset_applied, M, self.kp, self.kd,
+                             p.feedback_space, out_tau=self.tau, out_fb=self.tau_fb, out_acc=self.acc_fb)
+        np.add(self.ddq_d, self.acc_fb, out=self.acceleration_command)
+        return wd.check_finite("command", self.tau)
+
+    def _safe_torque(self, q: np.ndarray, dq: np.ndarray, out: np.ndarray) -> np.ndarray:
+        """The robot's safe torque at the last trusted state (damping hold, + g(q) unless the robot adds it)."""
+        gravity = None if self.subtract_gravity or self.safe_mode == "zero" else self.robot.gravity(q)
+        law.safe_torque(self.safe_mode, dq, self.safe_damping, gravity, out)
+        self.tau_fb[:] = 0.0
+        self.acc_fb[:] = 0.0
+        self.acceleration_command[:] = 0.0
+        return out
+
+    def _blend_from_safe(self, q: np.ndarray, dq: np.ndarray) -> None:
+        """tau = safe + alpha (tau_law - safe), alpha rising to 1 over the recovery ramp."""
+        safe = self._safe_torque(q, dq, self._safe)
+        alpha = 1.0 - self._ramp_ticks / self._ramp_total
+        self.tau -= safe
+        self.tau *= alpha
+        self.tau += safe
+        self._ramp_ticks -= 1
+
+    def _saturated(self, tau: np.ndarray) -> bool:
+        """Count ticks at the effort limit per joint; True on the tick one has sat there too long (latched)."""
+        at_limit = np.abs(tau) >= 0.999 * self.limiter.limit
+        self._at_limit_ticks += at_limit
+        self._at_limit_ticks *= at_limit
+        if not self._saturation_ticks or self.watchdog.latched:
+            return False
+        j = int(np.argmax(self._at_limit_ticks))
+        if self._at_limit_ticks[j] <= self._saturation_ticks:
+            return False
+        self.watchdog.trip(f"torque saturation: {self.joint_names[j]} at its {self.limiter.limit[j]:.1f} Nm limit "
+                           f"for > {self.params.saturation_timeout:g} s")
+        return True
+
+    # ------------------------------------------------------------------ state for monitoring
+    @property
+    def saturation_s(self) -> float:
+        """Longest current stay of a joint's command at its effort limit, s."""
+        return float(self._at_limit_ticks.max()) * self.period
+
+    @property
+    def waiting_for_feedforward(self) -> bool:
+        return not self.embedded and self.params.use_feedforward and self._ff_rx_ns < 0
+
+    @property
+    def mode(self) -> int:
+        """MODE_* of idyn_ros/ControllerState."""
+        if not self.active:
+            return MODE_INACTIVE
+        if self.watchdog.tripped or self.waiting_for_feedforward:
+            return MODE_SAFE_ZERO if self.safe_mode == "zero" else MODE_SAFE_DAMPING
+        return MODE_ACTIVE
+
+    @property
+    def reason(self) -> str:
+        """Why the mode is not ACTIVE ('' when it is)."""
+        if not self.active:
+            return "inactive"
+        if self.watchdog.tripped:
+            return self.watchdog.reason
+        return "waiting for the first feedforward on feedforward_topic" if self.waiting_for_feedforward else ""

@@ -1,0 +1,162 @@
+"""The node graph of one robot, described once: which processes start and what each node's parameters are.
+
+``ros2 launch idyn_ros <robot>.launch.py`` (launch/idyn_common.py) and ``idyn bringup`` (``nodes.launcher``)
+both build from this module, so the two cannot drift. A node's parameters come from, in this order:
+config/<robot>.yaml, the user's parameter files, then what the launch arguments set (``node_overrides``),
+written under the node's fully qualified name. rcl applies sections in the order their keys first appear and
+a later file overwrites the same key, so the launch arguments win over every file a user adds whatever
+section (``/**``, ``/**/controller``, ``/controller``) the file uses (tested against rclpy in
+test/nodes/test_parameters.py).
+
+Decisions (one line each):
+- clock: with the lockstep plant (mode mujoco) and in Gazebo our nodes run on sim time (``use_sim_time``), so a
+  plant that waits for a command is not "stale input"; the real-time plant and hardware use the monotonic clock;
+- gravity: on hardware the vendor adds g(q) (``subtract_gravity``); the wrench observer then takes the measured
+  effort, because the command lacks g(q) (``torque_source: effort``);
+- an empty launch argument sets nothing: the parameter files decide.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from idyn_ros.errors import ParameterError
+from idyn_ros.parameters import PRESET_NAMES, params_class, robot_file
+
+OUR_NODES: tuple[str, ...] = ("joint_state_buffer", "feedforward", "controller", "doomed", "wrench_observer",
+                              "reference")
+MODES: tuple[str, ...] = ("hardware", "mock", "gazebo", "mujoco")
+CLOCKS: tuple[str, ...] = ("lockstep", "realtime")
+
+
+@dataclass(frozen=True)
+class GraphSettings:
+    """What a user chooses when starting the graph (launch arguments / ``idyn bringup`` options)."""
+
+    robot: str
+    mode: str = "mock"
+    model: str = ""  # exported .onnx; '' = the files' model_path
+    gains: str = ""  # soft | medium | stiff; '' = the files' gain_preset
+    prefix: str = ""  # joint/link name prefix; '' = the vendor default
+    clock: str = ""  # mujoco: lockstep | realtime; '' = the files' clock_mode
+    composed: bool = False  # our nodes in one process
+    plant: bool = True  # mode mujoco: start the embedded plant (False: one runs already, e.g. a benchmark's)
+    nodes: tuple[str, ...] = OUR_NODES
+    params_files: tuple[str, ...] = ()  # user parameter files, after config/<robot>.yaml
+    overrides: Mapping[str, Any] = field(default_factory=dict)  # more parameters, for every node declaring them
+
+    def __post_init__(self) -> None:
+        from idyn_ros.robots import get_robot
+
+        get_robot(self.robot)  # UnknownRobotError lists the robots
+        problems = []
+        if self.mode not in MODES:
+            problems.append(f"mode {self.mode!r} is not one of {list(MODES)}")
+        if self.gains and self.gains not in PRESET_NAMES:
+            problems.append(f"gains {self.gains!r} is not one of {list(PRESET_NAMES)}")
+        if self.clock and self.clock not in CLOCKS:
+            problems.append(f"clock {self.clock!r} is not one of {list(CLOCKS)}")
+        if self.clock and self.mode != "mujoco":
+            problems.append(f"clock:={self.clock} only applies to mode mujoco (the embedded plant), not {self.mode}")
+        unknown_nodes = [n for n in self.nodes if n not in OUR_NODES]
+        if unknown_nodes:
+            problems.append(f"unknown nodes {unknown_nodes}; ours are {list(OUR_NODES)}")
+        missing = [f for f in self.params_files if not Path(f).is_file()]
+        if missing:
+            problems.append(f"parameter file(s) not found: {missing}")
+        if self.model and not Path(self.model).is_file():
+            problems.append(f"model {self.model} not found")
+        declared = {p.name for n in (*OUR_NODES, "plant") for p in params_class(n).table()}
+        undeclared = sorted(set(self.overrides) - declared - {"use_sim_time"})
+        if undeclared:
+            problems.append(f"no node has parameter(s) {undeclared} (see docs/parameters.md)")
+        if problems:
+            raise ParameterError("; ".join(problems))
+
+    @property
+    def files(self) -> list[Path]:
+        """Parameter files every node reads, in order."""
+        return [robot_file(self.robot), *(Path(f) for f in self.params_files)]
+
+    @property
+    def processes(self) -> list[str]:
+        """Process names: the plant (mode mujoco), then ``composed`` or one per node."""
+        ours = ["composed"] if self.composed else list(self.nodes)
+        return (["plant"] if self.mode == "mujoco" and self.plant else []) + ours
+
+    def clock_mode(self) -> str:
+        """The embedded plant's clock: the launch argument, else what the files say."""
+        if self.clock:
+            return self.clock
+        from idyn_ros.parameters import file_values
+
+        return str(file_values(self.files, "plant").get("clock_mode", "lockstep"))
+
+    def sim_time(self) -> bool:
+        """Whether our nodes run on /clock (see the module docstring)."""
+        return self.mode == "gazebo" or (self.mode == "mujoco" and self.clock_mode() == "lockstep")
+
+
+def node_overrides(s: GraphSettings, node: str) -> dict[str, Any]:
+    """The parameters the launch arguments set for ``node`` (ROS names; only those the node declares)."""
+    declared = {p.name for p in params_class(node).table()}
+    out: dict[str, Any] = {}
+    if s.prefix:
+        out["prefix"] = s.prefix
+    if node == "plant":
+        if s.clock:
+            out["clock_mode"] = s.clock
+    else:
+        out["use_sim_time"] = s.sim_time()
+        if s.model:
+            out["model_path"] = str(Path(s.model).resolve())
+        if node == "controller":
+            out["subtract_gravity"] = s.mode == "hardware"
+            if s.gains:
+                out["gain_preset"] = s.gains
+        if node == "wrench_observer":
+            out["torque_source"] = "effort" if s.mode == "hardware" else "command"
+    out.update({k: v for k, v in s.overrides.items() if k in declared or (k == "use_sim_time" and node != "plant")})
+    return {k: v for k, v in out.items() if k in declared or k == "use_sim_time"}
+
+
+def override_yaml(s: GraphSettings, nodes: Sequence[str]) -> str:
+    """The launch arguments' parameters as a parameter file: one section per node, under its full name."""
+    import yaml
+
+    class _NoAlias(yaml.SafeDumper):  # rcl refuses YAML aliases ("Will not support aliasing")
+        def ignore_aliases(self, data: Any) -> bool:
+            return True
+
+    body = {f"/{node}": {"ros__parameters": _plain(node_overrides(s, node))} for node in nodes}
+    return yaml.dump(body, Dumper=_NoAlias, sort_keys=False)
+
+
+def write_override_file(s: GraphSettings, nodes: Sequence[str], folder: Path | None = None) -> Path:
+    """``override_yaml`` in a file named by its content (a temp folder by default); returns its path."""
+    import hashlib
+    import tempfile
+
+    text = override_yaml(s, nodes)
+    folder = Path(folder or tempfile.gettempdir())
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"idyn_{s.robot}_{hashlib.sha256(text.encode()).hexdigest()[:12]}.yaml"
+    if not path.is_file():
+        tmp = path.with_suffix(f".tmp{id(text)}")
+        tmp.write_text(text)
+        tmp.replace(path)
+    return path
+
+
+def _plain(values: Mapping[str, Any]) -> dict[str, Any]:
+    """YAML-safe values: tuples and numpy arrays as lists of floats, numpy scalars as Python numbers."""
+    out = {}
+    for k, value in values.items():
+        v = value.tolist() if hasattr(value, "tolist") else value
+        if isinstance(v, tuple | list):
+            v = [float(x) if isinstance(x, int | float) and not isinstance(x, bool) else x for x in v]
+        out[k] = v
+    return out
