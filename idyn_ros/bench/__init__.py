@@ -28,9 +28,9 @@ import numpy as np
 TOPICS: dict[str, str] = {
     "dynamics": "pinocchio vs torch vs ONNX RNEA, per robot",
     "models": "torque-prediction accuracy on the real KUKA data, runtime model step, training throughput",
-    "gp": "LIP-kernel GP vs baselines: accuracy, data efficiency, latency",
+    "gp": "LIP-kernel GP vs baselines: 6-DoF accuracy, training time, query latency",
     "recorder": "rosbag2 recorder loss at 1 kHz",
-    "sim": "embedded plant: lockstep speed, real-time jitter",
+    "sim": "embedded plant: step cost, lockstep speed, real-time jitter",
     "latency": "joint state -> command latency at 1 kHz, composed and separate processes",
     "experiments": "tracking table (Table III analogue), DOOMED sweep, wrench observer on the plant",
 }
