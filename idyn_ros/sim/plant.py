@@ -14,7 +14,7 @@ Per physics step the generalised force is
 with dry friction (stiction) added by MuJoCo's frictionloss constraint (idyn_ros/sim/friction.py).
 
 Decision - integrator: implicitfast at 1 kHz, one substep: every acceptance check holds and RK4 costs
-3.5-4x more per step (numbers and command: studies/plant_integrator/README.md). Where the profile's effects
+3.5-4x more per mj_step (numbers and command: studies/plant_integrator/README.md). Where the profile's effects
 run: armature and dry friction stay in C (dof_armature, frictionloss: stiction needs the constraint). The
 Gaz sigmoid and Stribeck drop have no MuJoCo counterpart (a Python mjcb_passive callback would run the same
 math, called from C), so they run once per physics step as SmoothFriction (2-5 us); viscous stays with them:
