@@ -28,9 +28,9 @@ import numpy as np
 TOPICS: dict[str, str] = {
     "dynamics": "pinocchio vs torch vs ONNX RNEA, per robot",
     "models": "torque-prediction accuracy on the real KUKA data, runtime model step, training throughput",
-    "gp": "LIP-kernel GP vs baselines: accuracy, data efficiency, latency",
+    "gp": "LIP-kernel GP vs baselines: 6-DoF accuracy, training time, query latency",
     "recorder": "rosbag2 recorder loss at 1 kHz",
-    "sim": "embedded plant: lockstep speed, real-time jitter",
+    "sim": "embedded plant: step cost, lockstep speed, real-time jitter",
     "latency": "joint state -> command latency at 1 kHz, composed and separate processes",
     "experiments": "tracking table (Table III analogue), DOOMED sweep, wrench observer on the plant",
 }
@@ -61,7 +61,8 @@ def results_dir() -> Path:
     return path
 
 
-def _provenance(command: str) -> dict:
+def run_provenance(command: str) -> dict:
+    """The ``_provenance`` block of a result: command, git revision (``-dirty`` if edited), UTC date, machine."""
     try:
         revision = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
                                   cwd=Path(__file__).parent, timeout=5).stdout.strip()
@@ -77,15 +78,29 @@ def _provenance(command: str) -> dict:
     }
 
 
-def write_result(name: str, payload: dict, command: str, provenance: dict | None = None) -> Path:
-    """Write ``bench/results/<name>.json``: the payload's keys at top level plus ``_provenance``.
+def write_atomic(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` via a temp file in the same folder, so a crash never leaves half a file."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        with open(tmp, "w") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def write_result(name: str, payload: dict, command: str, provenance: dict | None = None,
+                 directory: Path | None = None) -> Path:
+    """Write ``<directory>/<name>.json`` (default bench/results/): the payload's keys plus ``_provenance``.
 
     provenance: taken when the run started (long runs: the code revision that ran, not the HEAD at the end);
-    a ``_provenance`` already in the payload wins over both.
+    a ``_provenance`` already in the payload wins over both. directory: e.g. a study's own results folder.
     """
-    path = results_dir() / f"{name}.json"
-    prov = payload.get("_provenance") or provenance or _provenance(command)
-    path.write_text(json.dumps({**payload, "_provenance": prov}, indent=2, default=float) + "\n")
+    path = (directory or results_dir()) / f"{name}.json"
+    prov = payload.get("_provenance") or provenance or run_provenance(command)
+    write_atomic(path, json.dumps({**payload, "_provenance": prov}, indent=2, default=float) + "\n")
     return path
 
 

@@ -8,6 +8,7 @@ Each JSON file carries `_provenance` (command, git revision, date, machine). Top
   sim          plant lockstep speed and real-time jitter
   latency      joint state -> command latency at 1 kHz (latency.json)
   experiments  tracking tables (tracking_<robot>.json), DOOMED sweep, wrench observer
+`--report` regenerates docs/benchmarks.md from the result files (after the runs, if topics are named).
 """
 
 from __future__ import annotations
@@ -24,9 +25,17 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help=f"run only these topics (default: all): {', '.join(TOPICS)}")
     parser.add_argument("--quick", action="store_true",
                         help="shorter runs (fewer samples/seeds) for a smoke check; numbers are noisier")
+    parser.add_argument("--report", action="store_true",
+                        help="write docs/benchmarks.md from bench/results/*.json (alone: no runs; with --only: "
+                             "after them)")
 
 
 def run(args: argparse.Namespace) -> int:
     from idyn_ros.bench import run_all
 
-    return run_all(args.only, quick=args.quick)
+    status = 0 if args.report and not args.only else run_all(args.only, quick=args.quick)
+    if args.report:
+        from idyn_ros.bench.report import write_report
+
+        status = write_report() or status
+    return status

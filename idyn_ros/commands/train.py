@@ -84,8 +84,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--gp-refine", type=int, default=0, metavar="N",
                         help="GP kinds: after the noise starts are compared (50 L-BFGS iterations each), run N "
                              "more on the kept fit only (default: 0). Slow joints gain most: on the 7-DoF "
-                             "Panda, joint 7 needs ~150 iterations (python -m idyn_ros.bench.gp --sections "
-                             "lbfgs_budget); each iteration costs about as much as one of the first 50")
+                             "Panda, joint 7 needs ~150 iterations (studies/gp_lip/README.md); each iteration "
+                             "costs about as much as one of the first 50")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
 
 

@@ -13,21 +13,13 @@ Per physics step the generalised force is
 
 with dry friction (stiction) added by MuJoCo's frictionloss constraint (idyn_ros/sim/friction.py).
 
-Decision - integrator and where the profile's effects run (measured, Panda, 1 kHz, 1 substep, p50;
-``python -m idyn_ros.bench.sim integrators``): RK4 costs 18-31 us per mj_step, Euler / implicitfast
-5-7 us (3.5-4x less, same results here: no damping for implicitfast to treat differently).
-All acceptance checks hold with implicitfast at 1 kHz: max tracking error of the 10 s RNEA + Kp 10
-test 1.2e-2 deg (limit 0.1; RK4 7.2e-5, implicitfast at 2 kHz 6.2e-3: first order), the
-nominal-RNEA drift on the true profile the same to 1e-3 deg (joint RMSE max 11.84 deg, mean 3.98),
-stiction the same (joint 1 moves 1.7e-6 rad at 0.7 x breakaway, 5.6e-3 rad at 1.5 x, with both);
-the 1e-6 RNEA -> ddq check is forward dynamics (mj_forward), which no integrator touches, and a
-stepped ideal plant reports ddq = forward dynamics at the period start exactly (tested). So
-implicitfast at 1 kHz, one substep by default. Armature and dry friction stay in C (dof_armature,
-frictionloss: stiction needs the constraint). The Gaz sigmoid and Stribeck drop have no MuJoCo
-counterpart (a Python mjcb_passive callback would run the same math, called from C), so they run
-once per physics step as SmoothFriction (2-5 us); viscous stays with them: as dof_damping it saved
-nothing measurable (mj_step 7.3 vs 7.1 us) and would be integrated implicitly, i.e. differ from the
-friction the plant reports. Latency (ring buffer) and sensor noise (drawn in blocks) are numpy.
+Decision - integrator: implicitfast at 1 kHz, one substep: every acceptance check holds and RK4 costs
+3.5-4x more per mj_step (numbers and command: studies/plant_integrator/README.md). Where the profile's effects
+run: armature and dry friction stay in C (dof_armature, frictionloss: stiction needs the constraint). The
+Gaz sigmoid and Stribeck drop have no MuJoCo counterpart (a Python mjcb_passive callback would run the same
+math, called from C), so they run once per physics step as SmoothFriction (2-5 us); viscous stays with them:
+as dof_damping it saved nothing measurable and would be integrated implicitly, i.e. differ from the friction
+the plant reports. Latency (ring buffer) and sensor noise (drawn in blocks) are numpy.
 
 Decision - what the plant reports as "effort" (like a Panda's tau_J / a ros2_control effort state):
 the torque the joint drive applies, i.e. the command after latency and saturation (or, with elastic

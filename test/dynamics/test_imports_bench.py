@@ -31,3 +31,22 @@ def test_run_benchmarks_returns_json_numbers() -> None:
     assert r["torch_f64_max_abs_err_1000"] < 1e-9
     assert r["onnx_f32_rel_err_1000"] < 1e-5
     assert 0 < r["pinocchio_rnea_us_p50"] < r["onnx_ort_b1_us_p50"]
+
+
+def test_gp_bench_keeps_only_the_headline() -> None:
+    """`idyn bench --only gp` is the 6-DoF accuracy table and latency; the studies are studies/gp_lip/run.py."""
+    from idyn_ros.bench import gp
+    from idyn_ros.errors import ParameterError
+
+    assert gp.SECTIONS == ("synthetic_6dof", "latency")
+    with pytest.raises(ParameterError, match=r"studies/gp_lip/run\.py"):
+        gp.run_benchmarks(sections=("lse_6dof",))
+
+
+def test_sim_bench_has_no_study_commands() -> None:
+    """The integrator comparison and drift breakdown are studies/plant_integrator/run.py, not bench commands."""
+    from idyn_ros.bench import sim
+
+    assert not hasattr(sim, "integrator_comparison") and not hasattr(sim, "drift_breakdown")
+    with pytest.raises(SystemExit):
+        sim.main(["integrators"])

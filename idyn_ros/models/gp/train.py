@@ -73,25 +73,14 @@ def make_gp(kind: str, n: int, X: torch.Tensor, Y: torch.Tensor, prismatic: list
                              shared_noise_start=shared_noise_start)
 
 
-# Noise starts per kind, as fractions of std(y) (issue 8). Measured on the 6-DoF Panda (seed 0/100, N = 500,
-# L-BFGS on 100 points): LIP started at std(y)/10 -> NLL 0.963/obs, fitted noise 0.46 Nm on J6 (true 0.01),
-# test mean 12.5 %; std(y)/1000 -> NLL 0.679, all noise <= 0.021 Nm, test 6.7 % (0.94 % with 250 points): a
-# high start lets L-BFGS explain the small-torque joints as noise, a local optimum of the shared multi-output
-# hyperparameters. LIP/LSE therefore start low; the cheap per-joint SE/GIP try both and keep the better
-# marginal likelihood.
+# Noise starts (x std(y)): LIP/LSE start low, else signal is fitted as noise (studies/gp_lip/README.md).
 NOISE_STARTS: dict[str, tuple[float, ...]] = {"lip-gp": (1e-3,), "lse-gp": (1e-3,), "se-gp": (0.1, 1e-3),
                                               "gip-gp": (0.1, 1e-3)}
 # With held-out data to judge by, every kind tries both starts (fit_gp's select_on).
 VAL_NOISE_STARTS: tuple[float, ...] = (0.1, 1e-3)
 
 
-# Where the one shared noise std starts, per kind: the largest or smallest joint's std(y) x the noise start.
-# Neither is right everywhere (issue 8, bench sections noise_start_6dof/7dof): from the largest, L-BFGS ends in
-# the basin where signal is called noise on 5 of 10 6-DoF pairs (test 6-91 %); from the smallest it interpolates
-# the noise at N = 50-100. The lower marginal likelihood of the two picked the lower test nMSE in all 12 of
-# 17 runs where they differed, so the LIP fits both (twice the fit time). LSE keeps one: it matches the paper
-# at 6 DoF (bench lse_6dof), and at 7 DoF (lse_7dof) ends in the noise basin on 2 of 10 pairs, but a second start
-# would double a ~15-min fit; not measured.
+# LIP fits both shared-noise starts, keeps the lower NLL: neither wins everywhere (studies/gp_lip/README.md).
 SHARED_NOISE_STARTS: dict[str, tuple[str, ...]] = {"lip-gp": ("max", "min")}
 
 
@@ -103,11 +92,7 @@ class NoiseStart:
     shared: str | None = None
 
 
-# Noise floor for real recordings, as a fraction of std(y) per joint, fixed a priori (not tuned on a test
-# file). Without it the marginal likelihood of smooth, densely sampled torques drives the noise of most joints
-# to ~0 and the posterior interpolates (KUKA LWR4+, 500 samples of file 1, test file 3: SE 57676 % -> 184 % with
-# a 5 % floor). LIP on the same split: floor 0 / 1 % / 5 %: 83.6 / 77.9 / 154.8 %: sensitive, so not raised
-# (bench sections kuka_noise_floor and, for 1 %, kuka_lwr4).
+# Real-data noise floor (x std(y), fixed a priori): without one the GP interpolates (studies/gp_lip/README.md).
 NOISE_FLOOR_RATIO = 0.01
 
 # Validation samples used to choose the noise start (every k-th sample of the validation recordings).
@@ -125,8 +110,7 @@ def fit_gp(kind: str, n: int, X: torch.Tensor, Y: torch.Tensor, prismatic: list[
     Keeps the fit with the lowest marginal likelihood (same hyperparameter subset: same seed), or, when
     ``select_on = (X_val, Y_val)`` is given, the lowest mean nMSE on that held-out trajectory. Decision: on
     real recordings select on held-out data: the marginal likelihood of smooth, densely sampled torques
-    can prefer noise -> 0, which interpolates and extrapolates wildly (bench sections kuka_lwr4, which
-    chooses the start this way, and kuka_noise_floor).
+    can prefer noise -> 0, which interpolates and extrapolates wildly (studies/gp_lip/README.md, real KUKA data).
     ``fit_kwargs`` go to :meth:`GPInverseDynamics.fit` (method, iterations, max_hyper_points, seed, max_seconds).
     ``refine_iterations`` > 0: the kept fit then runs that many more L-BFGS iterations (:func:`refine_gp`).
 
@@ -173,7 +157,7 @@ def refine_gp(gp: GPInverseDynamics, X: torch.Tensor, Y: torch.Tensor, extra_ite
     """Continue the L-BFGS fit of ``gp`` from its current hyperparameters for ``extra_iterations`` more.
 
     Why: the noise starts are compared after a short budget, and only the kept one earns more. On 7 DoF the
-    last joint's hyperparameters are the last the optimiser reaches (bench section lbfgs_budget). The same
+    last joint's hyperparameters are the last the optimiser reaches (studies/gp_lip/README.md). The same
     ``seed`` draws the same hyperparameter subset; L-BFGS restarts its curvature history, and the posterior
     is re-conditioned on all of (X, Y).
     """
