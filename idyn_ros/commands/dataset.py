@@ -21,8 +21,9 @@ examples:
   idyn dataset import run1/ run2/ -o runs.npz        (several sources -> runs_0.npz, runs_1.npz)
   idyn dataset import crashed_bag/ --recover -o part.npz
 
-CSV layouts: wide `t,q1..qn,dq1..,tau1..` or `t,<joint>_pos,<joint>_vel,<joint>_eff`
-(time in s; a t_ns column in ns), or long `t,joint,position,velocity,effort`.
+CSV layouts: wide `t,q1..qn,dq1..,tau1..` or `t,<joint>_pos,<joint>_vel,<joint>_eff`,
+or long `t,joint,position,velocity,effort`. Time unit: --time-unit, else a header suffix
+(t_ns, time_ms, t_us, t_s), else detected from the median step (the unit giving 5 Hz..5 kHz).
 NPZ: the dataset contract, or named columns (times, positions, velocities, accelerations,
 torques, target_positions, ...). Units: SI, radians.
 """
@@ -73,7 +74,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
     imp.add_argument(
         "--recover", action="store_true", help="import the readable part of a truncated bag or of a killed recording"
     )
-    imp.set_defaults(_action=_run_import)
+    _add_time_unit(imp)
+    imp.set_defaults(_action=_run_import, _option_strings=_option_strings(imp))
 
     info = sub.add_parser(
         "info",
@@ -88,11 +90,30 @@ def configure(parser: argparse.ArgumentParser) -> None:
     info.add_argument("--recover", action="store_true", help="as for import")
     info.add_argument("--plot", metavar="OUT.png", help="write a PNG of q, dq, tau over time (one subplot each)")
     info.add_argument("--json", action="store_true", help="print the summary as JSON")
-    info.set_defaults(_action=_run_info)
+    _add_time_unit(info)
+    info.set_defaults(_action=_run_info, _option_strings=_option_strings(info))
+
+
+def _add_time_unit(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--time-unit",
+        choices=("auto", "s", "ms", "us", "ns"),
+        default="auto",
+        help="unit of a CSV / NPZ time column (default auto: a t_ns-style header suffix, else the unit that "
+        "puts the median step at 5 Hz..5 kHz)",
+    )
+
+
+def _option_strings(parser: argparse.ArgumentParser) -> frozenset[str]:
+    """The options of one action, so error hints name only those (idyn_ros.data.hints)."""
+    return frozenset(s for action in parser._actions for s in action.option_strings)
 
 
 def run(args: argparse.Namespace) -> int:
-    return args._action(args)
+    from idyn_ros.data.hints import command_options
+
+    with command_options(args._option_strings):
+        return args._action(args)
 
 
 def _options(args: argparse.Namespace) -> dict:
@@ -100,6 +121,7 @@ def _options(args: argparse.Namespace) -> dict:
         "robot": args.robot,
         "joint_map": args.joint_map or None,
         "recover": args.recover,
+        "time_unit": args.time_unit,
     }
 
 

@@ -16,14 +16,18 @@ File form (DESIGN.md "Contracts"): an ``.npz`` with ``t`` (N,) s, ``q`` rad, ``d
 from __future__ import annotations
 
 import itertools
+import zipfile
+import zlib
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
 
+from idyn_ros.data.atomic import atomic_writer
+from idyn_ros.data.hints import option_hint
 from idyn_ros.errors import DatasetError
 
-__all__ = ["EFFORT_KINDS", "JOINT_SIGNALS", "Dataset", "load_dataset"]
+__all__ = ["EFFORT_KINDS", "JOINT_SIGNALS", "Dataset", "load_dataset", "read_npz"]
 
 EFFORT_KINDS = ("torque", "current")
 #: Optional per-joint signals, each (N, n).
@@ -114,7 +118,8 @@ class Dataset:
             raise DatasetError(f"dataset {self.source!r}: t must be 1-D, got shape {self.t.shape}")
         n = len(self.joint_names)
         if len(set(self.joint_names)) != n:
-            raise DatasetError(f"dataset {self.source!r}: duplicate joint names {self.joint_names}")
+            repeated = sorted({j for j in self.joint_names if self.joint_names.count(j) > 1})
+            raise DatasetError(f"dataset {self.source!r}: joint name(s) {repeated} appear twice in {self.joint_names}")
         for name in ("q", "dq", "tau", *JOINT_SIGNALS):
             value = getattr(self, name)
             if value is not None and value.shape != (n_samples, n):
@@ -195,10 +200,19 @@ class Dataset:
 
     # ------------------------------------------------------------------ files
     def save(self, path: str | Path) -> Path:
-        """Write the ``.npz`` contract (uncompressed, so loading is fast). Returns the path."""
+        """Write the ``.npz`` contract (uncompressed, so loading is fast) atomically. Returns the path.
+
+        A dataset with fewer than 2 samples (no rate) is refused: every reader needs a sample rate.
+        """
         path = Path(path)
         if path.suffix != ".npz":
             path = path.with_suffix(".npz")
+        rate = self.rate_hz
+        if self.num_samples < 2 or not (np.isfinite(rate) and rate > 0):
+            raise DatasetError(
+                f"refusing to write {path}: dataset {self.source!r} has {self.num_samples} sample(s) at {rate} Hz; "
+                "a dataset needs at least 2 samples on a finite, positive rate"
+            )
         path.parent.mkdir(parents=True, exist_ok=True)
         arrays: dict[str, np.ndarray] = {
             "t": self.t,
@@ -216,7 +230,8 @@ class Dataset:
             value = getattr(self, name)
             if value is not None:
                 arrays[name] = value
-        np.savez(path, **arrays)
+        with atomic_writer(path) as f:
+            np.savez(f, **arrays)
         return path
 
     @classmethod
@@ -246,8 +261,8 @@ class Dataset:
         missing = [j for j in joint_names if j not in self.joint_names]
         if missing:
             raise DatasetError(
-                f"dataset {self.source!r} lacks joints {missing} (it has {list(self.joint_names)}); "
-                "rename with --joint-map old=new (or a prefix map such as fer_=panda_)"
+                f"dataset {self.source!r} lacks joints {missing} (it has {list(self.joint_names)}); rename "
+                "old=new or by prefix (fer_=panda_): " + option_hint("--joint-map", "old=new", keyword="joint_map=...")
             )
         idx = [self.joint_names.index(j) for j in joint_names]
         kwargs = {
@@ -255,6 +270,26 @@ class Dataset:
             for name in ("q", "dq", "tau", *JOINT_SIGNALS)
         }
         return replace(self, joint_names=tuple(joint_names), **kwargs)
+
+
+def read_npz(path: str | Path) -> dict[str, np.ndarray]:
+    """All arrays of an ``.npz``; a :class:`DatasetError` naming the file if it is empty, truncated or not an npz."""
+    path = Path(path)
+    size = path.stat().st_size
+    if size == 0:
+        raise DatasetError(f"{path}: empty file (0 bytes), not a readable .npz: the write that made it never finished")
+    with path.open("rb") as f:
+        head = f.read(4)
+    if head[:2] != b"PK":  # an .npz is a zip archive
+        raise DatasetError(f"{path}: not an npz (zip) file (first bytes {head!r}); expected a dataset .npz")
+    try:
+        with np.load(path, allow_pickle=False) as data:
+            return {key: data[key] for key in data.files}
+    except (EOFError, OSError, ValueError, KeyError, zipfile.BadZipFile, zlib.error) as exc:
+        raise DatasetError(
+            f"{path}: truncated or damaged .npz ({type(exc).__name__}: {exc}); the write that made it was "
+            f"interrupted or the file is not an npz written by numpy: re-create it"
+        ) from None
 
 
 def load_dataset(

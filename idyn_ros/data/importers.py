@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import csv
 import itertools
+import math
 import re
 import warnings
 from dataclasses import dataclass, field
@@ -22,13 +23,19 @@ from pathlib import Path
 
 import numpy as np
 
-from idyn_ros.data.dataset import EFFORT_KINDS, JOINT_SIGNALS, Dataset
+from idyn_ros.data.dataset import EFFORT_KINDS, JOINT_SIGNALS, Dataset, read_npz
+from idyn_ros.data.hints import option_hint, recover_hint
 from idyn_ros.errors import BagReadError, DatasetError
 
 __all__ = ["ImportReport", "RawRecording", "import_source", "parse_joint_map", "resolve_robot_joints", "to_dataset"]
 
-#: A gap longer than this many sample periods splits the recording into segments (issue 3).
+#: A gap longer than this many sample periods splits the recording into segments.
 GAP_PERIODS = 3.0
+#: Time units of CSV / foreign-NPZ time columns, as nanoseconds per unit.
+TIME_UNITS = {"s": 1_000_000_000, "ms": 1_000_000, "us": 1_000, "ns": 1}
+#: Auto-detected time unit = the one putting the median step's rate in this window: real arms log joint
+#: states at ~30 Hz..1 kHz, and the window spans exactly the factor 1000 between units, so one unit fits.
+PLAUSIBLE_RATE_HZ = (5.0, 5000.0)
 _PER_JOINT = ("q", "dq", "ddq", "tau", "tau_cmd", "q_d", "dq_d", "ddq_d")
 
 
@@ -49,6 +56,7 @@ class RawRecording:
     extra: dict[str, tuple[np.ndarray, list[str], np.ndarray]] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     effort_hint: str | None = None
+    time_column: tuple[str, str] | None = None  # (column, unit it was read in) for CSV / foreign NPZ
 
 
 @dataclass
@@ -160,16 +168,29 @@ def to_dataset(
     report = ImportReport(source=raw.source, samples_in=int(raw.stamps_ns.size), notes=list(raw.notes))
     if raw.stamps_ns.size == 0:
         raise DatasetError(f"{raw.source}: no samples found")
+    if rate is not None and not (math.isfinite(rate) and rate > 0):
+        raise DatasetError(f"the output rate must be a positive number of Hz, got {rate!r}")
     target, robot_label = resolve_robot_joints(robot)
     if joint_names:
         target = tuple(joint_names)
+    repeated = duplicated(raw.joint_names)
+    if repeated:
+        raise DatasetError(
+            f"{raw.source} names joint(s) {repeated} more than once ({list(raw.joint_names)}): which column "
+            "is the joint is ambiguous; fix the recording so that each joint appears once"
+        )
     mapping = parse_joint_map(joint_map)
     names = apply_joint_map(list(raw.joint_names), mapping)
+    merged = duplicated(names)
+    if merged:
+        sources = {m: [o for o, n in zip(raw.joint_names, names, strict=True) if n == m] for m in merged}
+        raise DatasetError(f"{raw.source}: the joint map {mapping} renames several joints to the same name: {sources}")
     if any(n.startswith("#") for n in names):  # numbered columns: position decides
         if target is not None and len(target) != len(names):
             raise DatasetError(
                 f"{raw.source} has {len(names)} unnamed joint columns but the robot has {len(target)} joints "
-                f"{list(target)}; pass --joints with {len(names)} names"
+                f"{list(target)}; "
+                + option_hint("--joints", ",".join(f"J{i + 1}" for i in range(len(names))), keyword="joint_names=[...]")
             )
         names = list(target) if target is not None else [f"joint{i + 1}" for i in range(len(names))]
         report.notes.append("columns carry no joint names: assigned by position to " + ", ".join(names))
@@ -179,8 +200,8 @@ def to_dataset(
     if missing:
         raise DatasetError(
             f"{raw.source} lacks joints {missing} required by {robot_label or 'the joint list'} "
-            f"(it has {names}); rename with --joint-map old=new or a prefix map like "
-            f"{_prefix_hint(names, list(target))}"
+            f"(it has {names}); rename old=new or by prefix: "
+            + option_hint("--joint-map", _prefix_hint(names, list(target)), keyword="joint_map='old=new'")
         )
     col = np.array([names.index(j) for j in target])
 
@@ -193,6 +214,17 @@ def to_dataset(
     report.duplicates_dropped = int(np.count_nonzero(~keep))
     order = order[keep]
     stamps = stamps[keep]
+    if stamps.size < 2:
+        unit_hint = ""
+        if raw.time_column is not None:
+            column, unit = raw.time_column
+            unit_hint = f"; time column {column!r} was read in {unit}: if that is not its unit, " + option_hint(
+                "--time-unit", "s|ms|us|ns", keyword="time_unit='ns'"
+            )
+        raise DatasetError(
+            f"{raw.source}: only {stamps.size} distinct time stamp among {report.samples_in} samples "
+            f"({report.duplicates_dropped} duplicates): a dataset needs at least 2 samples{unit_hint}"
+        )
 
     # rate and gaps
     period = round(1e9 / rate) if rate else _median_period(stamps)
@@ -211,6 +243,11 @@ def to_dataset(
         seg_starts.append(sum(p.size for p in grid_parts))
         grid_parts.append(s0 + period * np.arange(k + 1, dtype=np.int64))
     grid = np.concatenate(grid_parts)
+    if grid.size < 2:
+        raise DatasetError(
+            f"{raw.source}: {stamps.size} samples over {(int(stamps[-1]) - t0) / 1e9:.6g} s give a single "
+            f"sample on a {1e9 / period:.6g} Hz grid; a dataset needs at least 2 (choose a higher --rate)"
+        )
     for a in gap_idx:
         report.gaps.append(((int(stamps[a]) - t0) / 1e9, (int(stamps[a]) - int(stamps[a - 1])) / 1e9))
 
@@ -289,6 +326,17 @@ def to_dataset(
     return dataset, report
 
 
+def duplicated(names: list[str] | tuple[str, ...]) -> list[str]:
+    """Names that occur more than once, in first-occurrence order."""
+    seen: set[str] = set()
+    out: list[str] = []
+    for name in names:
+        if name in seen and name not in out:
+            out.append(name)
+        seen.add(name)
+    return out
+
+
 def _median_period(stamps: np.ndarray, baseline: int = 16) -> int:
     """Sample period (ns): median of (t[i+k] - t[i]) / k over k-sample baselines.
 
@@ -314,6 +362,8 @@ def _prefix_hint(have: list[str], want: list[str]) -> str:
         i = 0
         while i < min(len(a), len(b)) and a[-1 - i] == b[-1 - i]:
             i += 1
+        while i and (i >= len(a) or a[-1 - i] not in "_/"):  # a prefix map ends in _ or /: fer_, not fer
+            i -= 1
         if i and a[: len(a) - i] and b[: len(b) - i]:
             return f"{a[: len(a) - i]}={b[: len(b) - i]}"
     return "fer_=panda_"
@@ -369,6 +419,7 @@ def import_source(
     recover: bool = False,
     topic: str | None = None,
     wrench_topic: str | None = None,
+    time_unit: str | None = None,
 ) -> tuple[Dataset, ImportReport]:
     """Read any supported source and return ``(Dataset, ImportReport)``.
 
@@ -382,28 +433,40 @@ def import_source(
         recover: read the readable part of a damaged/killed bag instead of failing.
         topic: the joint-state (or JointTrajectory) topic of a bag; default ``/joint_states``.
         wrench_topic: WrenchStamped / PlantGroundTruth topic for ``wrench`` (see :func:`read_bag`).
+        time_unit: unit of a CSV / foreign-NPZ time column, ``s``/``ms``/``us``/``ns``; None or
+            ``auto``: from a ``_ns``-style header suffix, else from the median step (see :data:`PLAUSIBLE_RATE_HZ`).
     """
     from idyn_ros.data.bag import BagWarning, is_bag
 
     path = Path(path)
     if not path.exists():
         raise DatasetError(f"{path}: no such file or folder")
+    if time_unit == "auto":
+        time_unit = None
+    if time_unit is not None and time_unit not in TIME_UNITS:
+        raise DatasetError(f"unknown time unit {time_unit!r}: use one of {', '.join(TIME_UNITS)} or auto")
     caught: list[str] = []
     if path.suffix == ".npz":
-        data = dict(np.load(path, allow_pickle=False))
+        data = read_npz(path)
         if {"t", "q", "dq", "tau", "joint_names"} <= set(data):
-            dataset = Dataset.from_npz_arrays(data, str(path))
+            try:
+                dataset = Dataset.from_npz_arrays(data, str(path))
+            except DatasetError as exc:
+                raise DatasetError(f"{path}: {exc}") from None
             target, label = resolve_robot_joints(robot)
-            names = apply_joint_map(list(dataset.joint_names), parse_joint_map(joint_map))
+            mapping = parse_joint_map(joint_map)
+            names = apply_joint_map(list(dataset.joint_names), mapping)
+            if duplicated(names):
+                raise DatasetError(f"{path}: the joint map {mapping} renames several joints to {duplicated(names)}")
             dataset.joint_names = tuple(names)
             if joint_names or target:
                 dataset = dataset.reorder(list(joint_names or target))
                 dataset.robot = label or dataset.robot
             report = ImportReport(str(path), len(dataset), len(dataset))
             return dataset, report
-        raw = read_npz_columns(path, data)
+        raw = read_npz_columns(path, data, time_unit)
     elif path.suffix == ".csv":
-        raw = read_csv(path)
+        raw = read_csv(path, time_unit)
     elif is_bag(path):
         with warnings.catch_warnings(record=True) as got:
             warnings.simplefilter("always", BagWarning)
@@ -423,7 +486,7 @@ def import_source(
     return dataset, report
 
 
-def read_npz_columns(path: Path, data: dict[str, np.ndarray]) -> RawRecording:
+def read_npz_columns(path: Path, data: dict[str, np.ndarray], time_unit: str | None = None) -> RawRecording:
     """A foreign NPZ with named columns (e.g. FloBaRoID ``times/positions/torques/target_*``)."""
     aliases = {
         "t": ("t", "time", "times", "timestamps", "stamp"),
@@ -441,7 +504,9 @@ def read_npz_columns(path: Path, data: dict[str, np.ndarray]) -> RawRecording:
         raise DatasetError(
             f"{path}: unknown NPZ layout (keys {sorted(data)}); need a time key (t/times) and positions (q/positions)"
         )
+    t_key = next(a for a in aliases["t"] if a in data)
     t = np.asarray(found["t"], dtype=np.float64).reshape(-1)
+    stamps, unit, notes = stamps_ns(t, str(path), t_key, time_unit)
     q = np.atleast_2d(np.asarray(found["q"], dtype=np.float64))
     n = q.shape[1]
     names_arr = next((data[k] for k in ("joint_names", "names", "joints") if k in data), None)
@@ -450,10 +515,13 @@ def read_npz_columns(path: Path, data: dict[str, np.ndarray]) -> RawRecording:
     for k, v in signals.items():
         if v.shape != (t.size, n):
             raise DatasetError(f"{path}: {k} has shape {v.shape}, expected ({t.size}, {n})")
-    return RawRecording(np.round(t * 1e9).astype(np.int64), names, signals, str(path))
+    return RawRecording(stamps, names, signals, str(path), notes=notes, time_column=(t_key, unit))
 
 
-_TIME_COLS = ("t", "time", "times", "timestamp", "stamp", "time_s", "t_s", "sec")
+_TIME_NAMES = ("t", "time", "times", "timestamp", "stamp", "sec")
+#: A time column: one of _TIME_NAMES, optionally with its unit as suffix (``t_ns``, ``time_ms``, ``stamp_s``).
+_TIME_COL = re.compile(rf"({'|'.join(_TIME_NAMES)})(?:_({'|'.join(TIME_UNITS)}))?")
+_INTEGER = re.compile(r"\s*[+-]?\d+\s*")
 _SUFFIX = {
     "q": ("pos", "position", "q"),
     "dq": ("vel", "velocity", "dq"),
@@ -476,30 +544,53 @@ _NUMBERED = {
 }
 
 
-def read_csv(path: Path) -> RawRecording:
+def read_csv(path: Path, time_unit: str | None = None) -> RawRecording:
     """CSV, wide (``t, q1..qn`` / ``<joint>_pos, <joint>_vel, <joint>_eff``) or long (``t,joint,position,...``).
 
-    Time is in seconds (column ``t``/``time``/``timestamp``; ``*_ns`` columns in nanoseconds).
+    Time column ``t``/``time``/``timestamp``/...; its unit from ``time_unit``, else a header suffix
+    (``t_ns``, ``time_ms``), else the median step (:func:`stamps_ns`).
     """
     try:
-        return _read_csv(path)
+        return _read_csv(path, time_unit)
     except ValueError as exc:
         raise DatasetError(f"{path}: a cell is not a number ({exc}); fix or remove that row") from None
 
 
-def _read_csv(path: Path) -> RawRecording:
+def _read_csv(path: Path, time_unit: str | None) -> RawRecording:
+    rows: list[list[str]] = []
+    lines: list[int] = []  # file line number of each kept row, for error messages
     with path.open(newline="") as f:
-        rows = list(csv.reader(f))
-    rows = [r for r in rows if r and not r[0].startswith("#")]
+        reader = csv.reader(f)
+        for r in reader:
+            if r and not r[0].startswith("#"):
+                rows.append(r)
+                lines.append(reader.line_num)
     if len(rows) < 2:
         raise DatasetError(f"{path}: CSV has no data rows")
     header = [h.strip() for h in rows[0]]
     lower = [h.lower() for h in header]
-    tcol = next((i for i, h in enumerate(lower) if h in _TIME_COLS or h in ("t_ns", "time_ns", "stamp_ns")), None)
+    tcol = next((i for i, h in enumerate(lower) if _TIME_COL.fullmatch(h)), None)
     if tcol is None:
-        raise DatasetError(f"{path}: no time column (one of {', '.join(_TIME_COLS)} or t_ns) in header {header}")
-    scale = 1.0 if lower[tcol].endswith("_ns") else 1e9
-    body = rows[1:]
+        raise DatasetError(
+            f"{path}: no time column (one of {', '.join(_TIME_NAMES)}, optionally with a unit suffix such as "
+            f"t_ns or time_ms) in header {header}"
+        )
+    header_unit = _TIME_COL.fullmatch(lower[tcol]).group(2)
+    body, body_lines = rows[1:], lines[1:]
+    ragged = [(n, len(r)) for r, n in zip(body, body_lines, strict=True) if len(r) != len(header)]
+    if ragged:
+        listed = ", ".join(f"line {n} ({k} cells)" for n, k in ragged[:5]) + (", ..." if len(ragged) > 5 else "")
+        raise DatasetError(
+            f"{path}: {len(ragged)} row(s) do not have the header's {len(header)} cells: {listed}; "
+            "a cut last line is typical of an interrupted log: delete the incomplete row(s)"
+        )
+
+    def to_ns(texts: list[str], where: list[int]) -> tuple[np.ndarray, str, list[str]]:
+        values = np.array([_num(x) for x in texts], dtype=np.float64)
+        return stamps_ns(
+            values, str(path), header[tcol], time_unit, texts=texts, rows=[f"line {n}" for n in where],
+            header_unit=header_unit,
+        )
 
     if "joint" in lower and "position" in lower:  # long layout: one row per joint and sample
         jcol = lower.index("joint")
@@ -509,8 +600,10 @@ def _read_csv(path: Path) -> RawRecording:
         if "ddq" not in cols and "acceleration" in lower:
             cols["ddq"] = lower.index("acceleration")
         names: list[str] = []
-        stamps_raw = [r[tcol] for r in body]
-        uniq = sorted(set(stamps_raw), key=stamps_raw.index)
+        first_line = {}
+        for r, n in zip(body, body_lines, strict=True):
+            first_line.setdefault(r[tcol], n)
+        uniq = list(first_line)  # distinct stamp texts in order of appearance
         index = {s: i for i, s in enumerate(uniq)}
         for r in body:
             if r[jcol] not in names:
@@ -520,18 +613,30 @@ def _read_csv(path: Path) -> RawRecording:
             i, j = index[r[tcol]], names.index(r[jcol])
             for k, c in cols.items():
                 signals[k][i, j] = _num(r[c])
-        stamps = np.array([round(float(s) * scale) for s in uniq], dtype=np.int64)
-        return RawRecording(stamps, names, signals, str(path))
+        stamps, unit, notes = to_ns(uniq, list(first_line.values()))
+        return RawRecording(stamps, names, signals, str(path), notes=notes, time_column=(header[tcol], unit))
 
     values = np.array([[_num(x) for x in r] for r in body], dtype=np.float64)
-    stamps = np.round(values[:, tcol] * scale).astype(np.int64)
+    stamps, unit, notes = to_ns([r[tcol] for r in body], body_lines)
     per: dict[str, dict[str, int]] = {k: {} for k in _SUFFIX}
+    repeated: list[str] = []
     for i, h in enumerate(header):
         if i == tcol:
             continue
         sig, joint = _classify_column(h)
-        if sig is not None:
-            per[sig][joint] = i
+        if sig is None:
+            continue
+        if joint in per[sig]:
+            first = per[sig][joint]
+            label = joint if not joint.startswith("#") else f"joint {joint[1:]}"
+            repeated.append(f"{label} ({sig}: columns {first + 1} {header[first]!r} and {i + 1} {h!r})")
+            continue
+        per[sig][joint] = i
+    if repeated:
+        raise DatasetError(
+            f"{path}: the header gives the same joint twice: {'; '.join(repeated)}; which column is the joint "
+            "is ambiguous: rename or remove the duplicate column(s)"
+        )
     if not per["q"]:
         raise DatasetError(
             f"{path}: no position columns recognised in {header}; name them q1..qn, <joint>_pos or use the long "
@@ -546,7 +651,66 @@ def _read_csv(path: Path) -> RawRecording:
                 if name in mapping:
                     arr[:, j] = values[:, mapping[name]]
             signals[sig] = arr
-    return RawRecording(stamps, names, signals, str(path))
+    return RawRecording(stamps, names, signals, str(path), notes=notes, time_column=(header[tcol], unit))
+
+
+def stamps_ns(
+    values: np.ndarray,
+    source: str,
+    column: str,
+    unit: str | None,
+    texts: list[str] | None = None,
+    rows: list[str] | None = None,
+    header_unit: str | None = None,
+) -> tuple[np.ndarray, str, list[str]]:
+    """Integer-ns stamps of a time column, the unit it was read in, and a note when that unit was detected.
+
+    Args:
+        values: the column as floats; texts: the same cells as written (integer cells convert exactly).
+        unit: ``s``/``ms``/``us``/``ns`` given by the user, else ``header_unit`` (a ``_ns``-style
+            suffix), else detected: the unit putting 1 / median step in :data:`PLAUSIBLE_RATE_HZ`.
+        rows: a label per value for error messages (default ``index i``).
+    """
+    bad = np.flatnonzero(~np.isfinite(values))
+    if bad.size:  # refused, not dropped: a row without a time cannot be placed, and dropping hides a corrupt log
+        label = (lambda i: rows[i]) if rows is not None else (lambda i: f"index {i}")
+        listed = ", ".join(label(i) for i in bad[:10]) + (", ..." if bad.size > 10 else "")
+        raise DatasetError(
+            f"{source}: time column {column!r} is empty or not a finite number in {bad.size} row(s): {listed}; "
+            "fix or delete those rows"
+        )
+    notes: list[str] = []
+    chosen = unit or header_unit
+    if chosen is None:
+        steps = np.diff(np.unique(values))
+        if steps.size == 0:
+            chosen = "s"  # one distinct stamp: no step to judge by; to_dataset refuses fewer than 2 samples
+        else:
+            step = float(np.median(steps))
+            rates = {u: 1e9 / (step * scale) for u, scale in TIME_UNITS.items()}
+            lo, hi = PLAUSIBLE_RATE_HZ
+            chosen = next((u for u, r in rates.items() if lo <= r < hi), None)
+            if chosen is None:
+                raise DatasetError(
+                    f"{source}: cannot tell the unit of time column {column!r}: its median step {step:.6g} "
+                    f"means {', '.join(f'{r:.3g} Hz in {u}' for u, r in rates.items())}, none within "
+                    f"{lo:g}..{hi:g} Hz; " + option_hint("--time-unit", "s|ms|us|ns", keyword="time_unit='s'")
+                )
+            if chosen != "s":
+                notes.append(
+                    f"time column {column!r} read in {chosen} (median step {step:.4g} -> {rates[chosen]:.4g} Hz; "
+                    f"seconds would give {rates['s']:.3g} Hz); to override, "
+                    + option_hint("--time-unit", "s|ms|us|ns", keyword="time_unit='s'")
+                )
+    scale = TIME_UNITS[chosen]
+    exact = texts is not None and all(_INTEGER.fullmatch(x) for x in texts)
+    ns = [int(x) * scale for x in texts] if exact else values * scale  # Python ints: exact even for epoch ns
+    if values.size and max(abs(max(ns)), abs(min(ns))) >= 2**63:
+        raise DatasetError(
+            f"{source}: time column {column!r} read in {chosen} overflows int64 nanoseconds (largest value "
+            f"{np.abs(values).max():.6g}); " + option_hint("--time-unit", "s|ms|us|ns", keyword="time_unit='ns'")
+        )
+    return (np.array(ns, dtype=np.int64) if exact else np.round(ns).astype(np.int64)), chosen, notes
 
 
 def _num(text: str) -> float:
@@ -601,7 +765,9 @@ def read_bag(
             topic = jt[0].name
         else:
             raise DatasetError(
-                f"{path}: choose the joint-state topic with --topic; topics: "
+                f"{path}: several candidate joint-state topics; "
+                + option_hint("--topic", "NAME", purpose="choose one", keyword="topic='NAME'")
+                + "; topics: "
                 + ", ".join(f"{t.name} ({t.msgtype})" for t in topics.values())
             )
     if topic not in topics:
@@ -633,7 +799,7 @@ def read_bag(
                     break
                 raise BagReadError(
                     f"{path}: message {index} on {topic} (log time {log_ns} ns) cannot be decoded ({exc}); "
-                    "the bag is damaged there; --recover imports the messages before it"
+                    f"the bag is damaged there; {recover_hint('import the messages before it')}"
                 ) from None
             if main_type == "sensor_msgs/msg/JointState":
                 stamp = msg.header.stamp.sec * 1_000_000_000 + msg.header.stamp.nanosec
@@ -662,6 +828,12 @@ def read_bag(
     for i, (_s, _l, jn, pos, vel, eff) in enumerate(rows):
         cols = col_cache.get(jn)
         if cols is None:
+            repeated = duplicated(jn)
+            if repeated:  # JointState.name must be unique: the second value would overwrite the first
+                raise DatasetError(
+                    f"{path}: {topic} message {i} (stamp {int(stamps[i])} ns) names joint(s) {repeated} more than "
+                    f"once: {list(jn)}; a JointState must name each joint once (fix the publisher)"
+                )
             cols = col_cache.setdefault(jn, np.array([names.index(j) for j in jn], dtype=int))
         if len(pos) == len(cols):
             q[i, cols] = pos

@@ -1,0 +1,57 @@
+"""Atomic file writes: a reader (or a crash) never sees a half-written file under the final name.
+
+Write to a temp file in the same folder (same filesystem, so the rename is atomic), fsync it,
+``os.replace`` it onto the final name, fsync the folder (so the rename itself survives a power cut).
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import BinaryIO
+
+__all__ = ["atomic_writer", "replace_durably"]
+
+
+def _fsync_dir(folder: Path) -> None:
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def replace_durably(tmp: Path, final: Path) -> None:
+    """fsync the finished ``tmp``, rename it onto ``final`` and fsync the folder."""
+    fd = os.open(tmp, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(tmp, final)
+    _fsync_dir(final.parent)
+
+
+@contextmanager
+def atomic_writer(path: str | Path) -> Iterator[BinaryIO]:
+    """A binary file to write ``path``'s new content into; it replaces ``path`` only if the block succeeds.
+
+    The temp file is a hidden sibling (``.NAME.XXXX.tmp``) created with the usual permissions (umask);
+    an exception removes it; a SIGKILL may leave it behind, never a half ``path``.
+    """
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.{secrets.token_hex(4)}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            yield f
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+        _fsync_dir(path.parent)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise

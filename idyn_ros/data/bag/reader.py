@@ -1,0 +1,86 @@
+"""BagReader: pick the storage backend of each file by its magic bytes, stream messages, report damage."""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from idyn_ros.data.bag.base import MCAP_MAGIC, SQLITE_MAGIC, BagTopic, BagWarning, StorageReader, TruncationInfo
+from idyn_ros.data.bag.metadata import find_storage_files, messages_written
+from idyn_ros.data.bag.storage_mcap import McapStorage
+from idyn_ros.data.bag.storage_sqlite3 import Sqlite3Storage
+from idyn_ros.data.hints import recover_hint
+from idyn_ros.errors import BagReadError
+
+#: Storage backends by rosbag2 storage identifier (as rosbags' ``STORAGE_PLUGINS``).
+STORAGE_PLUGINS: Mapping[str, type[StorageReader]] = {"sqlite3": Sqlite3Storage, "mcap": McapStorage}
+
+
+def storage_id(file: Path) -> str:
+    """``"mcap"`` or ``"sqlite3"`` from the file's first bytes (suffixes lie; magic does not)."""
+    with file.open("rb") as f:
+        head = f.read(16)
+    if head.startswith(MCAP_MAGIC):
+        return "mcap"
+    if head == SQLITE_MAGIC:
+        return "sqlite3"
+    if not head:
+        raise BagReadError(f"{file} is empty (0 bytes): the recording never wrote data")
+    raise BagReadError(f"{file} is neither a rosbag2 sqlite3 (.db3) nor an MCAP file (first bytes {head[:8]!r})")
+
+
+@dataclass
+class BagReader:
+    """Raw message access to a rosbag2 bag (folder, ``.db3`` or ``.mcap``).
+
+    Use :meth:`topics` to see what is inside and :meth:`messages` to stream
+    ``(topic, log_time_ns, cdr_bytes)``. With ``recover=False`` a damaged file raises
+    :class:`BagReadError` naming the file and the last good offset; with ``recover=True`` the
+    readable part is returned and :attr:`truncations` says what was lost.
+    """
+
+    path: Path
+    recover: bool = False
+    files: list[Path] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    truncations: list[TruncationInfo] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.path = Path(self.path)
+        self.files, self.notes = find_storage_files(self.path)
+        for note in self.notes:
+            warnings.warn(note, BagWarning, stacklevel=3)
+        self._topics: dict[str, BagTopic] | None = None
+
+    def _storage(self, file: Path) -> StorageReader:
+        return STORAGE_PLUGINS[storage_id(file)](file, self.recover)
+
+    def topics(self) -> dict[str, BagTopic]:
+        """Topics of all storage files (name -> :class:`BagTopic`)."""
+        if self._topics is None:
+            topics: dict[str, BagTopic] = {}
+            for file in self.files:
+                for t in self._storage(file).topics().values():
+                    old = topics.get(t.name)
+                    count = t.count + (old.count if old and old.count >= 0 and t.count >= 0 else 0)
+                    topics[t.name] = BagTopic(t.name, t.msgtype, t.msgdef or (old.msgdef if old else ""), count)
+            self._topics = topics
+        return self._topics
+
+    def messages(self, topics: list[str] | None = None) -> Iterator[tuple[str, int, bytes]]:
+        """Yield ``(topic, log_time_ns, cdr_bytes)`` in file order (not necessarily time order)."""
+        wanted = None if topics is None else set(topics)
+        for file in self.files:
+            damage: list[TruncationInfo] = []
+            yield from self._storage(file).messages(wanted, damage)
+            if damage:
+                if not self.recover:
+                    raise BagReadError(f"{damage[0].describe()}; {recover_hint('use the readable part')}")
+                for info in damage:
+                    info.messages_written = messages_written(file)
+                self.truncations.extend(damage)
+                warnings.warn(
+                    f"{damage[0].describe()}; recovered the readable part: {damage[0].kept()}", BagWarning, stacklevel=2
+                )

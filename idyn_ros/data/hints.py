@@ -1,0 +1,43 @@
+"""Error hints that name only options the running command has.
+
+The data layer is reached from several commands (``idyn dataset import/info``, ``idyn train``,
+``idyn evaluate``) and from Python; only ``idyn dataset`` has ``--joint-map``, ``--recover``,
+``--topic``... A command declares its options with :func:`command_options`; a hint names an option
+only when the running command has it, and otherwise points to ``idyn dataset import`` as the step
+to run first (plus the keyword argument for Python callers).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+
+__all__ = ["command_options", "option_hint", "recover_hint"]
+
+_OPTIONS: ContextVar[frozenset[str]] = ContextVar("idyn_command_options", default=frozenset())
+
+
+@contextmanager
+def command_options(options: Iterable[str]) -> Iterator[None]:
+    """While inside, hints may name ``options`` (the option strings of the running command)."""
+    token = _OPTIONS.set(frozenset(options))
+    try:
+        yield
+    finally:
+        _OPTIONS.reset(token)
+
+
+def option_hint(option: str, value: str = "", purpose: str = "", keyword: str = "") -> str:
+    """``pass --opt VALUE to PURPOSE`` when the running command has ``--opt``; else the import step to run first."""
+    flag = f"{option} {value}".rstrip()
+    why = f" to {purpose}" if purpose else ""
+    if option in _OPTIONS.get():
+        return f"pass {flag}{why}"
+    text = f"run `idyn dataset import SRC {flag} -o OUT.npz`{why} first, then use OUT.npz"
+    return text + (f" (Python: {keyword})" if keyword else "")
+
+
+def recover_hint(purpose: str) -> str:
+    """The hint for a damaged or unfinished bag."""
+    return option_hint("--recover", purpose=purpose, keyword="recover=True")
