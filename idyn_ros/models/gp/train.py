@@ -17,6 +17,8 @@ import numpy as np
 import torch
 
 from idyn_ros.errors import DatasetError, ModelArtifactError, ParameterError
+from idyn_ros.models import checkpoint
+from idyn_ros.models.artifact import atomic_write_text
 from idyn_ros.models.gp import GP_KINDS
 from idyn_ros.models.gp.baselines import FrictionKernel, GIPKernel, LSEKernel, SEKernel
 from idyn_ros.models.gp.gp import FitReport, GPInverseDynamics, stack_inputs
@@ -234,6 +236,8 @@ def train_gp(kind: str, robot_model: Any, train_datasets: list[Any], val_dataset
     """
     if not train_datasets:
         raise DatasetError("train_gp needs at least one training dataset")
+    if not max_minutes > 0:
+        raise ParameterError(f"max_minutes must be > 0 (got {max_minutes})")
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     torch.manual_seed(seed)
@@ -288,8 +292,7 @@ def train_gp(kind: str, robot_model: Any, train_datasets: list[Any], val_dataset
     except ModelArtifactError as exc:
         metrics["onnx"] = None
         metrics["onnx_error"] = str(exc)
-    (out_dir / "metrics.json").write_text(json.dumps(metrics, indent=2, default=float) + "\n")
-    torch.save({"state_dict": gp.state_dict(), "X": gp.X, "Y": Y, "kind": kind, "friction": friction,
-                "shared_noise": shared_noise,
-                "joint_names": list(robot_model.joint_names)}, out_dir / "gp.pt")
+    atomic_write_text(out_dir / "metrics.json", json.dumps(metrics, indent=2, default=float) + "\n")
+    checkpoint.save({"state_dict": gp.state_dict(), "X": gp.X, "Y": Y, "kind": kind, "friction": friction,
+                     "shared_noise": shared_noise, "joint_names": list(robot_model.joint_names)}, out_dir / "gp.pt")
     return metrics
