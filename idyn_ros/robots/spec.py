@@ -137,7 +137,7 @@ class Payload:
             ixx, _, _, iyy, _, izz = self.inertia
             raise RobotDescriptionError(
                 f"Payload inertia (ixx, iyy, izz) = ({ixx}, {iyy}, {izz}) kg m^2 (principal moments "
-                f"{', '.join(f'{m:.4g}' for m in moments)}) is not physical: "
+                f"{', '.join(f'{m:.4g}' for m in moments)}) is not physically consistent: "
                 "moments must be >= 0 and each <= the sum of the other two"
             )
 
