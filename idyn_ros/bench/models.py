@@ -27,6 +27,8 @@ from typing import Any
 
 import numpy as np
 
+from idyn_ros.models.metrics import torque_metrics
+
 # (label, ModelConfig overrides). Learned models get the same wall-clock budget each.
 TABLE: list[tuple[str, dict[str, Any]]] = [
     ("nominal URDF RBD", {"kind": "rbd", "id_method": "nominal", "friction_kinds": ()}),
@@ -93,7 +95,7 @@ def _table(robot: Any, train: list, val: list, test: list, minutes: float, epoch
             parts = [predict(res.model, robot.pin_model, r) for r in test]
             phys = np.concatenate([p["tau_rbd"] + p["tau_friction"] for p in parts])
             tau = np.concatenate([r.tau for r in test])
-            row["physics_part_test_nmse_mean"] = float((((phys - tau) ** 2).mean(0) / tau.var(0)).mean())
+            row["physics_part_test_nmse_mean"] = torque_metrics(phys, tau)["nmse_mean"]
         rows[label] = row
         print(f"  {label:<36} test nMSE mean {row['test_nmse_mean']:.3f} max {row['test_nmse_max']:.3f}  "
               f"[{' '.join(f'{v:.2f}' for v in row['test_nmse'])}]  ONNX {row['onnx_test_nmse_mean']:.3f}  "
@@ -113,7 +115,7 @@ def _onnx_nmse_mean(artifact: Path, robot: Any, test: list) -> float:
         pred.append(np.array([rt.step(r.q[t], r.dq[t], r.ddq[t]).total.copy() for t in range(r.n_samples)]))
         tau.append(r.tau)
     p, t = np.concatenate(pred), np.concatenate(tau)
-    return float((((p - t) ** 2).mean(0) / t.var(0)).mean())
+    return torque_metrics(p, t)["nmse_mean"]
 
 
 def kuka_table(minutes: float = 1.5, epochs: int = 300, only: list[str] | None = None,
@@ -269,8 +271,8 @@ def training_speed(n_samples: int = 100_000, max_minutes: float = 10.0, epochs: 
                                for r in te])
 
     def nmse(pred: np.ndarray) -> dict[str, float]:
-        v = ((pred - tau) ** 2).mean(0) / tau.var(0)
-        return {"mean": float(v.mean()), "max": float(v.max())}
+        m = torque_metrics(pred, tau)
+        return {"mean": m["nmse_mean"], "max": m["nmse_max"]}
 
     vals = [h["val"] for h in res.history]
     step = max(1, len(vals) // 20)

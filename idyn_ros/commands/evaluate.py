@@ -30,6 +30,13 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from idyn_ros.commands.train import one_line_warnings
+
+    with one_line_warnings("evaluate"):
+        return _run(args)
+
+
+def _run(args: argparse.Namespace) -> int:
     import json
 
     import numpy as np

@@ -43,14 +43,21 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from idyn_ros.commands.train import one_line_warnings
+
+    with one_line_warnings("identify"):
+        return _run(args)
+
+
+def _run(args: argparse.Namespace) -> int:
     import json
-    from pathlib import Path
 
     import numpy as np
 
     from idyn_ros.dynamics.friction import parse_kinds
     from idyn_ros.errors import IdentificationError
     from idyn_ros.models import rbd
+    from idyn_ros.models.artifact import atomic_write_text
     from idyn_ros.models.identification import identify, write_urdf
     from idyn_ros.models.metrics import torque_metrics
     from idyn_ros.models.sources import load_recordings, load_robot
@@ -76,7 +83,7 @@ def run(args: argparse.Namespace) -> int:
         m = torque_metrics(res.predict(robot.pin_model, rec), rec.tau)
         print(f"test {path}: nMSE " + " ".join(f"{v:.4f}" for v in m["nmse"]) + f" (mean {m['nmse_mean']:.4f})")
     if args.params_out:
-        Path(args.params_out).write_text(json.dumps({
+        atomic_write_text(args.params_out, json.dumps({
             "method": res.method, "robot": robot.name, "joint_names": list(robot.joint_names),
             "inertial": res.pi.tolist(), "friction_kinds": list(res.friction_kinds),
             "friction": res.friction.tolist(), "armature": res.armature.tolist(), "info": res.info}, indent=2))
@@ -88,7 +95,7 @@ def run(args: argparse.Namespace) -> int:
                 f"cannot hold them. Use --method sdp, diffbary or logchol"
             )
         xml = write_urdf(robot.urdf_xml, robot.pin_model, res.pi, res.armature)
-        Path(args.urdf_out).write_text(xml)
+        atomic_write_text(args.urdf_out, xml)
         import pinocchio as pin
 
         from idyn_ros.dynamics.model import urdf_armature

@@ -1,8 +1,12 @@
 """Train an inverse-dynamics model and export it as one ONNX artifact.
 
-Writes DIR/model.onnx (RBD + friction + residual, metadata inside), DIR/metrics.json (per-joint nMSE,
-RMSE [Nm] and min-max NMSE on the train/val/test recordings), DIR/model.pt (re-exportable torch
-state) and DIR/checkpoint.pt (per epoch; --resume continues from it).
+Writes DIR/model.onnx (RBD + friction + residual, metadata and checksum inside), DIR/metrics.json
+(per-joint nMSE, RMSE [Nm] and min-max NMSE on the train/val/test recordings), DIR/model.pt
+(re-exportable torch state) and DIR/checkpoint.pt (per epoch; --resume continues from it), each
+written atomically. --resume refuses a checkpoint of another model; one trained on other --data/--val
+only with --resume-on-new-data (fine-tuning). A warning says when the data are few for the model
+(fewer torque values than fitted parameters), or unnamed (taken by joint position); unnamed data
+outside the robot's joint limits are refused.
 
 Model kinds:
   rbd           rigid-body dynamics only (nominal URDF with --id-method nominal, else identified)
@@ -25,6 +29,10 @@ Model kinds:
 from __future__ import annotations
 
 import argparse
+import contextlib
+import sys
+import warnings
+from collections.abc import Iterator
 
 HELP = "train a model (rbd, rbd-friction, hybrid, hybrid-r, mlp-hybrid, lstm, delan, *-gp) -> DIR/model.onnx"
 NN_KINDS = ("rbd", "rbd-friction", "hybrid", "hybrid-r", "mlp-hybrid", "lstm", "delan")
@@ -38,6 +46,33 @@ EPILOG = """examples:
   idyn train --robot kuka_lwr4.urdf --data measurements_1.npz --val measurements_2.npz \
       --test measurements_3.npz --model lip-gp --max-samples 500 --out runs/kuka_lip   # ~10 min on 2 cores
 """
+
+
+def positive(kind: type) -> object:
+    """argparse type: a number > 0 of ``kind`` (int or float), else a one-line error."""
+    def parse(text: str) -> float | int:
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a {kind.__name__} > 0, got {text!r}") from None
+        if not value > 0:
+            raise argparse.ArgumentTypeError(f"must be > 0, got {text}")
+        return value
+
+    parse.__name__ = f"positive {kind.__name__}"
+    return parse
+
+
+@contextlib.contextmanager
+def one_line_warnings(command: str) -> Iterator[None]:
+    """Show warnings as ``idyn COMMAND: warning: ...`` lines on stderr, as they happen."""
+    def show(message, category, filename, lineno, file=None, line=None) -> None:
+        print(f"idyn {command}: warning: {message}", file=sys.stderr)
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("default")
+        warnings.showwarning = show
+        yield
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -65,17 +100,22 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="identification ridge toward the nominal URDF, relative to the mean excitation "
                              "(default: 1e-4; larger keeps weakly excited parameters nearer nominal)")
     parser.add_argument("--seed", type=int, default=0, help="random seed (default: 0)")
-    parser.add_argument("--epochs", type=int, default=300, help="maximum epochs (default: 300)")
-    parser.add_argument("--max-minutes", type=float, default=None, metavar="M",
-                        help="wall-clock budget for the training loop in minutes (default: none)")
-    parser.add_argument("--patience", type=int, default=30, help="early-stopping patience in epochs (default: 30)")
+    parser.add_argument("--epochs", type=positive(int), default=300, help="maximum epochs (default: 300)")
+    parser.add_argument("--max-minutes", type=positive(float), default=None, metavar="M",
+                        help="wall-clock budget for the training loop in minutes, > 0 (default: none)")
+    parser.add_argument("--patience", type=positive(int), default=30,
+                        help="early-stopping patience in epochs (default: 30)")
     parser.add_argument("--lr", type=float, default=None, help="Adam learning rate (default: 4e-3; DeLaN 1e-3)")
-    parser.add_argument("--window", type=int, default=100, help="training window length in samples (default: 100)")
-    parser.add_argument("--stride", type=int, default=None,
+    parser.add_argument("--window", type=positive(int), default=100,
+                        help="training window length in samples (default: 100)")
+    parser.add_argument("--stride", type=positive(int), default=None,
                         help="window stride in samples (default: = window, non-overlapping)")
-    parser.add_argument("--hidden", type=int, default=50, help="LSTM hidden size (default: 50)")
-    parser.add_argument("--resume", action="store_true", help="continue from DIR/checkpoint.pt")
-    parser.add_argument("--max-samples", type=int, default=500,
+    parser.add_argument("--hidden", type=positive(int), default=50, help="LSTM hidden size (default: 50)")
+    parser.add_argument("--resume", action="store_true",
+                        help="continue from DIR/checkpoint.pt (same model options and data; none: from scratch)")
+    parser.add_argument("--resume-on-new-data", action="store_true",
+                        help="with --resume: accept a checkpoint trained on other --data/--val and fine-tune it")
+    parser.add_argument("--max-samples", type=positive(int), default=500,
                         help="GP kinds: training samples kept (seeded random subset; default: 500)")
     parser.add_argument("--gp-noise", choices=("per-joint", "shared"), default="per-joint",
                         help="GP kinds: one noise std per joint (default; real sensors differ per joint) or one "
@@ -90,12 +130,22 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    with one_line_warnings("train"):
+        return _run(args)
 
+
+def _run(args: argparse.Namespace) -> int:
     from idyn_ros.dynamics.friction import parse_kinds
+    from idyn_ros.errors import ParameterError
     from idyn_ros.models.pipeline import train_run
     from idyn_ros.models.sources import load_recordings, load_robot
     from idyn_ros.models.zoo import ModelConfig
 
+    if args.resume_on_new_data and not args.resume:
+        raise ParameterError("--resume-on-new-data only applies with --resume")
+    if args.resume and args.model in GP_KINDS:
+        raise ParameterError(f"--resume applies to the neural model kinds; {args.model} trains from scratch "
+                             f"(drop --resume)")
     robot = load_robot(args.robot)
     train = load_recordings(args.data, robot)
     val = load_recordings(args.val, robot)
@@ -109,7 +159,7 @@ def run(args: argparse.Namespace) -> int:
     if args.lr is not None:
         cfg.lr = args.lr
     _, metrics = train_run(cfg, robot, train, val, test, args.out, args.max_minutes, args.resume,
-                           progress=not args.no_progress)
+                           progress=not args.no_progress, resume_on_new_data=args.resume_on_new_data)
     split = "test" if "test" in metrics else ("val" if "val" in metrics else "train")
     m = metrics[split]
     print(f"{args.model}: {metrics['stopped']}; {split} nMSE per joint "

@@ -16,7 +16,6 @@ Decisions (one line each, tested in test/control/test_state_estimation.py):
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -43,17 +42,19 @@ STATUS_TEXT = {
 
 
 class RotationalDisplacement:
-    """Callar 2021 feature r: signed joint rotation since the last reversal of motion direction.
+    """Callar 2021 feature r, per tick in numpy: definition and constants in ``idyn_ros.models.features``.
 
-    r_j resets to 0 when the sign of the motion changes, grows with the travel and saturates at
-    ``limit`` (10 deg in the thesis, where the gear hysteresis saturates). A reversal counts only
-    after ``deadband`` rad of travel the other way, so encoder noise does not reset it (the thesis
-    does not say; decision: deadband 1e-4 rad ~ 0.006 deg). Units: rad.
+    r_j = q_j - q_j(last reversal), clipped to +-10 deg; a reversal counts after ``deadband`` rad of
+    travel back from the furthest point. The torch twin that models are trained with and that runs in
+    the exported graph is ``idyn_ros.models.zoo.rotational_displacement_step`` (a test checks they agree).
+    Units: rad. ``update`` allocates nothing.
     """
 
-    def __init__(self, n: int, limit: float = math.radians(10.0), deadband: float = 1e-4) -> None:
-        self.limit = limit
-        self.deadband = deadband
+    def __init__(self, n: int, limit: float | None = None, deadband: float | None = None) -> None:
+        from idyn_ros.models.features import R_DEADBAND, R_LIMIT  # torch-free
+
+        self.limit = R_LIMIT if limit is None else limit
+        self.deadband = R_DEADBAND if deadband is None else deadband
         self.r = np.zeros(n)
         self.anchor = np.full(n, np.nan)  # q at the last reversal
         self.extreme = np.zeros(n)  # furthest q in the current direction

@@ -26,6 +26,7 @@ import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -353,23 +354,39 @@ def fit_into_limits(traj: FourierTrajectory, limits: JointLimits, rate_hz: float
 
 
 # ===================================================================================== min jerk
+def _min_jerk_profile(s: Any) -> tuple[Any, Any, Any]:
+    """The Flash & Hogan quintic and its first two derivatives in s (float or array)."""
+    return 10 * s**3 - 15 * s**4 + 6 * s**5, 30 * s**2 - 60 * s**3 + 30 * s**4, 60 * s - 180 * s**2 + 120 * s**3
+
+
 def min_jerk(
-    q_start: np.ndarray, q_end: np.ndarray, duration: float, t: np.ndarray
+    q_start: np.ndarray, q_end: np.ndarray, duration: float, t: float | np.ndarray
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Minimum-jerk point-to-point move (Flash & Hogan 1985 quintic), rest to rest.
 
-    q(s) = q_start + (q_end - q_start)(10 s^3 - 15 s^4 + 6 s^5), s = t / duration clipped to [0, 1].
+    q(s) = q_start + (q_end - q_start)(10 s^3 - 15 s^4 + 6 s^5), s = t / duration clipped to [0, 1]; at rest
+    before 0 and after ``duration`` (a duration <= 0 is already at ``q_end``).
     Peak |dq| = 1.875 |D| / T, peak |ddq| = 5.7735 |D| / T^2.
-    Returns (q, dq, ddq), each (len(t), n).
+    Returns (q, dq, ddq), each (n,) for a scalar t (the 1 kHz reference path: no array work on t) or
+    (len(t), n) for an array t.
     """
-    t = np.atleast_1d(np.asarray(t, dtype=float))
-    d = np.asarray(q_end, dtype=float) - np.asarray(q_start, dtype=float)
+    q0 = np.asarray(q_start, dtype=float)
+    d = np.asarray(q_end, dtype=float) - q0
+    if np.ndim(t) == 0:
+        tt = float(t)
+        if duration <= 0 or tt >= duration:
+            return q0 + d, np.zeros_like(d), np.zeros_like(d)
+        s = max(tt, 0.0) / duration
+        p, v, a = _min_jerk_profile(s)
+        return q0 + p * d, (v / duration) * d, (a / duration**2) * d
+    t = np.asarray(t, dtype=float).reshape(-1)
+    if duration <= 0:
+        zeros = np.zeros((t.size, d.size))
+        return q0 + d + zeros, zeros, zeros.copy()
     s = np.clip(t / duration, 0.0, 1.0)[:, None]
     inside = ((t >= 0) & (t <= duration))[:, None]
-    p = 10 * s**3 - 15 * s**4 + 6 * s**5
-    v = (30 * s**2 - 60 * s**3 + 30 * s**4) / duration * inside
-    a = (60 * s - 180 * s**2 + 120 * s**3) / duration**2 * inside
-    return np.asarray(q_start) + p * d, v * d, a * d
+    p, v, a = _min_jerk_profile(s)
+    return q0 + p * d, v / duration * inside * d, a / duration**2 * inside * d
 
 
 def min_jerk_duration(q_start: np.ndarray, q_end: np.ndarray, velocity: np.ndarray, acceleration: np.ndarray) -> float:

@@ -1,22 +1,23 @@
 """ONNX export: one self-contained file per model (RBD + friction + residual + metadata).
 
-Graph: inputs ``q, dq, ddq`` (1, n) float32 (+ ``h_in, c_in`` (1, 1, H) for LSTM models, + ``r_in``
-(1, n) for hybrid-r), outputs ``tau, tau_rbd, tau_friction, tau_residual`` (1, n) (+ ``h_out,
-c_out`` [, ``r_out``]). The RBD part is ``idyn_ros.dynamics.torch_rnea.TorchRNEA`` with the
-identified parameters as constants (DeLaN: its closed-form Euler-Lagrange torque,
-``zoo.DeLaN.forward``); friction and the residual network (with its input/output
-normalisation folded in) follow. The runtime may instead evaluate RBD and friction from the
-metadata with pinocchio/numpy and run only the residual subgraph (see idyn_ros.runtime).
+Graph: inputs ``q, dq, ddq`` (1, n) float32 (+ ``h_in, c_in`` (1, 1, H) for LSTM models, + ``rd_in``
+(1, 4, n), the state of the r feature (``zoo.rotational_displacement_step``), for hybrid-r), outputs
+``tau, tau_rbd, tau_friction, tau_residual`` (1, n) (+ ``h_out, c_out`` [, ``rd_out``]). The RBD
+part is ``idyn_ros.dynamics.torch_rnea.TorchRNEA`` with the identified parameters as constants
+(DeLaN: its closed-form Euler-Lagrange torque, ``zoo.DeLaN.forward``); friction and the residual
+network (with its input/output normalisation folded in) follow. The runtime may instead evaluate RBD
+and friction from the metadata with pinocchio/numpy and run only the residual subgraph (see
+idyn_ros.runtime).
 
-Metadata: JSON in ``metadata_props["idyn"]`` (schema in :func:`build_metadata`); the model id is
-the first 12 hex digits of the sha256 of the serialized graph without metadata.
+Metadata: JSON in ``metadata_props["idyn"]`` (schema in :func:`build_metadata`) plus a checksum of the
+whole file (``models.artifact``, format 2); the model id is the first 12 hex digits of the sha256 of
+the serialized graph without metadata.
 """
 
 from __future__ import annotations
 
 import hashlib
 import io
-import json
 import warnings
 from pathlib import Path
 from typing import Any
@@ -26,10 +27,9 @@ import torch
 from torch import nn
 
 from idyn_ros.dynamics.friction import torch_friction_torque
-from idyn_ros.models.zoo import TorqueModel, _r_step
-
-FORMAT_VERSION = 1
-METADATA_KEY = "idyn"
+from idyn_ros.models.artifact import FORMAT_VERSION, write_artifact
+from idyn_ros.models.features import R_FEATURE_VERSION
+from idyn_ros.models.zoo import TorqueModel, rotational_displacement_step
 
 
 class StepModule(nn.Module):
@@ -52,7 +52,6 @@ class StepModule(nn.Module):
         self.delan = model.delan  # DeLaN: closed-form Euler-Lagrange torque (zoo.DeLaN.forward), no autograd
         self.residual = model.residual
         self.norm = model.norm
-        self.dt = 1.0 / cfg.rate_hz if cfg.rate_hz else 0.0
         self.with_r = cfg.kind == "hybrid-r"
 
     def forward(self, q: torch.Tensor, dq: torch.Tensor, ddq: torch.Tensor, *state: torch.Tensor) -> Any:
@@ -69,8 +68,8 @@ class StepModule(nn.Module):
         feats = [q, dq, ddq]
         r_out = None
         if self.with_r:
-            r_out = _r_step(state[2], dq, self.dt)
-            feats += [tau_rbd, r_out]
+            r, r_out = rotational_displacement_step(q, state[2])
+            feats += [tau_rbd, r]
         x = (torch.cat(feats, -1) - self.norm.x_mean) / self.norm.x_std  # (1, F)
         if self.residual.hidden:
             y, (h, c) = self.residual(x[:, None, :], (state[0], state[1]))  # LSTM, one step
@@ -91,7 +90,7 @@ def io_names(model: TorqueModel) -> tuple[list[str], list[str], list[dict[str, A
         state = [{"input": "h_in", "output": "h_out", "shape": [1, 1, H]},
                  {"input": "c_in", "output": "c_out", "shape": [1, 1, H]}]
         if model.cfg.kind == "hybrid-r":
-            state.append({"input": "r_in", "output": "r_out", "shape": [1, model.n]})
+            state.append({"input": "rd_in", "output": "rd_out", "shape": [1, 4, model.n]})
     inputs += [s["input"] for s in state]
     outputs += [s["output"] for s in state]
     return inputs, outputs, state
@@ -130,6 +129,7 @@ def build_metadata(
         },
         "urdf": robot.urdf_xml,
         "training_data_sha256": fingerprint,
+        "r_feature_version": R_FEATURE_VERSION if model.cfg.kind == "hybrid-r" else None,
         "metrics": test_metrics or {},
         "config": model.cfg.to_dict(),
     }
@@ -151,10 +151,6 @@ def export_onnx(model: TorqueModel, robot: Any, path: str | Path, metadata: dict
                           opset_version=opset, do_constant_folding=True, dynamo=False)
     proto = onnx.load_from_string(buf.getvalue())
     model_id = hashlib.sha256(proto.SerializeToString()).hexdigest()[:12]
-    meta = dict(metadata, model_id=model_id)
-    entry = proto.metadata_props.add()
-    entry.key, entry.value = METADATA_KEY, json.dumps(meta)
     proto.producer_name = "idyn_ros"
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
-    onnx.save(proto, str(path))
+    write_artifact(proto, dict(metadata, model_id=model_id), path)
     return model_id

@@ -44,6 +44,7 @@ from idyn_ros.dynamics.friction import friction_regressor, friction_torque, n_co
 from idyn_ros.dynamics.inertia import pi_to_barycentric
 from idyn_ros.errors import IdentificationError, ParameterError
 from idyn_ros.models import rbd
+from idyn_ros.models.metrics import nmse
 from idyn_ros.models.sources import Recording
 
 METHODS = ("ols", "wls", "sdp", "diffbary", "logchol")
@@ -235,7 +236,7 @@ def identify(
     pred = (Y @ np.concatenate([res.pi.ravel(), res.armature[arm_all]])
             + np.einsum("tnk,k->tn", F, res.friction.ravel()))
     info["armature"] = res.armature.tolist()
-    info["train_nmse"] = (((pred - tau) ** 2).mean(0) / tau.var(0)).tolist()
+    info["train_nmse"] = nmse(pred, tau).tolist()
     info["min_pseudo_inertia_eig"] = rbd.min_pseudo_inertia_eig(res.pi).tolist()
     return res
 

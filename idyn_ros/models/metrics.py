@@ -1,6 +1,7 @@
 """Torque-prediction error metrics (numpy only, so `idyn evaluate` need not import torch).
 
-- nMSE: MSE / variance of the measured torque, per joint (1.0 = as good as predicting the mean).
+- nMSE: MSE / variance of the measured torque, per joint (1.0 = as good as predicting the mean);
+  :func:`nmse` is the one definition in the package, everything else calls it.
 - RMSE in Nm.
 - min-max NMSE: MSE of torques scaled by the training range, what Reuss et al. 2022 call "NMSE"
   (their Sec. IV; not divided by the variance). Ranges from the model's training data when known,
@@ -9,9 +10,45 @@
 
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
 import numpy as np
+
+# Zero-variance rule: a joint whose measured std is <= 1e-6 of its RMS (or 0) gets nMSE NaN plus a RuntimeWarning,
+# because the ratio would be float noise, not a score; means over joints skip NaN joints.
+CONSTANT_SIGNAL_RATIO = 1e-6
+
+
+def nmse(pred: Any, target: Any) -> np.ndarray:
+    """Per-column nMSE = mean((pred - target)^2) / var(target), shape (n,) for (N, n) or (1,) for (N,)."""
+    pred = np.asarray(pred, dtype=np.float64)
+    target = np.asarray(target, dtype=np.float64)
+    if target.ndim == 1:
+        pred, target = pred.reshape(-1, 1), target.reshape(-1, 1)
+    if pred.shape != target.shape:
+        raise ValueError(f"nmse: prediction shape {pred.shape} differs from target shape {target.shape}")
+    mse = ((pred - target) ** 2).mean(0)
+    var = target.var(0)
+    rms = np.sqrt((target**2).mean(0))
+    constant = np.sqrt(var) <= CONSTANT_SIGNAL_RATIO * rms
+    if constant.any():
+        cols = np.flatnonzero(constant).tolist()
+        warnings.warn(f"nMSE undefined for column(s) {cols}: the measured signal is constant "
+                      f"(std <= {CONSTANT_SIGNAL_RATIO:g} x RMS); reported as NaN", RuntimeWarning, stacklevel=2)
+    return mse / np.where(constant, np.nan, var)
+
+
+def nmse_percent(pred: Any, target: Any) -> np.ndarray:
+    """:func:`nmse` in percent (the GP paper's unit), (n,)."""
+    return 100.0 * nmse(pred, target)
+
+
+def nan_mean(values: np.ndarray) -> float:
+    """Mean over the joints that have a value (NaN when none has)."""
+    values = np.asarray(values, dtype=np.float64)
+    finite = ~np.isnan(values)
+    return float(values[finite].mean()) if finite.any() else float("nan")
 
 
 def torque_metrics(pred: np.ndarray, tau: np.ndarray, tau_min: Any = None, tau_max: Any = None) -> dict[str, Any]:
@@ -21,15 +58,16 @@ def torque_metrics(pred: np.ndarray, tau: np.ndarray, tau_min: Any = None, tau_m
     mse = (err**2).mean(0)
     lo = tau.min(0) if tau_min is None else np.asarray(tau_min, dtype=np.float64)
     hi = tau.max(0) if tau_max is None else np.asarray(tau_max, dtype=np.float64)
-    nmse = mse / np.maximum(tau.var(0), 1e-12)
+    per_joint = nmse(pred, tau)
     mm = mse / np.maximum(hi - lo, 1e-9) ** 2
     rmse = np.sqrt(mse)
+    finite = per_joint[~np.isnan(per_joint)]
     return {
-        "nmse": nmse.tolist(),
+        "nmse": per_joint.tolist(),
         "rmse_nm": rmse.tolist(),
         "minmax_nmse": mm.tolist(),
-        "nmse_mean": float(nmse.mean()),
-        "nmse_max": float(nmse.max()),
+        "nmse_mean": nan_mean(per_joint),
+        "nmse_max": float(finite.max()) if finite.size else float("nan"),
         "rmse_mean_nm": float(rmse.mean()),
         "minmax_nmse_mean": float(mm.mean()),
         "n_samples": len(tau),

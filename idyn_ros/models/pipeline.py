@@ -2,7 +2,9 @@
 
 A run directory holds ``model.onnx`` (the artifact), ``metrics.json``, ``model.pt`` (everything
 needed to rebuild the torch model: config, state, initial inertials, training ranges, fingerprint;
-what `idyn export` re-exports from) and ``checkpoint.pt`` (per-epoch, for ``--resume``).
+what `idyn export` re-exports from) and ``checkpoint.pt`` (per-epoch, for ``--resume``). Every file
+is written atomically (temp file + rename): a killed run leaves the previous complete file, never a
+partial one.
 """
 
 from __future__ import annotations
@@ -13,10 +15,12 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import torch
 
 from idyn_ros.errors import ModelArtifactError
+from idyn_ros.models import checkpoint
 from idyn_ros.models import export as ex
+from idyn_ros.models.artifact import atomic_write_text
+from idyn_ros.models.features import R_FEATURE_VERSION
 from idyn_ros.models.metrics import torque_metrics
 from idyn_ros.models.sources import Recording
 from idyn_ros.models.training import TrainResult, fit, predict
@@ -33,10 +37,10 @@ def evaluate_torch(result: TrainResult, robot: Any, recs: Sequence[Recording]) -
 
 
 def save_model(path: str | Path, result: TrainResult, pi0: np.ndarray, metrics: dict[str, Any]) -> None:
-    torch.save({"cfg": result.cfg.to_dict(), "state": result.model.state_dict(), "n": result.model.n,
-                "pi0": pi0, "tau_min": result.tau_min, "tau_max": result.tau_max,
-                "fingerprint": result.fingerprint, "metrics": metrics,
-                "identification": result.identification}, path)
+    checkpoint.save({"cfg": result.cfg.to_dict(), "state": result.model.state_dict(), "n": result.model.n,
+                     "pi0": pi0, "tau_min": result.tau_min, "tau_max": result.tau_max,
+                     "fingerprint": result.fingerprint, "metrics": metrics,
+                     "identification": result.identification, "r_feature_version": R_FEATURE_VERSION}, path)
 
 
 def load_model(path: str | Path) -> tuple[TorqueModel, dict[str, Any]]:
@@ -44,9 +48,11 @@ def load_model(path: str | Path) -> tuple[TorqueModel, dict[str, Any]]:
     path = Path(path)
     if path.is_dir():
         path = path / "model.pt"
-    if not path.is_file():
-        raise ModelArtifactError(f"{path}: no such checkpoint; `idyn train --out DIR` writes DIR/model.pt")
-    ck = torch.load(path, weights_only=False)
+    ck = checkpoint.load(path, "model file", "`idyn train --out DIR` writes DIR/model.pt; train again")
+    cfg = ck.get("cfg") or {}
+    if cfg.get("kind") == "hybrid-r" and ck.get("r_feature_version") != R_FEATURE_VERSION:
+        raise ModelArtifactError(f"{path}: this hybrid-r model was trained with an older definition of the r "
+                                 f"feature (integrated dq); exporting it would feed it another r: retrain it")
     model = TorqueModel(ModelConfig.from_dict(ck["cfg"]), ck["n"], np.asarray(ck["pi0"]))
     model.load_state_dict(ck["state"])
     model.eval()
@@ -70,11 +76,12 @@ def train_run(
     max_minutes: float | None = None,
     resume: bool = False,
     progress: bool = True,
+    resume_on_new_data: bool = False,
 ) -> tuple[TrainResult, dict[str, Any]]:
     """Fit, compute train/val/test metrics, and (with ``out_dir``) save model.pt/model.onnx/metrics.json."""
     if out_dir is not None:
         Path(out_dir).mkdir(parents=True, exist_ok=True)
-    res = fit(cfg, robot, train, val, out_dir, max_minutes, resume, progress)
+    res = fit(cfg, robot, train, val, out_dir, max_minutes, resume, progress, resume_on_new_data)
     metrics: dict[str, Any] = {"kind": cfg.kind, "mode": cfg.mode, "stopped": res.stopped,
                                "epochs_run": len(res.history), "identification": res.identification,
                                "train": evaluate_torch(res, robot, train)}
@@ -88,5 +95,5 @@ def train_run(
         save_model(out / "model.pt", res, pi0, metrics)
         model, ck = load_model(out / "model.pt")
         metrics["model_id"] = export_model(model, ck, robot, out / "model.onnx")
-        (out / "metrics.json").write_text(json.dumps(metrics, indent=2))
+        atomic_write_text(out / "metrics.json", json.dumps(metrics, indent=2) + "\n")
     return res, metrics

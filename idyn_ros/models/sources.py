@@ -5,11 +5,19 @@ recordings in the robot's joint order with ``q, dq, ddq, tau``. They come from
 ``idyn_ros.dynamics.RobotModel`` and ``idyn_ros.data.load_dataset``; this module adapts them to
 the small :class:`Recording` the training code uses (float64, checked, in model joint order) and
 rejects data that cannot be used with an error that says what to do.
+
+Joint matching (decision): named data is matched by name (extra joints such as gripper fingers are
+dropped; a missing robot joint is refused); unnamed data must have exactly the robot's joint count
+(refused by the importer otherwise), is taken by position with a warning, and is refused when its
+positions leave the robot's joint limits by more than LIMIT_MARGIN (it is then another robot's data:
+a KUKA recording taken as a Panda gave val nMSE 887 %). Named data outside the limits only warns.
 """
 
 from __future__ import annotations
 
 import hashlib
+import math
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,6 +26,14 @@ from typing import Any
 import numpy as np
 
 from idyn_ros.errors import DatasetError
+
+# Decision: calibration offsets and overshoot stay within a few degrees; another robot's data lands tens of degrees out
+LIMIT_MARGIN = math.radians(5.0)
+_UNNAMED_NOTE = "columns carry no joint names"  # the importer's note for position-assigned columns
+
+
+class TrainingWarning(UserWarning):
+    """Something to read before trusting a trained model (little data, data that may not be this robot's)."""
 
 
 @dataclass
@@ -73,6 +89,7 @@ def to_recording(ds: Any, robot: Any, source: str = "") -> Recording:
             f"drive's torque constants when importing (`idyn dataset --effort-kind torque ...`) before training"
         )
     names = list(getattr(ds, "joint_names", []) or [])
+    unnamed = any(note.startswith(_UNNAMED_NOTE) for note in getattr(ds, "notes", ()))
     q = np.asarray(ds.q, dtype=np.float64)
     if names:
         missing = [j for j in robot.joint_names if j not in names]
@@ -102,7 +119,33 @@ def to_recording(ds: Any, robot: Any, source: str = "") -> Recording:
                 f"{rows[0]} of {len(arr)}); clean or cut the recording first "
                 f"(e.g. `idyn dataset --drop-nonfinite`), or re-record"
             )
+    _check_positions(rec.q, robot, source or "dataset", unnamed)
+    if unnamed:
+        warnings.warn(f"{source or 'dataset'}: no joint names; its {robot.n} columns are taken as "
+                      f"{robot.joint_names[0]}..{robot.joint_names[-1]} of robot '{robot.name}' by position",
+                      TrainingWarning, stacklevel=3)
     return rec
+
+
+def _check_positions(q: np.ndarray, robot: Any, source: str, unnamed: bool) -> None:
+    """The joint-limit rule of the module doc (robots without limits, e.g. continuous joints, pass)."""
+    lower = np.asarray(getattr(robot, "lower", np.full(q.shape[1], -np.inf)), dtype=np.float64)
+    upper = np.asarray(getattr(robot, "upper", np.full(q.shape[1], np.inf)), dtype=np.float64)
+    lo, hi = q.min(0), q.max(0)
+    with np.errstate(invalid="ignore"):
+        beyond = np.fmax(np.where(np.isfinite(lower), lower - lo, 0.0), np.where(np.isfinite(upper), hi - upper, 0.0))
+    out = np.flatnonzero(beyond > LIMIT_MARGIN)
+    if not out.size:
+        return
+    j = int(out[np.argmax(beyond[out])])
+    detail = (f"{robot.joint_names[j]} spans [{lo[j]:.2f}, {hi[j]:.2f}] rad, limits [{lower[j]:.2f}, {upper[j]:.2f}]"
+              + (f"; {out.size} joints out" if out.size > 1 else ""))
+    what = (f"{source}: joint positions leave the limits of robot '{robot.name}' by up to "
+            f"{math.degrees(beyond[j]):.0f} deg ({detail})")
+    if unnamed:
+        raise DatasetError(f"{what} and the file has no joint names, so it is likely another robot's data; pick the "
+                           f"right --robot, or name its joints (`idyn dataset import FILE --robot ROBOT -o OUT.npz`)")
+    warnings.warn(f"{what}; check joint offsets and units (rad)", TrainingWarning, stacklevel=4)
 
 
 def load_recordings(paths: Sequence[str | Path], robot: Any) -> list[Recording]:

@@ -7,14 +7,20 @@
 - Sequence models train on windows of ``window`` steps with the hidden state reset to zero at the
   start of each window; validation runs each recording as one sequence with the state carried.
 - Adam, ReduceLROnPlateau on the validation loss, early stopping, a wall-clock budget, and a
-  checkpoint after every epoch (``--resume`` continues from it).
+  checkpoint after every epoch, written atomically (``--resume`` continues from it).
+- Resume (decision): the checkpoint records the model config, joint names, r-feature version and a
+  fingerprint of the train+val data. A different architecture is refused; different data is refused
+  unless ``resume_on_new_data`` (then the weights are fine-tuned and early stopping restarts on the
+  new validation data); no checkpoint: a warning "starting from scratch".
+- Data size (decision): warn when the recordings hold fewer torque equations (samples x joints) than
+  the model has fitted parameters: the fit can then memorise them and its train nMSE means nothing.
 """
 
 from __future__ import annotations
 
-import json
 import math
 import time
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,15 +30,20 @@ import numpy as np
 import torch
 
 from idyn_ros.dynamics.friction import friction_basis, n_columns
-from idyn_ros.errors import IdentificationError, ParameterError
-from idyn_ros.models import identification, rbd
-from idyn_ros.models.sources import Recording, fingerprint
+from idyn_ros.errors import IdentificationError, ModelArtifactError, ParameterError
+from idyn_ros.models import checkpoint, identification, rbd
+from idyn_ros.models.features import R_FEATURE_VERSION
+from idyn_ros.models.sources import Recording, TrainingWarning, fingerprint
 from idyn_ros.models.zoo import KINDS, ModelConfig, TorqueModel, rotational_displacement
 
 # torch intra-op threads. Decision: 1. On the shared 2-core machine (load ~9) 3 epochs of hybrid E2E on
 # 20k samples took 26.5 s with 2 threads and 1.4 s with 1 (OpenMP threads spin-wait when the cores are
 # oversubscribed); our batches (64 x 100 steps, LSTM 50) are too small for 2 threads to gain much.
 MAX_THREADS = 1
+CHECKPOINT_VERSION = 2  # 1: no config/data fingerprint check (refused unless resume_on_new_data)
+# ModelConfig fields that change the network or its physics part: a checkpoint with other values cannot be resumed
+ARCHITECTURE_FIELDS = ("kind", "mode", "id_method", "friction_kinds", "e2e_inertial", "linear_dim", "hidden",
+                       "mlp_dim", "delan_dim")
 
 
 @dataclass
@@ -44,7 +55,7 @@ class Prepared:
     ddq: torch.Tensor
     tau: torch.Tensor
     Y: torch.Tensor | None
-    dt: float
+    r: torch.Tensor | None  # hybrid-r: Callar's r over the whole recording (causal, as the runtime sees it)
 
 
 @dataclass
@@ -60,15 +71,16 @@ class TrainResult:
     initial_val: float = float("nan")  # validation loss of the initial (physics-only) model
 
 
-def prepare(pin_model: Any, rec: Recording, need_y: bool) -> Prepared:
-    """Tensors for one recording; Y costs ~4 us/sample (pinocchio)."""
+def prepare(pin_model: Any, rec: Recording, need_y: bool, need_r: bool = False) -> Prepared:
+    """Tensors for one recording; Y costs ~4 us/sample (pinocchio); r is computed in float64 from q."""
     f32 = torch.float32
 
     def t(a: np.ndarray) -> torch.Tensor:
         return torch.as_tensor(a, dtype=f32)
 
     Y = t(rbd.regressor_batch(pin_model, rec.q, rec.dq, rec.ddq)) if need_y else None
-    return Prepared(t(rec.q), t(rec.dq), t(rec.ddq), t(rec.tau), Y, 1.0 / rec.rate_hz)
+    r = rotational_displacement(torch.as_tensor(rec.q, dtype=torch.float64)[None])[0][0].to(f32) if need_r else None
+    return Prepared(t(rec.q), t(rec.dq), t(rec.ddq), t(rec.tau), Y, r)
 
 
 def _physics_init(cfg: ModelConfig, pin_model: Any,
@@ -112,8 +124,7 @@ def _features_stats(cfg: ModelConfig, model: TorqueModel, data: Sequence[Prepare
             parts, _ = _run_sequence(model, d, stats_only=True)
             f = [d.q, d.dq, d.ddq]
             if cfg.kind == "hybrid-r":
-                r, _ = rotational_displacement(d.dq[None], d.dt)
-                f += [parts["tau_rbd"], r[0]]
+                f += [parts["tau_rbd"], d.r]
             feats.append(torch.cat(f, -1))
             targets.append(d.tau - parts["tau_rbd"] - parts["tau_friction"])
         x = torch.cat(feats)
@@ -124,15 +135,16 @@ def _features_stats(cfg: ModelConfig, model: TorqueModel, data: Sequence[Prepare
 def _run_sequence(model: TorqueModel, d: Prepared, stats_only: bool = False) -> tuple[dict[str, torch.Tensor], Any]:
     """Whole recording as one sequence, state carried (Reuss Sec. IV evaluation)."""
     Y = None if d.Y is None else d.Y[None]
+    r = None if d.r is None else d.r[None]
     if stats_only:
         saved = model.residual
         model.residual = None
         try:
-            parts, st = model(d.q[None], d.dq[None], d.ddq[None], Y, None, d.dt)
+            parts, st = model(d.q[None], d.dq[None], d.ddq[None], Y, None, r)
         finally:
             model.residual = saved
     else:
-        parts, st = model(d.q[None], d.dq[None], d.ddq[None], Y, None, d.dt)
+        parts, st = model(d.q[None], d.dq[None], d.ddq[None], Y, None, r)
     return {k: v[0] for k, v in parts.items()}, st
 
 
@@ -155,7 +167,8 @@ def _batch(data: Sequence[Prepared], idx: Sequence[tuple[int, int]], window: int
         return torch.stack([getattr(d, name)[s][:L] for d, s in sl])
 
     Y = None if data[0].Y is None else st("Y")
-    return st("q"), st("dq"), st("ddq"), st("tau"), Y, data[0].dt
+    r = None if data[0].r is None else st("r")
+    return st("q"), st("dq"), st("ddq"), st("tau"), Y, r
 
 
 def evaluate_scaled(model: TorqueModel, data: Sequence[Prepared], tau_range: torch.Tensor) -> float:
@@ -169,6 +182,68 @@ def evaluate_scaled(model: TorqueModel, data: Sequence[Prepared], tau_range: tor
     return float(np.mean(losses))
 
 
+def fitted_parameter_count(cfg: ModelConfig, model: TorqueModel) -> int:
+    """Parameters fitted to the data: trained ones plus those identified before training (frozen physics)."""
+    trained = sum(p.numel() for p in model.parameters() if p.requires_grad)
+    if not cfg.has_rbd or (cfg.kind in ("hybrid", "hybrid-r") and cfg.mode == "e2e"):
+        return trained
+    identified = model.friction.numel() + (0 if cfg.id_method == "nominal" else model.n * 11)  # 10 inertial + Ia
+    return trained + identified
+
+
+def _warn_if_little_data(cfg: ModelConfig, model: TorqueModel, train: Sequence[Recording]) -> None:
+    """The data-size rule of the module doc, with the numbers a user needs to act on it."""
+    samples = sum(r.n_samples for r in train)
+    seconds = sum(r.n_samples / r.rate_hz for r in train if r.n_samples > 1)
+    fitted = fitted_parameter_count(cfg, model)
+    values = samples * model.n
+    if values >= fitted:
+        return
+    need = math.ceil(fitted / model.n)
+    warnings.warn(
+        f"little training data for the {cfg.kind} model: {seconds:.2f} s = {samples} samples x {model.n} joints = "
+        f"{values} torque values for {fitted} fitted parameters, so it can memorise them and its train nMSE means "
+        f"little; record at least {need} samples ({need / cfg.rate_hz:.0f} s at {cfg.rate_hz:g} Hz) or use a "
+        f"smaller model (--hidden, or --model rbd-friction)", TrainingWarning, stacklevel=3)
+
+
+def _same(a: Any, b: Any) -> bool:
+    norm = [list(x) if isinstance(x, list | tuple) else x for x in (a, b)]
+    return norm[0] == norm[1]
+
+
+def _checkpoint_to_resume(path: Path, cfg: ModelConfig, robot: Any, data_sha256: str,
+                          resume_on_new_data: bool) -> dict[str, Any] | None:
+    """The checkpoint to continue from, after the resume rules of the module doc (None: start from scratch)."""
+    if not path.exists():
+        warnings.warn(f"--resume: no checkpoint in {path.parent}; starting from scratch", TrainingWarning, stacklevel=3)
+        return None
+    ck = checkpoint.load(path, "checkpoint", "delete it to start from scratch, or train into another --out")
+    old = ck.get("cfg") or {}
+    diff = [f"{k} {old.get(k)!r} -> {getattr(cfg, k)!r}" for k in ARCHITECTURE_FIELDS
+            if not _same(old.get(k), getattr(cfg, k))]
+    names = list(ck.get("joint_names") or [])
+    if (names and names != list(robot.joint_names)) or ck.get("n") != robot.pin_model.nv:
+        diff.append(f"joints {names or ck.get('n')} -> {list(robot.joint_names)}")
+    if diff:
+        raise ParameterError(f"{path}: cannot resume, the checkpoint is another model ({'; '.join(diff)}); repeat "
+                             f"its options or train into another --out")
+    if cfg.kind == "hybrid-r" and ck.get("r_feature_version") != R_FEATURE_VERSION:
+        raise ModelArtifactError(f"{path}: cannot resume, trained with an older definition of the r feature; "
+                                 f"delete the checkpoint or train into another --out")
+    if ck.get("data_sha256") != data_sha256:
+        what = ("has no data fingerprint (older idyn_ros)" if "data_sha256" not in ck
+                else "was trained on other data (--data/--val differ)")
+        if not resume_on_new_data:
+            raise ParameterError(f"{path}: cannot resume, the checkpoint {what}; repeat the original --data/--val, "
+                                 f"pass --resume-on-new-data to fine-tune it on this data, or use another --out")
+        warnings.warn(f"{path}: the checkpoint {what}: fine-tuning its weights on this data from epoch "
+                      f"{ck['epoch'] + 1}; early stopping restarts on the new validation data", TrainingWarning,
+                      stacklevel=3)
+        ck = {**ck, "best": math.inf, "best_state": None, "bad": 0}
+    return ck
+
+
 def fit(
     cfg: ModelConfig,
     robot: Any,
@@ -178,12 +253,15 @@ def fit(
     max_minutes: float | None = None,
     resume: bool = False,
     progress: bool = True,
+    resume_on_new_data: bool = False,
 ) -> TrainResult:
     """Identify/initialise the physics part, then train the learnable parts (see module doc)."""
     if cfg.kind not in KINDS:
         raise ParameterError(f"unknown model kind '{cfg.kind}'; choose one of {KINDS}")
     if cfg.mode not in ("e2e", "2s"):
         raise ParameterError(f"--mode must be e2e or 2s, not '{cfg.mode}'")
+    if max_minutes is not None and not max_minutes > 0:
+        raise ParameterError(f"max_minutes must be > 0 (got {max_minutes}); leave it out for no time budget")
     if not train:
         raise IdentificationError("no training recordings given")
     torch.set_num_threads(MAX_THREADS)
@@ -193,6 +271,12 @@ def fit(
     cfg.rate_hz = cfg.rate_hz or float(np.median([r.rate_hz for r in train]))
     if cfg.kind == "mlp-hybrid":
         cfg.mode = "2s"  # Reuss: the MLP hybrid is only trained two-stage
+    train_sha = fingerprint(train)
+    data_sha = fingerprint([*train, *val])
+    ckpt_path = Path(out_dir) / "checkpoint.pt" if out_dir else None
+    if resume and ckpt_path is None:
+        raise ParameterError("resume needs the run directory (out_dir) that holds checkpoint.pt")
+    ck = _checkpoint_to_resume(ckpt_path, cfg, robot, data_sha, resume_on_new_data) if resume else None
     pi0, fr0, ia0, id_info = _physics_init(cfg, pin_model, train)
     model = TorqueModel(cfg, n, pi0)
     with torch.no_grad():
@@ -200,15 +284,16 @@ def fit(
         model.ia.copy_(torch.as_tensor(ia0))
     if cfg.mode == "2s" or cfg.kind in ("rbd", "rbd-friction"):
         model.freeze_physics()
-    need_y = cfg.has_rbd
-    tr = [prepare(pin_model, r, need_y) for r in train]
-    va = [prepare(pin_model, r, need_y) for r in val] or tr
+    _warn_if_little_data(cfg, model, train)
+    need_y, need_r = cfg.has_rbd, cfg.kind == "hybrid-r"
+    tr = [prepare(pin_model, r, need_y, need_r) for r in train]
+    va = [prepare(pin_model, r, need_y, need_r) for r in val] or tr
     _features_stats(cfg, model, tr)
     tau_all = torch.cat([d.tau for d in tr])
     tau_min, tau_max = tau_all.min(0).values, tau_all.max(0).values
     tau_range = (tau_max - tau_min).clamp(min=1e-6)  # Reuss Sec. IV min-max scaling
     result = TrainResult(model, cfg, [], id_info, tau_min.numpy().astype(np.float64),
-                         tau_max.numpy().astype(np.float64), fingerprint(train))
+                         tau_max.numpy().astype(np.float64), train_sha)
     params = [p for p in model.parameters() if p.requires_grad]
     if not params:
         result.stopped = "nothing to train (physics only)"
@@ -218,10 +303,8 @@ def fit(
     opt = torch.optim.Adam(params, lr=cfg.lr if cfg.kind != "delan" else min(cfg.lr, 1e-3),
                            weight_decay=cfg.weight_decay)
     sched = torch.optim.lr_scheduler.ReduceLROnPlateau(opt, factor=0.3, patience=cfg.lr_patience)
-    ckpt_path = Path(out_dir) / "checkpoint.pt" if out_dir else None
     start_epoch, best, best_state, bad = 0, math.inf, None, 0
-    if resume and ckpt_path and ckpt_path.exists():
-        ck = torch.load(ckpt_path, weights_only=False)
+    if ck is not None:
         model.load_state_dict(ck["model"])
         opt.load_state_dict(ck["opt"])
         sched.load_state_dict(ck["sched"])
@@ -239,8 +322,8 @@ def fit(
         order = rng.permutation(len(windows))
         tot = 0.0
         for b0 in range(0, len(order), cfg.batch):
-            q, dq, ddq, tau, Y, dt = _batch(tr, [windows[i] for i in order[b0 : b0 + cfg.batch]], cfg.window)
-            parts, _ = model(q, dq, ddq, Y, None, dt)  # hidden state zero at each window start
+            q, dq, ddq, tau, Y, r = _batch(tr, [windows[i] for i in order[b0 : b0 + cfg.batch]], cfg.window)
+            parts, _ = model(q, dq, ddq, Y, None, r)  # hidden state zero at each window start; r as online
             loss = (((parts["tau"] - tau) / tau_range) ** 2).mean()
             opt.zero_grad()
             loss.backward()
@@ -258,10 +341,11 @@ def fit(
             bad += 1
         bar.set_postfix(train=f"{tot / len(windows):.2e}", val=f"{val_loss:.2e}", best=f"{best:.2e}")
         if ckpt_path:
-            ckpt_path.parent.mkdir(parents=True, exist_ok=True)
-            torch.save({"model": model.state_dict(), "opt": opt.state_dict(), "sched": sched.state_dict(),
-                        "epoch": epoch, "best": best, "best_state": best_state, "bad": bad,
-                        "history": result.history, "cfg": cfg.to_dict(), "n": n, "pi0": pi0}, ckpt_path)
+            checkpoint.save({"version": CHECKPOINT_VERSION, "model": model.state_dict(), "opt": opt.state_dict(),
+                             "sched": sched.state_dict(), "epoch": epoch, "best": best, "best_state": best_state,
+                             "bad": bad, "history": result.history, "cfg": cfg.to_dict(), "n": n, "pi0": pi0,
+                             "joint_names": list(robot.joint_names), "data_sha256": data_sha,
+                             "r_feature_version": R_FEATURE_VERSION}, ckpt_path)
         if bad >= cfg.patience:
             result.stopped = f"early stop at epoch {epoch} (no val improvement for {cfg.patience})"
             break
@@ -278,12 +362,8 @@ def fit(
 
 def predict(model: TorqueModel, pin_model: Any, rec: Recording) -> dict[str, np.ndarray]:
     """Parts (N, n) in Nm for one recording, evaluated as one sequence with state carried."""
-    d = prepare(pin_model, rec, model.inertial is not None)
+    d = prepare(pin_model, rec, model.inertial is not None, model.cfg.kind == "hybrid-r")
     model.eval()
     with torch.no_grad():  # DeLaN too: its forward is closed form (no autograd)
         parts, _ = _run_sequence(model, d)
     return {k: v.detach().numpy().astype(np.float64) for k, v in parts.items()}
-
-
-def save_metrics(path: str | Path, payload: dict[str, Any]) -> None:
-    Path(path).write_text(json.dumps(payload, indent=2))

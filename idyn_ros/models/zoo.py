@@ -27,9 +27,9 @@ from torch import nn
 
 from idyn_ros.dynamics.friction import n_columns, torch_friction_torque
 from idyn_ros.models import rbd
+from idyn_ros.models.features import R_DEADBAND, R_LIMIT
 
 KINDS = ("rbd", "rbd-friction", "hybrid", "hybrid-r", "mlp-hybrid", "lstm", "delan")
-R_CLIP = np.deg2rad(10.0)  # Callar 2021 Sec. 4.2: r saturates at +-10 deg (hysteresis saturation)
 
 
 @dataclass
@@ -139,29 +139,37 @@ class MLPResidual(nn.Module):
         return self.net(x), state
 
 
-def rotational_displacement(dq: torch.Tensor, dt: float, r0: torch.Tensor | None = None) -> Any:
-    """Callar 2021 feature r: signed rotation since the last reversal of motion, clipped to +-10 deg.
+def rotational_displacement_step(q: torch.Tensor, state: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """One tick of Callar's r (``idyn_ros.models.features``): q (B, n) rad, state (B, 4, n) -> r (B, n), state.
 
-    Decision: a reversal is a sign change of dq (not of the q difference: same thing at our rates,
-    and it needs no extra q buffer); |dq| < 1e-3 rad/s keeps the current direction (deadband
-    against encoder noise). Integrated with the sample time ``dt``. dq: (B, T, n) -> r: (B, T, n).
+    State rows: q at the last reversal, furthest q in the current direction, direction (+1, -1, 0 = not
+    moving yet), started (0 = no sample yet); all zeros = fresh. Same branches as the numpy
+    ``control.state_estimation.RotationalDisplacement.update``, written with where/compare only (ONNX).
     """
-    B, T, n = dq.shape
-    r = torch.zeros(B, n, dtype=dq.dtype) if r0 is None else r0
+    anchor, extreme, direction, started = state.unbind(-2)
+    fresh = started < 0.5
+    anchor = torch.where(fresh, q, anchor)
+    extreme = torch.where(fresh, q, extreme)
+    moving = direction != 0
+    further = moving & ((q - extreme) * direction >= 0)
+    reverse = moving & ~further & ((extreme - q) * direction > R_DEADBAND)
+    start = ~moving & ((q - anchor).abs() > R_DEADBAND)
+    anchor = torch.where(reverse, extreme, anchor)
+    extreme = torch.where(further | reverse | start, q, extreme)
+    direction = torch.where(reverse, -direction, torch.where(start, torch.sign(q - anchor), direction))
+    r = torch.where(direction != 0, (q - anchor).clamp(-R_LIMIT, R_LIMIT), torch.zeros_like(q))
+    return r, torch.stack([anchor, extreme, direction, torch.ones_like(q)], -2)
+
+
+def rotational_displacement(q: torch.Tensor, state: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """Callar's r over sequences: q (B, T, n) rad -> r (B, T, n) rad and the state after the last tick."""
+    B, T, n = q.shape
+    state = q.new_zeros(B, 4, n) if state is None else state
     out = []
     for t in range(T):
-        r = _r_step(r, dq[:, t], dt)
+        r, state = rotational_displacement_step(q[:, t], state)
         out.append(r)
-    return torch.stack(out, 1), r
-
-
-def _r_step(r: torch.Tensor, dq: torch.Tensor, dt: float) -> torch.Tensor:
-    """One step of :func:`rotational_displacement` (ONNX-exportable: where/clamp only)."""
-    step = dq * dt
-    moving = dq.abs() > 1e-3
-    same = (r * dq) >= 0
-    r_new = torch.where(same | ~moving, r + step, step)
-    return r_new.clamp(-R_CLIP, R_CLIP)
+    return torch.stack(out, 1), state
 
 
 class TorqueModel(nn.Module):
@@ -222,9 +230,13 @@ class TorqueModel(nn.Module):
         ddq: torch.Tensor,
         Y: torch.Tensor | None,
         state: Any = None,
-        dt: float = 0.0,
+        r: torch.Tensor | None = None,
     ) -> tuple[dict[str, torch.Tensor], Any]:
-        """Inputs (B, T, n) (+ Y (B, T, n, 10n)); returns parts dict of (B, T, n) and next state."""
+        """Inputs (B, T, n) (+ Y (B, T, n, 10n)); returns parts dict of (B, T, n) and next state.
+
+        hybrid-r: ``r`` (B, T, n) precomputed over the whole recording (training windows), else computed
+        from q with the r state in ``state[2]``.
+        """
         zeros = torch.zeros_like(q)
         tau_rbd = zeros
         if self.inertial is not None:
@@ -242,9 +254,9 @@ class TorqueModel(nn.Module):
             feats = [q, dq, ddq]
             r_state = None
             if self.cfg.kind == "hybrid-r":
-                r0 = None if state is None else state[2]
-                r, r_state = rotational_displacement(dq, dt, r0)
-                feats += [tau_rbd.detach(), r]
+                if r is None:
+                    r, r_state = rotational_displacement(q, None if state is None else state[2])
+                feats += [tau_rbd.detach(), r.to(q.dtype)]
             x = (torch.cat(feats, -1) - self.norm.x_mean) / self.norm.x_std
             lstm_state = None if state is None else (state[0], state[1])
             y, hc = self.residual(x, lstm_state)

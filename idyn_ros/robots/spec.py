@@ -13,6 +13,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Literal
 
+import numpy as np
+
 from idyn_ros.errors import RobotDescriptionError, UnknownRobotError
 from idyn_ros.paths import urdf_dir
 
@@ -90,7 +92,10 @@ class RobotSpec:
 
 @dataclass(frozen=True)
 class Payload:
-    """A rigid body fixed to the flange (tool, grasped object).
+    """A rigid body fixed to the flange (tool, grasped object): the one payload type of the package.
+
+    Used by the xacro render (``payload_*`` arguments), ``RobotModel.from_robot(payload=...)``, the
+    simulated plant (profile payload and its ``~/set_payload`` service) and the experiments.
 
     Attributes:
         mass: kg (0 = no payload).
@@ -124,19 +129,26 @@ class Payload:
             raise RobotDescriptionError(f"Payload has a non-finite value: {self}")
         if self.mass < 0.0:
             raise RobotDescriptionError(f"Payload mass must be >= 0 kg (0 = none), got {self.mass}")
-        ixx, _, _, iyy, _, izz = self.inertia
-        tol = 1e-12
-        # Principal-axis free check of physical consistency: diagonal >= 0 and triangle inequality
-        # (each diagonal moment <= sum of the other two); enough for a user typo, not a full PSD test.
-        if min(ixx, iyy, izz) < -tol or ixx > iyy + izz + tol or iyy > ixx + izz + tol or izz > ixx + iyy + tol:
+        # Physical consistency <=> principal moments >= 0 and each <= the sum of the other two (the
+        # pseudo-inertia is then PSD; Wensing et al. RA-L 2017); off-diagonal terms count via the eigenvalues.
+        moments = np.linalg.eigvalsh(self.inertia_matrix())
+        tol = 1e-12 + 1e-9 * float(np.abs(moments).max())
+        if moments[0] < -tol or moments[2] > moments[0] + moments[1] + tol:
+            ixx, _, _, iyy, _, izz = self.inertia
             raise RobotDescriptionError(
-                f"Payload inertia (ixx, iyy, izz) = ({ixx}, {iyy}, {izz}) kg m^2 is not physical: "
+                f"Payload inertia (ixx, iyy, izz) = ({ixx}, {iyy}, {izz}) kg m^2 (principal moments "
+                f"{', '.join(f'{m:.4g}' for m in moments)}) is not physically consistent: "
                 "moments must be >= 0 and each <= the sum of the other two"
             )
 
+    def inertia_matrix(self) -> np.ndarray:
+        """The symmetric 3x3 inertia about the CoM (kg m^2), flange-frame axes."""
+        ixx, ixy, ixz, iyy, iyz, izz = self.inertia
+        return np.array([[ixx, ixy, ixz], [ixy, iyy, iyz], [ixz, iyz, izz]])
+
     @classmethod
     def coerce(cls, payload: object) -> Payload:
-        """A Payload from any object with ``mass``, ``com``, ``inertia`` (e.g. the sim's payload)."""
+        """A Payload from any object with ``mass``, ``com``, ``inertia`` (e.g. a SetPayload request's fields)."""
         if isinstance(payload, cls):
             return payload
         try:

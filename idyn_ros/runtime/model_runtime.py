@@ -11,7 +11,6 @@ paths agree. Per tick nothing is logged and only small fixed-size arrays are tou
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -19,9 +18,10 @@ import numpy as np
 
 from idyn_ros.dynamics.friction import friction_torque
 from idyn_ros.errors import ModelArtifactError
+from idyn_ros.models.artifact import load_artifact, read_metadata  # torch-free; read_metadata re-exported
 
-METADATA_KEY = "idyn"
-SUPPORTED_FORMATS = (1,)
+__all__ = ["ModelRuntime", "TorquePrediction", "read_metadata"]
+
 RATE_TOLERANCE = 0.02  # relative; a 1 kHz model accepts 980-1020 Hz
 
 
@@ -32,29 +32,6 @@ class TorquePrediction(NamedTuple):
     rbd: np.ndarray
     friction: np.ndarray
     residual: np.ndarray
-
-
-def read_metadata(path: str | Path) -> dict[str, Any]:
-    """The artifact's ``idyn`` metadata (ModelArtifactError if missing or unsupported)."""
-    import onnx
-
-    path = Path(path)
-    if not path.is_file():
-        raise ModelArtifactError(f"{path}: no such model file; train one with `idyn train ... --out DIR`")
-    try:
-        proto = onnx.load(str(path), load_external_data=False)
-    except Exception as exc:
-        raise ModelArtifactError(f"{path}: not a readable ONNX file ({exc})") from None
-    props = {p.key: p.value for p in proto.metadata_props}
-    if METADATA_KEY not in props:
-        raise ModelArtifactError(f"{path}: ONNX file without idyn metadata; export it with `idyn export`")
-    meta = json.loads(props[METADATA_KEY])
-    if meta.get("format_version") not in SUPPORTED_FORMATS:
-        raise ModelArtifactError(
-            f"{path}: artifact format {meta.get('format_version')} not supported "
-            f"(this runtime reads {SUPPORTED_FORMATS}); re-export with this version's `idyn export`"
-        )
-    return meta
 
 
 class ModelRuntime:
@@ -74,7 +51,8 @@ class ModelRuntime:
         import onnxruntime as ort
 
         self.path = Path(path)
-        self.meta = meta = read_metadata(self.path)
+        model, meta = load_artifact(self.path)  # refuses damaged, foreign, old-format or modified files
+        self.meta = meta
         names = list(meta["joint_names"])
         if robot is not None and list(robot.joint_names) != names:
             extra = [j for j in robot.joint_names if j not in names]
@@ -90,7 +68,7 @@ class ModelRuntime:
         if rate_hz is not None and model_rate > 0 and abs(rate_hz - model_rate) > RATE_TOLERANCE * model_rate:
             raise ModelArtifactError(
                 f"{self.path.name} was trained on data at {model_rate:g} Hz but the controller runs at "
-                f"{rate_hz:g} Hz: its recurrent state and the r feature depend on the sample rate; "
+                f"{rate_hz:g} Hz: its recurrent state depends on the sample rate; "
                 f"retrain on data resampled to {rate_hz:g} Hz or run at {model_rate:g} Hz"
             )
         if rbd_backend not in ("pinocchio", "onnx"):
@@ -111,7 +89,6 @@ class ModelRuntime:
         # (model kinds without RBD; artifacts exported before armature was identified: zeros)
         self.armature = None if self.inertial is None else np.asarray(params.get("armature") or np.zeros(n),
                                                                         dtype=np.float64)
-        model = onnx.load(str(self.path))
         has_residual = meta["model_kind"] not in ("rbd", "rbd-friction")
         needs_rbd_input = "tau_rbd" in self._residual_inputs(model) if has_residual else False
         if rbd_backend == "pinocchio" and params.get("inertial") is not None:

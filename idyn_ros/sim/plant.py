@@ -36,8 +36,9 @@ from pathlib import Path
 import numpy as np
 
 from idyn_ros.errors import ParameterError, RobotDescriptionError
+from idyn_ros.robots.spec import Payload
 from idyn_ros.sim.friction import SmoothFriction, smooth_friction
-from idyn_ros.sim.profile import Payload, PlantProfile, load_profile
+from idyn_ros.sim.profile import PlantProfile, load_profile
 from idyn_ros.sim.urdf import (
     LinkInertial,
     add_fixed_link,
@@ -225,7 +226,8 @@ class Plant:
 
     def _attached_payload(self) -> LinkInertial | None:
         """Profile payload and service payload combined into one body (parallel-axis theorem)."""
-        parts = [p.as_inertial() for p in (self.profile.payload, self._payload) if p is not None]
+        parts = [LinkInertial(p.mass, np.asarray(p.com), p.inertia_matrix())
+                 for p in (self.profile.payload, self._payload) if p is not None and p.mass > 0]
         if not parts:
             return None
         mass = sum(p.mass for p in parts)
@@ -506,14 +508,10 @@ class Plant:
     def set_payload(self, payload: Payload | None) -> None:
         """Attach (mass > 0) or detach (None or mass 0) a payload at the flange; keeps q, dq.
 
-        Accepts any object with ``mass``, ``com``, ``inertia`` (e.g. idyn_ros.robots.Payload).
+        RobotDescriptionError for a non-physical payload (checked by ``Payload`` itself).
         """
-        if payload is None or float(payload.mass) == 0.0:
-            self._payload = None
-        else:
-            candidate = Payload(float(payload.mass), tuple(payload.com), tuple(payload.inertia))
-            candidate.check()
-            self._payload = candidate
+        payload = None if payload is None else Payload.coerce(payload)
+        self._payload = None if payload is None or payload.mass == 0.0 else payload
         self._build_model()
         self._update_ext()
 

@@ -29,36 +29,11 @@ from typing import Any
 import numpy as np
 
 from idyn_ros.errors import ParameterError
+from idyn_ros.robots.spec import Payload
 from idyn_ros.sim.friction import FrictionParameters
 from idyn_ros.sim.urdf import LinkInertial
 
 PROFILE_KINDS = ("ideal", "nominal", "true")
-
-
-@dataclass(frozen=True)
-class Payload:
-    """A rigid payload at the flange: mass (kg), CoM (m, flange frame), inertia about the CoM
-    as (ixx, ixy, ixz, iyy, iyz, izz) (kg m^2) - the SetPayload.srv convention."""
-
-    mass: float
-    com: tuple[float, float, float] = (0.0, 0.0, 0.0)
-    inertia: tuple[float, float, float, float, float, float] = (0.0, 0.0, 0.0, 0.0, 0.0, 0.0)
-
-    def as_inertial(self) -> LinkInertial:
-        ixx, ixy, ixz, iyy, iyz, izz = self.inertia
-        I = np.array([[ixx, ixy, ixz], [ixy, iyy, iyz], [ixz, iyz, izz]], dtype=float)
-        return LinkInertial(float(self.mass), np.asarray(self.com, dtype=float), I)
-
-    def check(self) -> None:
-        """Raise ParameterError unless mass > 0 and the inertia is physically consistent."""
-        if not np.isfinite(self.mass) or self.mass <= 0:
-            raise ParameterError(f"payload mass must be > 0 kg, got {self.mass}")
-        eig = np.linalg.eigvalsh(self.as_inertial().pseudo_inertia())
-        if eig.min() < -1e-12:
-            raise ParameterError(
-                f"payload inertia {self.inertia} is not physically consistent (pseudo-inertia eigenvalue "
-                f"{eig.min():.3g} < 0): principal moments must satisfy the triangle inequality"
-            )
 
 
 @dataclass(frozen=True)
@@ -132,8 +107,6 @@ class PlantProfile:
                 f"profile {self.source or self.kind}: stribeck_drop must not exceed frictionloss "
                 "(sliding friction would push the joint along)"
             )
-        if self.payload is not None:
-            self.payload.check()
 
 
 def profiles_dir() -> Path:
@@ -255,7 +228,7 @@ def profile_from_dict(data: dict[str, Any], joint_names: tuple[str, ...], source
 
 
 def _payload_from_dict(payload: dict[str, Any] | None) -> Payload | None:
-    if not payload:
+    if not payload or float(payload.get("mass", 0.0)) == 0.0:
         return None
     return Payload(
         float(payload["mass"]),

@@ -81,6 +81,34 @@ def test_min_jerk_boundaries_and_peaks() -> None:
     assert np.abs(dq2).max() <= 1.0 + 1e-9 and np.abs(ddq2).max() <= 2.0 + 1e-3
 
 
+def test_min_jerk_scalar_and_vector_evaluation_agree() -> None:
+    """One quintic: the 1 kHz scalar path, the vector path and MinJerkMove give the same numbers."""
+    from idyn_ros.control.reference import MinJerkMove
+
+    q0, q1, T = np.array([0.3, -1.2, 2.0]), np.array([-0.4, 0.5, 2.0]), 1.7
+    t = np.concatenate([[-0.5, 0.0], np.linspace(0.0, T, 37), [T, T + 0.3]])
+    vec = min_jerk(q0, q1, T, t)
+    move = MinJerkMove(q0, [q1], [T])
+    for k, tk in enumerate(t):
+        scalar = min_jerk(q0, q1, T, float(tk))
+        sampled = move.sample(max(float(tk), 0.0))
+        for i in range(3):
+            assert scalar[i].shape == (3,)
+            np.testing.assert_allclose(scalar[i], vec[i][k], rtol=0, atol=1e-12)
+            if tk >= 0:
+                np.testing.assert_allclose(sampled[i], vec[i][k], rtol=0, atol=1e-12)
+    # rest to rest, and at rest before the start, after the end and for a zero-length move
+    for tk, q_expected in ((-0.5, q0), (0.0, q0), (T, q1), (T + 0.3, q1)):
+        q, dq, ddq = min_jerk(q0, q1, T, tk)
+        np.testing.assert_allclose(q, q_expected, atol=1e-12)
+        np.testing.assert_allclose(dq, 0.0, atol=1e-12)
+        np.testing.assert_allclose(ddq, 0.0, atol=1e-12)
+    for q, expected in zip(min_jerk(q0, q1, 0.0, np.array([0.0, 1.0])), (q1, 0.0, 0.0), strict=True):
+        np.testing.assert_allclose(q, np.broadcast_to(expected, (2, 3)))
+    q, _, _ = min_jerk(q0, q1, 0.0, 0.0)
+    np.testing.assert_allclose(q, q1)
+
+
 @pytest.mark.parametrize("robot", ["panda", "iiwa14", "ur5"])
 def test_fine_motion_stays_in_limits_and_is_smooth(robot: str) -> None:
     from idyn_ros.dynamics import RobotModel

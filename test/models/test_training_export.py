@@ -30,7 +30,7 @@ def test_run_directory_and_metadata(iiwa, synth, hybrid_run):
     on_disk = json.loads((out / "metrics.json").read_text())
     assert len(on_disk["test"]["nmse"]) == 7
     meta = read_metadata(out / "model.onnx")
-    assert meta["format_version"] == 1 and meta["model_kind"] == "hybrid"
+    assert meta["format_version"] == 2 and meta["model_kind"] == "hybrid"
     assert meta["joint_names"] == list(iiwa.joint_names)
     assert meta["rate_hz"] == pytest.approx(200.0)
     assert meta["inputs"] == ["q", "dq", "ddq", "h_in", "c_in"]

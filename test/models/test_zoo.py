@@ -1,24 +1,10 @@
-"""Model-zoo pieces: Callar's rotational displacement r, config round trip, kinds."""
+"""Model-zoo pieces: config round trip, kinds (Callar's r: test_rotational_displacement.py)."""
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
-import torch
 
-from idyn_ros.models.zoo import KINDS, R_CLIP, ModelConfig, rotational_displacement
-
-
-def test_r_accumulates_resets_at_reversal_and_saturates():
-    dt = 0.01
-    dq = torch.tensor([0.5] * 10 + [-0.5] * 5 + [0.0] * 3 + [-0.5] * 100, dtype=torch.float64)
-    r, _ = rotational_displacement(dq[None, :, None], dt)
-    r = r[0, :, 0].numpy()
-    np.testing.assert_allclose(r[9], 10 * 0.005)  # 10 steps forward
-    np.testing.assert_allclose(r[10], -0.005)  # reversal: restart from the new step
-    np.testing.assert_allclose(r[14], r[15])  # standing still (deadband) keeps r
-    assert r[-1] == pytest.approx(-R_CLIP)  # saturates at -10 deg
-    assert np.isclose(R_CLIP, np.deg2rad(10.0))
+from idyn_ros.models.zoo import KINDS, ModelConfig
 
 
 def test_config_round_trip():

@@ -177,3 +177,42 @@ def test_bad_prefix():
 def test_render_is_cached_and_returns_equal_text():
     first = render_urdf("panda", mode="gazebo")
     assert render_urdf("panda", mode="gazebo") is first
+
+
+@pytest.mark.parametrize("robot", ["panda", "ur5"])
+def test_one_payload_type_for_the_plant_and_the_model(robot):
+    """The plant (sim) and the rendered model (robots -> dynamics) take the same Payload and agree on gravity."""
+    import pinocchio as pin
+
+    from idyn_ros.dynamics import RobotModel
+    from idyn_ros.sim import Payload as SimPayload
+    from idyn_ros.sim import Plant
+
+    assert SimPayload is Payload
+    payload = Payload(1.7, (0.02, -0.03, 0.08), (0.003, 0.0, 0.0, 0.004, 0.0, 0.005))
+    plant = Plant(robot, profile="ideal")
+    plant.set_payload(payload)
+    sim = pin.buildModelFromXML(plant.true_urdf())
+    model = RobotModel.from_robot(robot, payload=payload)
+    q = np.linspace(0.1, 0.7, model.n)
+    idx = [sim.joints[sim.getJointId(j)].idx_v for j in model.joint_names]
+    g_sim = pin.computeGeneralizedGravity(sim, sim.createData(), q)[idx]
+    np.testing.assert_allclose(g_sim, model.gravity(q), atol=1e-10)
+    assert np.abs(g_sim - RobotModel.from_robot(robot).gravity(q)).max() > 1e-2  # the payload is there
+
+
+def test_off_diagonal_inertia_is_checked_the_same_everywhere():
+    """Diagonal moments that pass the triangle inequality but a non-PSD matrix: refused by both users."""
+    from idyn_ros.sim import Plant
+
+    bad = (1.0, 0.9, 0.9, 1.0, 0.9, 1.0)  # principal moments 2.8, 0.1, 0.1
+    with pytest.raises(RobotDescriptionError, match="not physical"):
+        Payload(1.0, (0.0, 0.0, 0.1), bad)
+
+    class Request:  # what the plant node's ~/set_payload hands over
+        mass, com, inertia = 1.0, (0.0, 0.0, 0.1), bad
+
+    with pytest.raises(RobotDescriptionError, match="not physical"):
+        render_urdf("ur5", payload=Request())
+    with pytest.raises(RobotDescriptionError, match="not physical"):
+        Plant("ur5", profile="ideal").set_payload(Request())

@@ -56,18 +56,3 @@ def panda_pin(panda_ideal: Plant) -> PinModel:
 def pin_model() -> type[PinModel]:
     """The PinModel class (test files cannot import conftest under --import-mode=importlib)."""
     return PinModel
-
-
-def min_jerk(q0: np.ndarray, q1: np.ndarray, T: float, t: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Minimum-jerk q, dq, ddq from q0 to q1 in T seconds (held at q1 after T)."""
-    s = min(max(t / T, 0.0), 1.0)
-    d = q1 - q0
-    p = 10 * s**3 - 15 * s**4 + 6 * s**5
-    v = (30 * s**2 - 60 * s**3 + 30 * s**4) / T if t < T else 0.0
-    a = (60 * s - 180 * s**2 + 120 * s**3) / T**2 if t < T else 0.0
-    return q0 + p * d, v * d, a * d
-
-
-@pytest.fixture(scope="session")
-def min_jerk_fn():
-    return min_jerk

@@ -12,19 +12,19 @@ Output split (the mean is linear in the kernel, so it splits exactly):
 
 from __future__ import annotations
 
-import json
+import io
 from pathlib import Path
 from typing import Any
 
 import torch
 
 from idyn_ros.errors import ModelArtifactError
+from idyn_ros.models.artifact import FORMAT_VERSION, write_artifact
 from idyn_ros.models.gp.baselines import COULOMB_EPS, FrictionKernel, LSEKernel
 from idyn_ros.models.gp.fast_mean import LIPFastMean
 from idyn_ros.models.gp.gp import GPInverseDynamics
 from idyn_ros.models.gp.lip import LIPKernel
 
-FORMAT_VERSION = 1
 OUTPUTS = ["tau", "tau_rbd", "tau_friction", "tau_residual"]
 INPUTS = ["q", "dq", "ddq"]
 
@@ -90,21 +90,19 @@ def export_onnx(gp: GPInverseDynamics, path: str | Path, metadata: dict[str, Any
     if missing:
         raise ModelArtifactError(f"ONNX metadata lacks {missing}; pass them to export_onnx")
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
     module = PosteriorMean(gp, form).eval()
     z = torch.zeros(1, gp.n, dtype=torch.float32)
     import warnings
 
+    buf = io.BytesIO()
     with warnings.catch_warnings(), torch.no_grad():
         warnings.simplefilter("ignore")
-        torch.onnx.export(module, (z, z, z), str(path), input_names=INPUTS, output_names=OUTPUTS,
+        torch.onnx.export(module, (z, z, z), buf, input_names=INPUTS, output_names=OUTPUTS,
                           dynamo=False, opset_version=17, do_constant_folding=True)
-    model = onnx.load(str(path))
+    model = onnx.load_from_string(buf.getvalue())
     meta = {"format_version": FORMAT_VERSION, "inputs": INPUTS, "outputs": OUTPUTS, "mode": "gp",
             "state": [], "parameters": {"inertial": None, "friction_kinds": [], "friction": None},
             "rate_hz": metadata.get("sample_rate_hz"), "gp_form": form, "n_train": int(gp.X.shape[0]),
             **metadata}
-    entry = model.metadata_props.add()
-    entry.key, entry.value = "idyn", json.dumps(meta, default=float)
-    onnx.save(model, str(path))
+    write_artifact(model, meta, path)
     return path

@@ -17,18 +17,15 @@ import numpy as np
 import torch
 
 from idyn_ros.errors import DatasetError, ModelArtifactError, ParameterError
+from idyn_ros.models import checkpoint
+from idyn_ros.models.artifact import atomic_write_text
 from idyn_ros.models.gp import GP_KINDS
 from idyn_ros.models.gp.baselines import FrictionKernel, GIPKernel, LSEKernel, SEKernel
 from idyn_ros.models.gp.gp import FitReport, GPInverseDynamics, stack_inputs
 from idyn_ros.models.gp.lip import LIPKernel
+from idyn_ros.models.metrics import nan_mean, nmse_percent
 
 Arrays = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]
-
-
-def nmse_percent(pred: np.ndarray, target: np.ndarray) -> np.ndarray:
-    """Per-joint nMSE in % = 100 * mean((y - y^)^2) / var(y) (the paper's metric), (n,)."""
-    var = np.var(target, axis=0)
-    return 100.0 * np.mean((pred - target) ** 2, axis=0) / np.where(var > 0, var, np.nan)
 
 
 def joint_is_prismatic(robot_model: Any) -> list[bool]:
@@ -136,7 +133,7 @@ def fit_gp(kind: str, n: int, X: torch.Tensor, Y: torch.Tensor, prismatic: list[
             total += rep.seconds
             if select_on is not None:
                 pred = gp.predict(select_on[0])[0].numpy()
-                score = float(np.nanmean(nmse_percent(pred, select_on[1].numpy())))
+                score = nan_mean(nmse_percent(pred, select_on[1].numpy()))
             else:
                 score = rep.nll
             if best is None or (math.isfinite(score) and score < best_score):
@@ -223,6 +220,8 @@ def train_gp(kind: str, robot_model: Any, train_datasets: list[Any], val_dataset
     """
     if not train_datasets:
         raise DatasetError("train_gp needs at least one training dataset")
+    if not max_minutes > 0:
+        raise ParameterError(f"max_minutes must be > 0 (got {max_minutes})")
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     torch.manual_seed(seed)
@@ -260,7 +259,7 @@ def train_gp(kind: str, robot_model: Any, train_datasets: list[Any], val_dataset
         if datasets:
             sq, sdq, sddq, stau = _concat(list(datasets), robot_model)
             e = nmse_percent(gp.predict(stack_inputs(sq, sdq, sddq))[0].numpy(), stau)
-            metrics.update({f"{split}_nmse_percent": e.tolist(), f"{split}_nmse_mean_percent": float(np.nanmean(e)),
+            metrics.update({f"{split}_nmse_percent": e.tolist(), f"{split}_nmse_mean_percent": nan_mean(e),
                             f"n_{split}": int(sq.shape[0])})
     rate = float(getattr(train_datasets[0], "rate_hz", float("nan"))) if not isinstance(
         train_datasets[0], str | Path) else float("nan")
@@ -277,8 +276,7 @@ def train_gp(kind: str, robot_model: Any, train_datasets: list[Any], val_dataset
     except ModelArtifactError as exc:
         metrics["onnx"] = None
         metrics["onnx_error"] = str(exc)
-    (out_dir / "metrics.json").write_text(json.dumps(metrics, indent=2, default=float) + "\n")
-    torch.save({"state_dict": gp.state_dict(), "X": gp.X, "Y": Y, "kind": kind, "friction": friction,
-                "shared_noise": shared_noise,
-                "joint_names": list(robot_model.joint_names)}, out_dir / "gp.pt")
+    atomic_write_text(out_dir / "metrics.json", json.dumps(metrics, indent=2, default=float) + "\n")
+    checkpoint.save({"state_dict": gp.state_dict(), "X": gp.X, "Y": Y, "kind": kind, "friction": friction,
+                     "shared_noise": shared_noise, "joint_names": list(robot_model.joint_names)}, out_dir / "gp.pt")
     return metrics

@@ -1,0 +1,37 @@
+"""nMSE has one definition (models.metrics.nmse); every place that reports it agrees with it."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from idyn_ros.models import identification as ident
+from idyn_ros.models.metrics import nmse, nmse_percent, torque_metrics
+
+
+def test_every_nmse_in_the_package_is_the_same_number(iiwa, synth):
+    rng = np.random.default_rng(0)
+    tau = synth[0].tau
+    pred = tau + rng.normal(0.0, 0.3, tau.shape)
+    expected = ((pred - tau) ** 2).mean(0) / tau.var(0)
+    np.testing.assert_allclose(nmse(pred, tau), expected, rtol=1e-12)
+    np.testing.assert_allclose(torque_metrics(pred, tau)["nmse"], expected, rtol=1e-12)
+    np.testing.assert_allclose(nmse_percent(pred, tau), 100 * expected, rtol=1e-12)
+    from idyn_ros.models.gp import train as gp_train
+
+    assert gp_train.nmse_percent is nmse_percent  # the GP code reports through the same function
+    res = ident.identify(iiwa.pin_model, [synth[0]], "ols", ("coulomb", "viscous"))
+    np.testing.assert_allclose(res.info["train_nmse"], nmse(res.predict(iiwa.pin_model, synth[0]), tau), rtol=1e-9)
+
+
+def test_constant_joint_has_no_nmse_and_is_left_out_of_the_mean():
+    """Zero-variance rule: NaN with a warning (the old 1e-12 floor reported 1e12-scale numbers)."""
+    t = np.linspace(0, 1, 200)
+    tau = np.stack([np.sin(6 * t), np.full_like(t, 12.5), np.zeros_like(t)], 1)
+    pred = tau + 0.1
+    with pytest.warns(RuntimeWarning, match=r"column\(s\) \[1, 2\].*constant"):
+        m = torque_metrics(pred, tau)
+    assert np.isfinite(m["nmse"][0]) and np.isnan(m["nmse"][1]) and np.isnan(m["nmse"][2])
+    assert m["nmse_mean"] == pytest.approx(m["nmse"][0]) and m["nmse_max"] == pytest.approx(m["nmse"][0])
+    # a small but real variation is a signal, not a constant
+    assert np.isfinite(nmse(pred[:, 0] * 1e-3, tau[:, 0] * 1e-3)).all()
