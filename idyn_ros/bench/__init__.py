@@ -78,19 +78,6 @@ def run_provenance(command: str) -> dict:
     }
 
 
-def write_atomic(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` via a temp file in the same folder, so a crash never leaves half a file."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        with open(tmp, "w") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
-
-
 def write_result(name: str, payload: dict, command: str, provenance: dict | None = None,
                  directory: Path | None = None) -> Path:
     """Write ``<directory>/<name>.json`` (default bench/results/): the payload's keys plus ``_provenance``.
@@ -100,7 +87,9 @@ def write_result(name: str, payload: dict, command: str, provenance: dict | None
     """
     path = (directory or results_dir()) / f"{name}.json"
     prov = payload.get("_provenance") or provenance or run_provenance(command)
-    write_atomic(path, json.dumps({**payload, "_provenance": prov}, indent=2, default=float) + "\n")
+    from idyn_ros.data.atomic import atomic_write_text
+
+    atomic_write_text(path, json.dumps({**payload, "_provenance": prov}, indent=2, default=float) + "\n")
     return path
 
 

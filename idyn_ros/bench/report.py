@@ -17,7 +17,8 @@ from fnmatch import fnmatch
 from pathlib import Path
 from typing import Any
 
-from idyn_ros.bench import TOPICS, write_atomic
+from idyn_ros.bench import TOPICS
+from idyn_ros.data.atomic import atomic_write_text
 from idyn_ros.errors import ParameterError
 
 Lines = list[str]
@@ -404,7 +405,7 @@ def write_report(results: Path | None = None, studies: Path | None = None, out: 
         return 0
     if current != text:
         out.parent.mkdir(parents=True, exist_ok=True)
-        write_atomic(out, text)
+        atomic_write_text(out, text)
     print(f"[bench] wrote {out}", flush=True)
     return 0
 

@@ -54,10 +54,10 @@ def _run(args: argparse.Namespace) -> int:
 
     import numpy as np
 
+    from idyn_ros.data.atomic import atomic_write_text
     from idyn_ros.dynamics.friction import parse_kinds
     from idyn_ros.errors import IdentificationError
     from idyn_ros.models import rbd
-    from idyn_ros.models.artifact import atomic_write_text
     from idyn_ros.models.identification import identify, write_urdf
     from idyn_ros.models.metrics import torque_metrics
     from idyn_ros.models.sources import load_recordings, load_robot

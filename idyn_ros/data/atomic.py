@@ -13,7 +13,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import BinaryIO
 
-__all__ = ["atomic_writer", "replace_durably"]
+__all__ = ["atomic_write_bytes", "atomic_write_text", "atomic_writer", "replace_durably"]
 
 
 def _fsync_dir(folder: Path) -> None:
@@ -55,3 +55,16 @@ def atomic_writer(path: str | Path) -> Iterator[BinaryIO]:
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
+
+
+def atomic_write_bytes(path: str | Path, data: bytes) -> None:
+    """``path`` holds either its old content or all of ``data``, never part of it (creates missing folders)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with atomic_writer(path) as f:
+        f.write(data)
+
+
+def atomic_write_text(path: str | Path, text: str) -> None:
+    """``atomic_write_bytes`` for UTF-8 text (metrics.json, result files, parameter files, URDFs)."""
+    atomic_write_bytes(path, text.encode("utf-8"))

@@ -15,11 +15,10 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
+from idyn_ros.data.atomic import atomic_write_bytes
 from idyn_ros.errors import ModelArtifactError
 
 FORMAT_VERSION = 2
@@ -27,35 +26,6 @@ SUPPORTED_FORMATS = (2,)
 METADATA_KEY = "idyn"
 CHECKSUM_KEY = "idyn_sha256"
 _FORMAT_CHANGES = {1: "written before artifact checksums and the q-based r feature"}
-
-
-def atomic_write_bytes(path: str | Path, data: bytes) -> None:
-    """Write ``path`` so that it is either the old file or the complete new one, never a partial one.
-
-    Temp file in the same folder, fsync, os.replace (atomic on POSIX), then fsync of the folder.
-    """
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    dir_fd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
-
-
-def atomic_write_text(path: str | Path, text: str) -> None:
-    """:func:`atomic_write_bytes` for UTF-8 text (metrics.json, parameter files, URDFs)."""
-    atomic_write_bytes(path, text.encode("utf-8"))
 
 
 def _checksum(proto: Any, entry: Any) -> str:

@@ -1,7 +1,7 @@
 """Torch files of a run (checkpoint.pt, model.pt, gp.pt): written atomically, read with a clear error.
 
 A SIGKILL while ``torch.save`` wrote in place left 0-byte checkpoints and ``--resume`` died with
-EOFError; now the old file stays until the new one is complete (``artifact.atomic_write_bytes``).
+EOFError; now the old file stays until the new one is complete (``data.atomic.atomic_write_bytes``).
 """
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from typing import Any
 
 import torch
 
+from idyn_ros.data.atomic import atomic_write_bytes
 from idyn_ros.errors import ModelArtifactError
-from idyn_ros.models.artifact import atomic_write_bytes
 
 
 def save(obj: dict[str, Any], path: str | Path) -> None:

@@ -16,10 +16,10 @@ from typing import Any
 
 import numpy as np
 
+from idyn_ros.data.atomic import atomic_write_text
 from idyn_ros.errors import ModelArtifactError
 from idyn_ros.models import checkpoint
 from idyn_ros.models import export as ex
-from idyn_ros.models.artifact import atomic_write_text
 from idyn_ros.models.features import R_FEATURE_VERSION
 from idyn_ros.models.metrics import torque_metrics
 from idyn_ros.models.sources import Recording

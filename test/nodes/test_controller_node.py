@@ -3,7 +3,6 @@ same tick, nothing raises, the reason is on ControllerState and /diagnostics; pa
 
 from __future__ import annotations
 
-import json
 import time
 
 import numpy as np
@@ -181,18 +180,18 @@ def test_negative_gain_in_parameter_file_fails_configure_cleanly(rclpy_context):
 
 
 def _artifact_for(tmp_path, robot: str):
-    import onnx
     from onnx import TensorProto, helper
 
+    from idyn_ros.models.artifact import FORMAT_VERSION, write_artifact
     from idyn_ros.robots import get_robot
 
     x = helper.make_tensor_value_info("q", TensorProto.FLOAT, [1, 7])
     y = helper.make_tensor_value_info("tau", TensorProto.FLOAT, [1, 7])
     model = helper.make_model(helper.make_graph([helper.make_node("Identity", ["q"], ["tau"])], "g", [x], [y]))
-    meta = {"format_version": 1, "robot": robot, "joint_names": list(get_robot(robot).joint_names), "rate_hz": 1000}
-    helper.set_model_props(model, {"idyn": json.dumps(meta)})
+    meta = {"format_version": FORMAT_VERSION, "robot": robot, "joint_names": list(get_robot(robot).joint_names),
+            "rate_hz": 1000}
     path = tmp_path / f"{robot}.onnx"
-    onnx.save(model, str(path))
+    write_artifact(model, meta, path)
     return path
 
 

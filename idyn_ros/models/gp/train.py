@@ -16,9 +16,9 @@ from typing import Any
 import numpy as np
 import torch
 
+from idyn_ros.data.atomic import atomic_write_text
 from idyn_ros.errors import DatasetError, ModelArtifactError, ParameterError
 from idyn_ros.models import checkpoint
-from idyn_ros.models.artifact import atomic_write_text
 from idyn_ros.models.gp import GP_KINDS
 from idyn_ros.models.gp.baselines import FrictionKernel, GIPKernel, LSEKernel, SEKernel
 from idyn_ros.models.gp.gp import FitReport, GPInverseDynamics, stack_inputs
