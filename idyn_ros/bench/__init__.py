@@ -93,28 +93,34 @@ def write_result(name: str, payload: dict, command: str, provenance: dict | None
     return path
 
 
-def run_topic(topic: str, quick: bool = False) -> dict:
-    """Run one topic; its module returns {result_name: payload}, or one payload named after the topic."""
+def run_topic(topic: str, quick: bool = False, **options: Any) -> dict:
+    """Run one topic; its module returns {result_name: payload}, or one payload named after the topic.
+
+    ``options`` (e.g. ``robots``) go to the topics whose ``run_benchmarks`` takes them; the provenance is taken
+    at the start (the revision that ran, even if HEAD moves during an hour-long run)."""
     module = importlib.import_module(f"idyn_ros.bench.{topic}")
+    accepted = inspect.signature(module.run_benchmarks).parameters
+    kwargs = {k: v for k, v in {"quick": quick, **options}.items() if k in accepted}
+    command = f"idyn bench --only {topic}" + (" --quick" if quick else "") + "".join(
+        f" --{k} {' '.join(v) if isinstance(v, tuple | list) else v}" for k, v in options.items() if k in accepted)
+    provenance = run_provenance(command)
     started = time.perf_counter()
-    accepts_quick = "quick" in inspect.signature(module.run_benchmarks).parameters
-    results = module.run_benchmarks(quick=quick) if accepts_quick else module.run_benchmarks()
+    results = module.run_benchmarks(**kwargs)
     elapsed = time.perf_counter() - started
     files = results.pop("_files", None) if isinstance(results, dict) else None
     named = files if files is not None else {topic: results}
-    command = f"idyn bench --only {topic}" + (" --quick" if quick else "")
     for name, payload in named.items():
-        path = write_result(name, payload, command)
+        path = write_result(name, payload, command, provenance)
         print(f"[bench] {topic}: wrote {path} ({elapsed:.0f} s)", flush=True)
     return named
 
 
-def run_all(topics: list[str] | None = None, quick: bool = False) -> int:
+def run_all(topics: list[str] | None = None, quick: bool = False, **options: Any) -> int:
     failures = []
     for topic in topics or list(TOPICS):
         print(f"\n=== {topic}: {TOPICS.get(topic, '')} ===", flush=True)
         try:
-            run_topic(topic, quick=quick)
+            run_topic(topic, quick=quick, **options)
         except Exception:  # one broken topic must not hide the others' numbers
             traceback.print_exc()
             failures.append(topic)

@@ -9,8 +9,8 @@ key into bench/results/. ``tracking_<robot>.json`` keys are a contract (idyn_ros
 Models come from plant recordings (``idyn_ros.experiments.models_cache``), cached under
 ``$IDYN_WORK_DIR`` (default ``runs/``): ``runs/models/<robot>/<row>/model.onnx`` (quick mode:
 ``runs/quick/models/...``), so reruns skip recording and training.
-``quick``: one robot (panda), 2 moves of 2 s, short training (1 min per model), a small DOOMED grid;
-the other robots' tracking files then hold ``failed: skipped in quick mode`` cells and ``_skipped``.
+``quick``: 2 moves of 2 s, short training (1 min per model), a small DOOMED grid (``idyn bench --only
+experiments --quick --robots panda`` is the smoke run).
 Full mode: the paper's protocol, 5 moves x (2 s, 10 s) per cell, 8 rows x 3 gains per robot; on this
 shared 2-core machine (load ~10) one cell costs ~1-1.5 min, so a robot takes ~30 min plus ~15 min of
 recording and training on the first run (DOOMED sweep ~8 min, wrench ~1 min).
@@ -68,18 +68,16 @@ def tracking_for(robot: str, quick: bool) -> dict[str, Any]:
     return out
 
 
-def run_benchmarks(quick: bool = False) -> dict[str, Any]:
-    """See the module docstring."""
-    from idyn_ros.experiments import doomed_sweep, tracking, wrench_eval
+def run_benchmarks(quick: bool = False, robots: tuple[str, ...] = ROBOTS) -> dict[str, Any]:
+    """See the module docstring. ``robots``: whose tracking tables to run (files of the others are left as they
+    are); the DOOMED sweep and the wrench observer run on the Panda, when it is among them."""
+    from idyn_ros.experiments import doomed_sweep, wrench_eval
 
     files: dict[str, Any] = {}
-    for robot in ROBOTS:
-        if quick and robot != "panda":
-            files[f"tracking_{robot}"] = {row: {g: {"failed": True, "reason": "skipped in quick mode"}
-                                                for g in ("soft", "medium", "stiff")} for row in tracking.ROWS}
-            files[f"tracking_{robot}"]["_skipped"] = "quick mode"
-            continue
+    for robot in robots:
         files[f"tracking_{robot}"] = tracking_for(robot, quick)
+    if "panda" not in robots:
+        return {"_files": files}
     if quick:
         sweep = doomed_sweep.sweep("panda", etas=(0.0, 0.1, 1.0), alphas=(0.0, 0.5), gammas=(0.9,), n_moves=2)
     else:

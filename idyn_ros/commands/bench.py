@@ -25,6 +25,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help=f"run only these topics (default: all): {', '.join(TOPICS)}")
     parser.add_argument("--quick", action="store_true",
                         help="shorter runs (fewer samples/seeds) for a smoke check; numbers are noisier")
+    parser.add_argument("--robots", nargs="+", choices=["panda", "iiwa14", "ur5"], default=None,
+                        help="experiments: the robots whose tracking tables run (default all three); DOOMED and "
+                             "wrench run with the panda")
     parser.add_argument("--report", action="store_true",
                         help="write docs/benchmarks.md from bench/results/*.json (alone: no runs; with --only: "
                              "after them)")
@@ -33,7 +36,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from idyn_ros.bench import run_all
 
-    status = 0 if args.report and not args.only else run_all(args.only, quick=args.quick)
+    options = {"robots": tuple(args.robots)} if args.robots else {}
+    status = 0 if args.report and not args.only else run_all(args.only, quick=args.quick, **options)
     if args.report:
         from idyn_ros.bench.report import write_report
 
