@@ -4,6 +4,8 @@ export ROS_AUTOMATIC_DISCOVERY_RANGE := LOCALHOST
 export PYTHONUNBUFFERED := 1
 
 VENV ?= .venv
+# the venv is an ament prefix: ros2 launch / ros2 run find idyn_ros there (a ROS 2 install sets its own)
+export AMENT_PREFIX_PATH := $(abspath $(VENV))$(if $(AMENT_PREFIX_PATH),:$(AMENT_PREFIX_PATH))
 PY := $(VENV)/bin/python
 ROBOT ?= panda
 

@@ -370,8 +370,11 @@ class PlantParams(RobotParams):
                                 hi=100000.0, read_only=True)
     clock_mode: str = param("lockstep", "lockstep (sim time on /clock, waits for each command, deterministic) | "
                             "realtime (wall-clock timer)", choices=("lockstep", "realtime"), read_only=True)
-    command_timeout: float = param(0.1, "s without a valid command before the drive applies zero torque "
-                                   "(lockstep: wall time waited for an answer)", lo=0.001, hi=60.0, read_only=True)
+    command_timeout: float = param(0.1, "realtime: s without a valid command before the drive applies zero torque",
+                                   lo=0.001, hi=60.0, read_only=True)
+    lockstep_wait: float = param(1.0, "lockstep: s (wall) the plant waits for the answer to a state before it lets "
+                                 "one period pass at zero torque (a controller that died); sim time, and so the "
+                                 "controllers' clock, stands still meanwhile", lo=0.001, hi=600.0, read_only=True)
     on_bad_command: str = param("reject", "commands beyond the effort limits: reject (keep the previous) | clamp",
                                 choices=("reject", "clamp"), read_only=True)
     initial_positions: tuple[float, ...] = param((), "rad at start, robot joint order; [] = 0 clipped into each "
@@ -434,6 +437,26 @@ def _flatten(prefix: str, node: Any, out: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def read_parameter_file(path: str | Path) -> dict[str, dict[str, Any]]:
+    """{section key: {ROS name: value}} of a ROS parameter file, nested names flattened; ParameterError if broken."""
+    import yaml
+
+    path = Path(path)
+    try:
+        data = yaml.safe_load(path.read_text()) or {}
+    except (OSError, yaml.YAMLError) as exc:
+        raise ParameterError(f"cannot read parameter file {path}: {exc}") from None
+    if not isinstance(data, dict):
+        raise ParameterError(f"parameter file {path} is not a mapping of node sections")
+    out = {}
+    for key, body in data.items():
+        params = body.get("ros__parameters") if isinstance(body, dict) else None
+        if not isinstance(params, dict):
+            raise ParameterError(f"{path}: section {key!r} has no ros__parameters mapping")
+        out[str(key)] = _flatten("", params, {})
+    return out
+
+
 def file_values(files: Sequence[str | Path], node_name: str) -> dict[str, Any]:
     """{ROS name: value} for ``node_name`` from parameter files, with the precedence rclpy applies.
 
@@ -442,22 +465,10 @@ def file_values(files: Sequence[str | Path], node_name: str) -> dict[str, Any]:
     that order. So ``/**`` (first seen in the robot file) is applied before ``/**/controller``, whichever
     file sets it. Tested against a real rclpy node in test/nodes.
     """
-    import yaml
-
     sections: dict[str, dict[str, Any]] = {}
-    for name in files:
-        path = Path(name)
-        try:
-            data = yaml.safe_load(path.read_text()) or {}
-        except (OSError, yaml.YAMLError) as exc:
-            raise ParameterError(f"cannot read parameter file {path}: {exc}") from None
-        if not isinstance(data, dict):
-            raise ParameterError(f"parameter file {path} is not a mapping of node sections")
-        for key, body in data.items():
-            params = (body or {}).get("ros__parameters") if isinstance(body, dict) else None
-            if not isinstance(params, dict):
-                raise ParameterError(f"{path}: section {key!r} has no ros__parameters mapping")
-            sections.setdefault(str(key), {}).update(_flatten("", params, {}))
+    for path in files:
+        for key, params in read_parameter_file(path).items():
+            sections.setdefault(key, {}).update(params)
     out: dict[str, Any] = {}
     for key, params in sections.items():
         if _matches(key, node_name):

@@ -1,104 +1,164 @@
-"""Shared launch logic for panda/iiwa14/ur5 (``ros2 launch idyn_ros <robot>.launch.py``).
+"""The launch description shared by panda/iiwa14/ur5.launch.py (``ros2 launch idyn_ros <robot>.launch.py``).
 
-Arguments:
+Arguments (``ros2 launch idyn_ros panda.launch.py --show-args``):
   mode:=hardware|mock|gazebo|mujoco   where torques go (default mock)
-  model:=PATH                          exported .onnx (default: config model_path; empty = RBD fallback)
-  gains:=soft|medium|stiff             controller gain preset (default medium)
-  prefix:=STR                          joint/link name prefix ('' = vendor default)
-hardware/mock: robot_state_publisher + ros2_control_node (controllers from config/<robot>_controllers.yaml)
-and spawners for joint_state_broadcaster and the effort forward controller (effort_controllers/
-JointGroupEffortController named ``effort_controller``, as in the robot spec). gazebo: gz_ros2_control
-inside Gazebo (ros_gz_sim), same spawners. mujoco: the embedded MuJoCo plant node instead of ros2_control.
-In every mode our nodes run with config/<robot>.yaml: joint_state_buffer, feedforward, controller,
-doomed, wrench_observer, reference. On hardware the vendor adds g(q) to the command, so the controller
-subtracts it (subtract_gravity) and the safe damping hold needs no gravity term.
-Needs a real ROS 2 install (launch, launch_ros, xacro, controller_manager); not runnable in this venv.
+  model:=PATH                          exported .onnx ('' = the parameter files' model_path; none = RBD fallback)
+  gains:=soft|medium|stiff             controller gain preset ('' = the files' gain_preset, medium)
+  prefix:=STR                          joint/link name prefix ('' = the vendor default)
+  composed:=true                       our six nodes in one process (lower latency; see README)
+  clock:=lockstep|realtime             mode mujoco: the embedded plant's clock ('' = the files', lockstep)
+  params_file:=A.yaml[,B.yaml]         your parameter files, after config/<robot>.yaml; the arguments above win
+  <xacro arguments>                    robot_ip, payload_mass, payload_com_x, ... (see --show-args)
+
+What starts:
+  hardware | mock   robot_state_publisher, ros2_control_node (config/<robot>_controllers.yaml) and the spawners of
+                    joint_state_broadcaster and effort_controller (effort_controllers/JointGroupEffortController)
+  gazebo            Gazebo (ros_gz_sim) with gz_ros2_control, the /clock bridge, robot_state_publisher, spawners
+  mujoco            the embedded MuJoCo plant node behind the same topics (no other package needed)
+  always            joint_state_buffer, feedforward, controller, doomed, wrench_observer, reference (or composed)
+
+Every node's parameters, which nodes start, and the robot description come from ``idyn_ros.nodes.graph``, the
+description ``idyn bringup`` runs too. On hardware the vendor adds g(q) to the command, so the controller
+subtracts it (subtract_gravity) and the wrench observer reads the measured effort. A bad argument (unknown mode
+or gains, a missing file) stops the launch with its reason. Runs here with the launch wheels (make setup).
 """
 
 import os
 
-import xacro
-from ament_index_python.packages import get_package_share_directory
-from launch.actions import DeclareLaunchArgument, IncludeLaunchDescription, OpaqueFunction
+from launch.actions import DeclareLaunchArgument, IncludeLaunchDescription
+from launch.conditions import IfCondition, UnlessCondition
 from launch.launch_description_sources import PythonLaunchDescriptionSource
-from launch.substitutions import LaunchConfiguration
+from launch.substitutions import LaunchConfiguration, PythonExpression
 from launch_ros.actions import Node
+from launch_ros.parameter_descriptions import ParameterValue
 
-from launch import LaunchDescription
+from idyn_ros.nodes import graph
+from idyn_ros.robots import get_robot
+from idyn_ros.robots.render import xacro_argument_defaults
+from launch import LaunchDescription, Substitution
 
 PACKAGE = "idyn_ros"
-MODES = ("hardware", "mock", "gazebo", "mujoco")
-OUR_NODES = ("joint_state_buffer", "feedforward", "controller", "doomed", "wrench_observer", "reference")
+OWN_ARGS = ("mode", "model", "gains", "prefix", "composed", "clock", "params_file")
+NOT_XACRO = ("mode", "prefix", "controllers_file")  # set by the graph description, not by the user
 
 
-def _share(*parts):
-    return os.path.join(get_package_share_directory(PACKAGE), *parts)
+def _settings(context, robot):
+    get = lambda name: LaunchConfiguration(name).perform(context)  # noqa: E731
+    return graph.GraphSettings(
+        robot, mode=get("mode"), model=get("model"), gains=get("gains"), prefix=get("prefix"), clock=get("clock"),
+        composed=get("composed").lower() in ("true", "1", "yes"),
+        params_files=tuple(f.strip() for f in get("params_file").split(",") if f.strip()))
 
 
-def _setup(context, robot):
-    mode = LaunchConfiguration("mode").perform(context)
-    if mode not in MODES:
-        raise RuntimeError(f"mode:={mode} is not one of {MODES}")
-    model = LaunchConfiguration("model").perform(context)
-    gains = LaunchConfiguration("gains").perform(context)
-    prefix = LaunchConfiguration("prefix").perform(context)
-    params_file = _share("config", f"{robot}.yaml")
-    controllers_file = _share("config", f"{robot}_controllers.yaml")
-    xacro_file = _share("urdf", f"{robot}.urdf.xacro")
-    mappings = {"mode": mode}
-    if prefix:
-        mappings["prefix"] = prefix
-    robot_description = xacro.process_file(xacro_file, mappings=mappings).toxml()
-    hardware = mode == "hardware"
+class NodeParameters(Substitution):
+    """The one parameter file of a process running ``nodes`` (``graph.parameter_file``), made at launch time."""
 
-    actions = [
-        Node(package="robot_state_publisher", executable="robot_state_publisher", output="screen",
-             parameters=[{"robot_description": robot_description}]),
-    ]
-    if mode in ("hardware", "mock"):
-        actions.append(Node(package="controller_manager", executable="ros2_control_node", output="screen",
-                            parameters=[{"robot_description": robot_description}, controllers_file]))
-    elif mode == "gazebo":
-        gz_launch = os.path.join(get_package_share_directory("ros_gz_sim"), "launch", "gz_sim.launch.py")
-        actions.append(IncludeLaunchDescription(PythonLaunchDescriptionSource(gz_launch),
-                                                launch_arguments={"gz_args": "-r empty.sdf"}.items()))
-        actions.append(Node(package="ros_gz_sim", executable="create", output="screen",
-                            arguments=["-string", robot_description, "-name", robot]))
-    if mode in ("hardware", "mock", "gazebo"):
-        for controller in ("joint_state_broadcaster", "effort_controller"):
-            actions.append(Node(package="controller_manager", executable="spawner", output="screen",
-                                arguments=[controller, "--controller-manager", "/controller_manager"]))
-    else:  # mujoco: the embedded plant emulates joint_state_broadcaster + the effort forward controller
-        actions.append(Node(package=PACKAGE, executable="plant", name="plant", output="screen",
-                            parameters=[params_file, {"robot": robot}]))
+    def __init__(self, robot, nodes):
+        super().__init__()
+        self.robot, self.nodes = robot, list(nodes)
 
-    overrides = {"prefix": prefix, "subtract_gravity": hardware, "safe_gravity_compensation": not hardware}
-    if model:
-        overrides["model_path"] = model
-    actions += [
-        Node(package=PACKAGE, executable="joint_state_buffer", name="joint_state_buffer", output="screen",
-             parameters=[params_file, {"prefix": prefix}]),
-        Node(package=PACKAGE, executable="feedforward", name="feedforward", output="screen",
-             parameters=[params_file, {"prefix": prefix, "model_path": model} if model else
-                         {"prefix": prefix}]),
-        Node(package=PACKAGE, executable="controller", name="controller", output="screen",
-             parameters=[params_file, overrides, {"gain_preset": gains}]),
-        Node(package=PACKAGE, executable="doomed", name="doomed", output="screen",
-             parameters=[params_file, {"prefix": prefix}]),
-        Node(package=PACKAGE, executable="wrench_observer", name="wrench_observer", output="screen",
-             parameters=[params_file, {"prefix": prefix, "torque_source": "effort" if hardware else "command"}]),
-        Node(package=PACKAGE, executable="reference", name="reference", output="screen",
-             parameters=[params_file, {"prefix": prefix}]),
-    ]
-    return actions
+    def describe(self):
+        return f"idyn parameters for {', '.join(self.nodes)} (config/{self.robot}.yaml + params_file + arguments)"
+
+    def perform(self, context):
+        return str(graph.parameter_file(_settings(context, self.robot), self.nodes))
+
+
+class RobotDescription(Substitution):
+    """The URDF for the mode (``graph.robot_description``) with the xacro arguments given at launch."""
+
+    def __init__(self, robot, xacro_names):
+        super().__init__()
+        self.robot, self.xacro_names = robot, list(xacro_names)
+
+    def describe(self):
+        return f"rendered urdf/{self.robot}.urdf.xacro"
+
+    def perform(self, context):
+        args = {name: LaunchConfiguration(name).perform(context) for name in self.xacro_names}
+        return graph.robot_description(_settings(context, self.robot), args)
+
+
+class ControllersFile(Substitution):
+    """config/<robot>_controllers.yaml, its joints renamed for the prefix."""
+
+    def __init__(self, robot):
+        super().__init__()
+        self.robot = robot
+
+    def describe(self):
+        return f"config/{self.robot}_controllers.yaml"
+
+    def perform(self, context):
+        return str(graph.controllers_file(_settings(context, self.robot)))
+
+
+def _mode_is(*modes):
+    return IfCondition(PythonExpression(["'", LaunchConfiguration("mode"), f"' in {tuple(modes)!r}"]))
 
 
 def generate(robot):
     """The LaunchDescription for ``robot`` (called by <robot>.launch.py)."""
-    return LaunchDescription([
-        DeclareLaunchArgument("mode", default_value="mock", description="hardware | mock | gazebo | mujoco"),
-        DeclareLaunchArgument("model", default_value="", description="exported .onnx model ('' = config)"),
-        DeclareLaunchArgument("gains", default_value="medium", description="soft | medium | stiff"),
-        DeclareLaunchArgument("prefix", default_value="", description="joint/link name prefix ('' = default)"),
-        OpaqueFunction(function=_setup, args=[robot]),
-    ])
+    spec = get_robot(robot)
+    xacro_defaults = {k: v for k, v in xacro_argument_defaults(spec.xacro_path).items() if k not in NOT_XACRO}
+    description = ParameterValue(RobotDescription(robot, xacro_defaults), value_type=str)
+    env = {"IDYN_EXIT_WITH_PARENT": str(os.getpid())}  # our nodes end if this launch process is killed
+    actions = [
+        DeclareLaunchArgument("mode", default_value="mock", choices=list(graph.MODES),
+                              description="where torques go: hardware | mock | gazebo | mujoco"),
+        DeclareLaunchArgument("model", default_value="", description="exported .onnx ('' = the files' model_path)"),
+        DeclareLaunchArgument("gains", default_value="", choices=["", "soft", "medium", "stiff"],
+                              description="soft | medium | stiff ('' = the files' gain_preset)"),
+        DeclareLaunchArgument("prefix", default_value="", description="joint/link name prefix ('' = vendor default)"),
+        DeclareLaunchArgument("composed", default_value="false", choices=["true", "false"],
+                              description="our nodes in one process (lower latency)"),
+        DeclareLaunchArgument("clock", default_value="", choices=["", *graph.CLOCKS],
+                              description="mode mujoco: lockstep | realtime ('' = the files', lockstep: sim time)"),
+        DeclareLaunchArgument("params_file", default_value="",
+                              description="your parameter files (comma-separated), read after config/"
+                                          f"{robot}.yaml; the arguments above win over them"),
+        *[DeclareLaunchArgument(name, default_value=default, description=f"xacro argument of urdf/{robot}.urdf.xacro")
+          for name, default in xacro_defaults.items()],
+        # ---- the robot side
+        Node(package="robot_state_publisher", executable="robot_state_publisher", output="screen",
+             parameters=[{"robot_description": description}], condition=_mode_is("hardware", "mock", "gazebo")),
+        Node(package="controller_manager", executable="ros2_control_node", output="screen",
+             parameters=[{"robot_description": description}, ControllersFile(robot)],
+             condition=_mode_is("hardware", "mock")),
+        IncludeLaunchDescription(PythonLaunchDescriptionSource(_gz_launch()), condition=_mode_is("gazebo"),
+                                 launch_arguments={"gz_args": "-r empty.sdf"}.items()),
+        Node(package="ros_gz_sim", executable="create", output="screen", condition=_mode_is("gazebo"),
+             arguments=["-topic", "robot_description", "-name", robot]),
+        Node(package="ros_gz_bridge", executable="parameter_bridge", output="screen", condition=_mode_is("gazebo"),
+             arguments=["/clock@rosgraph_msgs/msg/Clock[gz.msgs.Clock"]),
+        *[Node(package="controller_manager", executable="spawner", output="screen",
+               arguments=[name, "--controller-manager", "/controller_manager"],
+               condition=_mode_is("hardware", "mock", "gazebo"))
+          for name in ("joint_state_broadcaster", spec.effort_controller)],
+        Node(package=PACKAGE, executable="plant", name="plant", namespace="", output="screen",
+             parameters=[NodeParameters(robot, ["plant"])], condition=_mode_is("mujoco"), additional_env=env),
+        # ---- our nodes: separate processes, or one
+        *[Node(package=PACKAGE, executable=name, name=name, namespace="", output="screen",
+               parameters=[NodeParameters(robot, [name])], condition=UnlessCondition(LaunchConfiguration("composed")),
+               additional_env=env)
+          for name in graph.OUR_NODES],
+        Node(package=PACKAGE, executable="composed", output="screen", arguments=["--nodes", ",".join(graph.OUR_NODES)],
+             parameters=[NodeParameters(robot, graph.OUR_NODES)],
+             condition=IfCondition(LaunchConfiguration("composed")), additional_env=env),
+    ]
+    return LaunchDescription(actions)
+
+
+def _gz_launch():
+    """ros_gz_sim's gz_sim.launch.py (mode gazebo only; resolved when that mode is chosen)."""
+
+    class GzLaunch(Substitution):
+        def describe(self):
+            return "ros_gz_sim/launch/gz_sim.launch.py"
+
+        def perform(self, context):
+            from ament_index_python.packages import get_package_share_directory
+
+            return os.path.join(get_package_share_directory("ros_gz_sim"), "launch", "gz_sim.launch.py")
+
+    return GzLaunch()

@@ -1,6 +1,7 @@
-"""ros2 launch idyn_ros panda.launch.py mode:=hardware|mock|gazebo|mujoco model:=PATH gains:=soft|medium|stiff
+"""ros2 launch idyn_ros panda.launch.py mode:=hardware|mock|gazebo|mujoco [model:=PATH] [gains:=soft|medium|stiff] ...
 
-Everything is in idyn_common.py (shared by the three robots); parameters in config/panda.yaml.
+Everything is in idyn_common.py (shared by the three robots; its docstring lists the arguments, and so does
+``--show-args``); parameters in config/panda.yaml.
 """
 
 import os

@@ -1,6 +1,7 @@
-"""ros2 launch idyn_ros ur5.launch.py mode:=hardware|mock|gazebo|mujoco model:=PATH gains:=soft|medium|stiff
+"""ros2 launch idyn_ros ur5.launch.py mode:=hardware|mock|gazebo|mujoco [model:=PATH] [gains:=soft|medium|stiff] ...
 
-Everything is in idyn_common.py (shared by the three robots); parameters in config/ur5.yaml.
+Everything is in idyn_common.py (shared by the three robots; its docstring lists the arguments, and so does
+``--show-args``); parameters in config/ur5.yaml.
 """
 
 import os

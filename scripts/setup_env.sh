@@ -24,9 +24,65 @@ find_python() {
   return 1
 }
 
+# The real ros2 launch / launch_ros / ros2 CLI, built as wheels from their public sources (their README says how).
+# Without this folder (a machine with a ROS 2 install) nothing of this is installed: the install provides it.
+ROS2_WHEELS="${IDYN_ROS2_WHEELS:-$ROOT/../shared/wheels/ros2-kilted}"
+LAUNCH_WHEELS="launch-3.7.1 launch_ros-0.28.0 launch_xml-3.7.1 launch_yaml-3.7.1 ros2cli-0.36.1 ros2launch-0.28.0
+  ros2lifecycle-0.36.1 ros2node-0.36.1 ros2param-0.36.1 ros2pkg-0.36.1 ros2run-0.36.1 ros2service-0.36.1
+  ros2topic-0.36.1 rosidl_runtime_py-0.14.0"
+# launch_ros asks for `ament-index-python`; the venv has that module as `ros-ament-index-python`
+KNOWN_PIP_CHECK="launch-ros 0.28.0 requires ament-index-python, which is not installed."
+
 inputs_hash() {
-  cat requirements.in requirements.lock setup.py pyproject.toml package.xml CMakeLists.txt \
-      scripts/setup_env.sh scripts/build_msgs.sh msg/*.msg srv/*.srv 2>/dev/null | sha256sum | cut -c1-16
+  { cat requirements.in requirements.lock setup.py pyproject.toml package.xml CMakeLists.txt \
+        scripts/setup_env.sh scripts/build_msgs.sh msg/*.msg srv/*.srv 2>/dev/null
+    find launch config urdf -type f | sort
+    [ -d "$ROS2_WHEELS" ] && ls -l "$ROS2_WHEELS"; } | sha256sum | cut -c1-16
+}
+
+install_launch_stack() {
+  if [ ! -d "$ROS2_WHEELS" ]; then
+    echo "setup: no $ROS2_WHEELS: ros2 launch and the ros2 CLI come from your ROS 2 install"
+    return 0
+  fi
+  echo "setup: installing ros2 launch, launch_ros and the ros2 CLI from $ROS2_WHEELS"
+  local files=()
+  for w in $LAUNCH_WHEELS; do
+    local f="$ROS2_WHEELS/$w-py3-none-any.whl"
+    [ -f "$f" ] || { echo "setup: $f missing (expected wheels: $LAUNCH_WHEELS)" >&2; return 1; }
+    files+=("$f")
+  done
+  "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check osrf-pycommon psutil -c requirements.lock \
+    2>&1 | { grep -v "is ignored: it is neither a file nor a directory" || true; }
+  "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check --no-deps "${files[@]}"
+  if [ ! -f "$VENV/share/composition_interfaces/package.xml" ]; then  # launch_ros imports it (an msg package)
+    local build="$ROOT/build/composition_interfaces"
+    rm -rf "$build" && mkdir -p "$build"
+    tar -xzf "$ROS2_WHEELS/composition_interfaces-2.2.0-src.tar.gz" -C "$build"
+    AMENT_PREFIX_PATH="$VENV" PATH="$VENV/bin:$PATH" cmake -S "$build/composition_interfaces" -B "$build/build" \
+      -Wno-dev -DCMAKE_INSTALL_PREFIX="$VENV" -DCMAKE_PREFIX_PATH="$VENV" -DPython3_EXECUTABLE="$VENV/bin/python" \
+      -DBUILD_TESTING=OFF >"$build/configure.log" 2>&1 || { cat "$build/configure.log"; return 1; }
+    cmake --build "$build/build" -j "$(nproc)" >"$build/build.log" 2>&1 || { tail -40 "$build/build.log"; return 1; }
+    cmake --install "$build/build" >"$build/install.log" 2>&1 || { tail -40 "$build/install.log"; return 1; }
+  fi
+}
+
+# What launch_ros and `ros2 run` look for under an ament prefix: <prefix>/lib/idyn_ros/<executable> and the share
+# files under <prefix>/share/idyn_ros (file symlinks into this checkout: launch_ros walks the share folder without
+# following directory symlinks, and editing a launch or config file then needs no reinstall).
+install_ament_layout() {
+  local lib="$VENV/lib/idyn_ros" share="$VENV/share/idyn_ros"
+  mkdir -p "$lib" "$share"
+  for node in joint_state_buffer feedforward controller doomed wrench_observer reference plant recorder composed; do
+    printf '#!%s\nimport sys\nfrom idyn_ros.nodes.%s import main\nsys.exit(main())\n' "$VENV/bin/python" "$node" \
+      > "$lib/$node"
+    chmod +x "$lib/$node"
+  done
+  rm -rf "$share/launch" "$share/config" "$share/urdf"
+  find launch config urdf -type f ! -name '*.pyc' | while read -r f; do
+    mkdir -p "$share/$(dirname "$f")"
+    ln -sf "$ROOT/$f" "$share/$f"
+  done
 }
 
 verify() {
@@ -36,6 +92,10 @@ for module in ("rclpy", "idyn_ros", "idyn_ros.msg", "idyn_ros.srv", "pinocchio",
                "onnxruntime", "rosbags.rosbag2"):
     importlib.import_module(module)
 PY
+  if [ -d "$ROS2_WHEELS" ]; then
+    AMENT_PREFIX_PATH="$VENV" "$VENV/bin/python" -c "import launch_ros.actions, ros2launch" || return 1
+    [ -x "$VENV/lib/idyn_ros/controller" ] && [ -f "$VENV/share/idyn_ros/launch/panda.launch.py" ] || return 1
+  fi
 }
 
 HASH="$(inputs_hash)"
@@ -56,7 +116,9 @@ echo "setup: installing pinned dependencies (requirements.in constrained by requ
     -r requirements.in -c requirements.lock 2>&1 | { grep -v "is ignored: it is neither a file nor a directory" || true; }
 pip_status=${PIPESTATUS[0]}
 [ "$pip_status" -eq 0 ] || { echo "setup: pip install failed ($pip_status)" >&2; exit "$pip_status"; }
-"$VENV/bin/python" -m pip check >/dev/null || { "$VENV/bin/python" -m pip check; exit 1; }
+install_launch_stack
+check="$("$VENV/bin/python" -m pip check 2>&1 | grep -vxF "$KNOWN_PIP_CHECK" | grep -v "^No broken requirements" || true)"
+[ -z "$check" ] || { echo "setup: pip check: $check" >&2; exit 1; }
 
 echo "setup: building msg/ and srv/ into the venv prefix"
 bash scripts/build_msgs.sh "$VENV"
@@ -64,6 +126,8 @@ bash scripts/build_msgs.sh "$VENV"
 echo "setup: installing idyn_ros (editable)"
 "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check --no-deps --no-build-isolation \
     --config-settings editable_mode=compat -e .
+
+install_ament_layout
 
 verify
 echo "$HASH" > "$STAMP"

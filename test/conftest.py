@@ -7,11 +7,15 @@ ROS_DOMAIN_ID so parallel runs on one machine do not see each other's topics.
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 import pytest
 
 os.environ["ROS_AUTOMATIC_DISCOVERY_RANGE"] = "LOCALHOST"
+# the venv is an ament prefix (scripts/setup_env.sh): `ros2 launch idyn_ros ...` in tests finds the package there
+os.environ["AMENT_PREFIX_PATH"] = os.pathsep.join(
+    p for p in (sys.prefix, os.environ.get("AMENT_PREFIX_PATH", "")) if p)
 os.environ.setdefault("ROS_DOMAIN_ID", str(10 + os.getpid() % 90))
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 

@@ -171,7 +171,8 @@ def run(factories: Sequence[Callable[[], Any]], argv: Sequence[str] | None = Non
         if not stop:
             stop.append(signal.Signals(signum).name)
 
-    previous = {sig: signal.signal(sig, request_stop) for sig in (signal.SIGINT, signal.SIGTERM)}
+    for sig in (signal.SIGINT, signal.SIGTERM):  # never restored: a second signal during the teardown is ignored
+        signal.signal(sig, request_stop)
     parent = int(os.environ.get("IDYN_EXIT_WITH_PARENT", "0") or 0)
     nodes: list[Any] = []
     errors: list[BaseException] = []
@@ -195,13 +196,13 @@ def run(factories: Sequence[Callable[[], Any]], argv: Sequence[str] | None = Non
         print(f"{Path(argv[0]).name if argv else 'idyn node'}: error: {exc}", file=sys.stderr, flush=True)
         return 2
     finally:
+        errors = HotLoop.stop_all()  # no tick may run after the shutdown hooks
         for node in nodes:
             if hasattr(node, "shutdown_hook"):
                 node.shutdown_hook()
-        errors = HotLoop.stop_all()
         for node in nodes:
             node.destroy_node()
         rclpy.try_shutdown()
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
+        for sig in (signal.SIGINT, signal.SIGTERM):  # rclpy's shutdown put back the default (killing) handlers
+            signal.signal(sig, signal.SIG_IGN)
     return 1 if errors else 0

@@ -155,7 +155,10 @@ class ControllerNode(LifecycleNode):
             return
         tau = core.stop()
         if tau is not None and self._pubs:
+            from rclpy.duration import Duration
+
             self._publish_command(tau, -1)
+            self.cmd_pub.wait_for_all_acked(Duration(seconds=0.5))  # delivered before the process may end
 
     def _destroy_io(self) -> None:
         for t in self._timers:

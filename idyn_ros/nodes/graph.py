@@ -1,12 +1,12 @@
 """The node graph of one robot, described once: which processes start and what each node's parameters are.
 
 ``ros2 launch idyn_ros <robot>.launch.py`` (launch/idyn_common.py) and ``idyn bringup`` (``nodes.launcher``)
-both build from this module, so the two cannot drift. A node's parameters come from, in this order:
-config/<robot>.yaml, the user's parameter files, then what the launch arguments set (``node_overrides``),
-written under the node's fully qualified name. rcl applies sections in the order their keys first appear and
-a later file overwrites the same key, so the launch arguments win over every file a user adds whatever
-section (``/**``, ``/**/controller``, ``/controller``) the file uses (tested against rclpy in
-test/nodes/test_parameters.py).
+both build from this module, so the two cannot drift. Each process gets ONE parameter file
+(``parameter_file``): config/<robot>.yaml, then the user's files, merged as rcl merges files (sections in the
+order their keys first appear, a later file overwriting values under the same key), then what the launch
+arguments set (``node_overrides``) in a last section under the node's full name. rcl applies sections in that
+order, so the launch arguments win over every file a user adds, whatever section (``/**``, ``/**/controller``,
+``/controller``) it uses (the precedence is tested against rclpy in test/nodes/test_parameters.py).
 
 Decisions (one line each):
 - clock: with the lockstep plant (mode mujoco) and in Gazebo our nodes run on sim time (``use_sim_time``), so a
@@ -123,31 +123,42 @@ def node_overrides(s: GraphSettings, node: str) -> dict[str, Any]:
     return {k: v for k, v in out.items() if k in declared or k == "use_sim_time"}
 
 
-def override_yaml(s: GraphSettings, nodes: Sequence[str]) -> str:
-    """The launch arguments' parameters as a parameter file: one section per node, under its full name."""
+def parameter_yaml(s: GraphSettings, nodes: Sequence[str]) -> str:
+    """The one parameter file of a process running ``nodes`` (see the module docstring)."""
     import yaml
+
+    from idyn_ros.parameters import read_parameter_file
 
     class _NoAlias(yaml.SafeDumper):  # rcl refuses YAML aliases ("Will not support aliasing")
         def ignore_aliases(self, data: Any) -> bool:
             return True
 
-    body = {f"/{node}": {"ros__parameters": _plain(node_overrides(s, node))} for node in nodes}
+    sections: dict[str, dict[str, Any]] = {}
+    for path in s.files:
+        for key, params in read_parameter_file(path).items():
+            sections.setdefault(key, {}).update(params)
+    for node in nodes:
+        key = f"/{node}"
+        merged = {**sections.pop(key, {}), **_plain(node_overrides(s, node))}  # last: applied after every file
+        sections[key] = merged
+    body = {key: {"ros__parameters": params} for key, params in sections.items()}
     return yaml.dump(body, Dumper=_NoAlias, sort_keys=False)
 
 
-def write_override_file(s: GraphSettings, nodes: Sequence[str], folder: Path | None = None) -> Path:
-    """``override_yaml`` in a file named by its content (a temp folder by default); returns its path."""
+def parameter_file(s: GraphSettings, nodes: Sequence[str], folder: Path | None = None) -> Path:
+    """``parameter_yaml`` in a file named by its content (in a temp folder by default); returns its path."""
     import hashlib
     import tempfile
 
-    text = override_yaml(s, nodes)
+    text = parameter_yaml(s, nodes)
     folder = Path(folder or tempfile.gettempdir())
     folder.mkdir(parents=True, exist_ok=True)
-    path = folder / f"idyn_{s.robot}_{hashlib.sha256(text.encode()).hexdigest()[:12]}.yaml"
+    path = folder / f"idyn_{s.robot}_{'_'.join(nodes) if len(nodes) == 1 else 'nodes'}_" \
+                    f"{hashlib.sha256(text.encode()).hexdigest()[:12]}.yaml"
     if not path.is_file():
-        tmp = path.with_suffix(f".tmp{id(text)}")
-        tmp.write_text(text)
-        tmp.replace(path)
+        from idyn_ros.data.atomic import atomic_write_text
+
+        atomic_write_text(path, text)
     return path
 
 
@@ -160,3 +171,46 @@ def _plain(values: Mapping[str, Any]) -> dict[str, Any]:
             v = [float(x) if isinstance(x, int | float) and not isinstance(x, bool) else x for x in v]
         out[k] = v
     return out
+
+
+def controllers_file(s: GraphSettings, folder: Path | None = None) -> Path:
+    """config/<robot>_controllers.yaml for ros2_control / gz_ros2_control, its joints renamed for ``s.prefix``."""
+    import tempfile
+
+    import yaml
+
+    from idyn_ros.data.atomic import atomic_write_text
+    from idyn_ros.paths import config_dir
+    from idyn_ros.robots import get_robot
+
+    path = config_dir() / f"{s.robot}_controllers.yaml"
+    if not s.prefix:
+        return path
+    rename = dict(zip(get_robot(s.robot).joint_names, get_robot(s.robot).with_prefix(s.prefix).joint_names,
+                      strict=True))
+    data = yaml.safe_load(path.read_text())
+    for body in data.values():
+        params = body.get("ros__parameters", {}) if isinstance(body, dict) else {}
+        if isinstance(params.get("joints"), list):
+            params["joints"] = [rename.get(j, j) for j in params["joints"]]
+    out = Path(folder or tempfile.gettempdir()) / f"idyn_{s.robot}_{s.prefix.strip('/')}controllers.yaml"
+    atomic_write_text(out, yaml.safe_dump(data, sort_keys=False))
+    return out
+
+
+def robot_description(s: GraphSettings, xacro_args: Mapping[str, str] | None = None) -> str:
+    """The URDF for robot_state_publisher / ros2_control / Gazebo in ``s.mode``: the robot's xacro with the prefix,
+    the payload (``payload_*`` xacro arguments) and any other xacro argument (e.g. ``robot_ip``)."""
+    from idyn_ros.robots import Payload, render_urdf
+
+    args = {k: str(v) for k, v in (xacro_args or {}).items()}
+    payload_args = {k: args.pop(k) for k in list(args) if k.startswith("payload_")}
+    payload = None
+    if float(payload_args.get("payload_mass", 0.0) or 0.0) > 0.0:
+        f = {k: float(v or 0.0) for k, v in payload_args.items()}
+        payload = Payload(f["payload_mass"], (f.get("payload_com_x", 0.0), f.get("payload_com_y", 0.0),
+                                              f.get("payload_com_z", 0.0)),
+                          tuple(f.get(f"payload_{c}", 0.0) for c in ("ixx", "ixy", "ixz", "iyy", "iyz", "izz")))
+    if s.mode == "gazebo":
+        args["controllers_file"] = str(controllers_file(s))
+    return render_urdf(s.robot, s.mode if s.mode != "mujoco" else "mock", s.prefix or None, payload, args)

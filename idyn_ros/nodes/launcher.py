@@ -2,8 +2,8 @@
 
 The graph and every node's parameters come from ``nodes.graph`` (the description the launch files use):
 one process per node, or our nodes in one process (``composed``), plus the MuJoCo plant in mode mujoco.
-Every process gets ``--params-file`` for config/<robot>.yaml, the user's files and the launch arguments'
-override file. DDS stays on loopback unless the caller set ROS_AUTOMATIC_DISCOVERY_RANGE.
+Every process gets the one parameter file ``nodes.graph.parameter_file`` writes (robot file, user files,
+launch arguments). DDS stays on loopback unless the caller set ROS_AUTOMATIC_DISCOVERY_RANGE.
 
 Stopping (``stop``, also on SIGTERM/SIGINT of the caller via ``idyn bringup``): SIGINT to every process group,
 the node processes first so the controller publishes its safe command while the plant still listens, then
@@ -22,7 +22,7 @@ import sys
 import time
 from pathlib import Path
 
-from idyn_ros.nodes.graph import OUR_NODES, GraphSettings, write_override_file
+from idyn_ros.nodes.graph import OUR_NODES, GraphSettings, parameter_file
 
 
 class Launcher:
@@ -35,13 +35,10 @@ class Launcher:
         self.procs: dict[str, subprocess.Popen] = {}
 
     def _ros_args(self, nodes: list[str], remap: str | None) -> list[str]:
-        s = self.settings
         args = ["--ros-args"]
         if remap:
             args += ["-r", f"__node:={remap}"]
-        for f in s.files:
-            args += ["--params-file", str(Path(f).resolve())]
-        return [*args, "--params-file", str(write_override_file(s, nodes, self.log_dir))]
+        return [*args, "--params-file", str(parameter_file(self.settings, nodes, self.log_dir))]
 
     def commands(self) -> dict[str, list[str]]:
         py = sys.executable

@@ -17,14 +17,14 @@ the difference:
 Two clocks (parameter ``clock_mode``):
 - ``lockstep``: publish the state, wait for the command that answers it, step one control period,
   publish the next state. Deterministic, as fast as the loop allows; stamps are sim time and /clock
-  is published. If no command comes within ``command_timeout`` s (wall), the drive watchdog applies
+  is published. If no command comes within ``lockstep_wait`` s (wall), the drive watchdog applies
   zero torque for that period and the plant moves on.
 - ``realtime``: a wall-clock timer at ``rate_hz`` steps the plant with the latest command;
   stamps are wall time, no /clock. The watchdog zeroes the torque when the newest accepted command
   is older than ``command_timeout``.
 Until the first valid command the brakes are engaged, like a real arm before its controller is
 activated: the arm holds still (the drive applies nothing), but its clock keeps running. In lockstep
-the plant waits ``command_timeout`` s (wall) for an answer, then lets one control period pass with
+the plant waits 0.1 s (wall) for an answer, then lets one control period pass with
 the brakes holding (zero drive torque, position held, velocity 0) and republishes the state with that
 period's fresh, strictly later stamp. Why not repeat the old state: a controller drops a state whose
 stamp it has already seen as a duplicate, so if its answer to the first state was lost (sent before
@@ -51,6 +51,7 @@ from idyn_ros.nodes.common import COMMAND_OUT, MONITOR, STAMP_LABEL, as_array, n
 
 MAX_CATCH_UP = 10  # realtime: control periods one late timer callback may catch up
 GT_IDLE_EVERY = 100  # ticks between ground-truth messages while nothing is applied
+BRAKED_REPUBLISH_S = 0.1  # lockstep, before the first command: wall time between braked states
 
 
 class PlantNode(Node):
@@ -92,7 +93,7 @@ class PlantNode(Node):
         plant = self.plant
         self.gate = CommandGate(plant.effort_limit, p.on_bad_command, p.command_timeout)
         self.lockstep = p.clock_mode == "lockstep"
-        self.timeout = p.command_timeout
+        self.timeout = p.lockstep_wait if self.lockstep else p.command_timeout
         self.gt_every = p.ground_truth_decimation
         controller = p.controller or plant.description.effort_controller
         self.command_topic = f"/{controller}/commands"
@@ -143,7 +144,7 @@ class PlantNode(Node):
         self._n_tick_wall = 0
         self._last_tick_wall = 0.0
         if self.lockstep:
-            self.create_timer(min(self.timeout, 0.05), self._lockstep_watchdog)
+            self.create_timer(min(self.timeout, BRAKED_REPUBLISH_S / 2), self._lockstep_watchdog)
         else:
             self.create_timer(plant.control_dt, self._realtime_tick)
         self.create_timer(p.diagnostics_period, self.publish_diagnostics)
@@ -206,7 +207,9 @@ class PlantNode(Node):
         self.pub_gt.publish(gt)
 
     def _lockstep_watchdog(self) -> None:
-        if time.monotonic() - self._last_publish_wall <= self.timeout:
+        # braked (no command yet): republish soon, an answer lost before discovery completed must not stall the start
+        wait = self.timeout if self.gate.started else min(self.timeout, BRAKED_REPUBLISH_S)
+        if time.monotonic() - self._last_publish_wall <= wait:
             return
         if self.gate.started:  # the controller stopped answering: one period at zero torque
             self.lockstep_timeouts += 1

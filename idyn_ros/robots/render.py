@@ -24,13 +24,22 @@ _NON_MODEL_TAGS = ("ros2_control", "gazebo", "transmission")
 
 
 @cache
-def xacro_arguments(xacro_path: Path) -> frozenset[str]:
-    """Names of the ``<xacro:arg>`` declared in ``xacro_path`` (and the file it includes)."""
-    names: set[str] = set()
+def xacro_argument_defaults(xacro_path: Path) -> dict[str, str]:
+    """{name: default} of the ``<xacro:arg>`` declared in ``xacro_path`` (and the file it includes)."""
+    out: dict[str, str] = {}
     for path in (xacro_path, xacro_path.parent / "common.xacro"):
         if path.is_file():
-            names.update(re.findall(r'<xacro:arg\s+name="([^"]+)"', path.read_text()))
-    return frozenset(names)
+            for tag in re.findall(r"<xacro:arg\s[^>]*>", path.read_text(), flags=re.DOTALL):
+                name = re.search(r'name="([^"]+)"', tag)
+                default = re.search(r'default="([^"]*)"', tag)
+                if name:
+                    out.setdefault(name.group(1), default.group(1) if default else "")
+    return out
+
+
+def xacro_arguments(xacro_path: Path) -> frozenset[str]:
+    """Names of the ``<xacro:arg>`` declared in ``xacro_path`` (and the file it includes)."""
+    return frozenset(xacro_argument_defaults(xacro_path))
 
 
 def render_urdf(

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import yaml
 
-from idyn_ros.nodes.graph import OUR_NODES, GraphSettings, override_yaml
+from idyn_ros.nodes.graph import OUR_NODES, GraphSettings, parameter_yaml
 from idyn_ros.nodes.launcher import Launcher
 
 
@@ -21,29 +21,33 @@ def test_bringup_help_answers_questions():
         assert text in out
 
 
-def test_launcher_command_lines_follow_the_graph_description():
-    sep = Launcher(GraphSettings("ur5", "mujoco", gains="soft")).commands()
+def test_launcher_command_lines_follow_the_graph_description(tmp_path):
+    user = tmp_path / "mine.yaml"
+    user.write_text("/controller:\n  ros__parameters:\n    gain_preset: stiff\n    damping_ratio: 0.8\n")
+    sep = Launcher(GraphSettings("ur5", "mujoco", gains="soft", params_files=(str(user),))).commands()
     assert set(sep) == {"plant", "joint_state_buffer", "feedforward", "controller", "doomed", "wrench_observer",
                         "reference"}
     cmd = sep["controller"]
     assert cmd[2] == "idyn_ros.nodes.controller" and "__node:=controller" in cmd
     files = [cmd[i + 1] for i, a in enumerate(cmd) if a == "--params-file"]
-    assert files[0].endswith("config/ur5.yaml")  # the robot file first, the launch arguments' file last
-    overrides = yaml.safe_load(Path(files[-1]).read_text())
-    assert overrides == {"/controller": {"ros__parameters": {"use_sim_time": True, "subtract_gravity": False,
-                                                             "gain_preset": "soft"}}}
+    assert len(files) == 1
+    data = yaml.safe_load(Path(files[0]).read_text())
+    assert next(iter(data)) == "/**" and list(data)[-1] == "/controller"  # robot file first, launch arguments last
+    assert data["/**"]["ros__parameters"]["robot"] == "ur5"
+    assert data["/controller"]["ros__parameters"] == {"gain_preset": "soft", "damping_ratio": 0.8,
+                                                      "use_sim_time": True, "subtract_gravity": False}
     comp = Launcher(GraphSettings("panda", "mujoco", composed=True, plant=False)).commands()
     assert list(comp) == ["composed"] and "--nodes" in comp["composed"]
     files = [comp["composed"][i + 1] for i, a in enumerate(comp["composed"]) if a == "--params-file"]
-    assert set(yaml.safe_load(Path(files[-1]).read_text())) == {f"/{n}" for n in OUR_NODES}
+    assert {f"/{n}" for n in OUR_NODES} <= set(yaml.safe_load(Path(files[0]).read_text()))
 
 
-def test_override_file_has_no_yaml_aliases():
+def test_parameter_file_has_no_yaml_aliases():
     """rcl refuses parameter files with anchors/aliases ("Will not support aliasing"): the same list override
     for several nodes must be dumped as copies."""
     kp = [3.0, 4.0, 5.0, 1.0, 1.0, 1.0, 1.0]
-    text = override_yaml(GraphSettings("panda", "mujoco", overrides={"presets.soft.kp": kp, "offset_limit": kp}),
-                         list(OUR_NODES))
+    text = parameter_yaml(GraphSettings("panda", "mujoco", overrides={"presets.soft.kp": kp, "offset_limit": kp}),
+                          list(OUR_NODES))
     assert not any(isinstance(e, yaml.AliasEvent) or getattr(e, "anchor", None) for e in yaml.parse(text)), text
     assert "&" not in text and not re.search(r"\*[A-Za-z0-9_]", text), text
     data = yaml.safe_load(text)

@@ -125,7 +125,7 @@ def harness_factory():
 def test_lockstep_loop_over_dds(robot, harness_factory):
     from idyn_ros.nodes.plant import PlantRunner
 
-    with PlantRunner(robot=robot, profile="true", command_timeout=0.5) as runner:
+    with PlantRunner(robot=robot, profile="true", lockstep_wait=0.5) as runner:
         h = harness_factory(robot)
         assert h.spin_until(lambda: len(h.states) > 0), "no /joint_states from the plant"
         first = h.states[-1]
@@ -211,7 +211,7 @@ def test_lockstep_start_survives_lost_first_answer_and_late_controller(harness_f
     from idyn_ros.nodes.plant import PlantRunner
 
     q0 = [0.0, -1.2, 1.5, -0.3, 0.0, 0.0]
-    with PlantRunner(robot="ur5", profile="true", command_timeout=0.1, initial_positions=q0) as runner:
+    with PlantRunner(robot="ur5", profile="true", lockstep_wait=0.1, initial_positions=q0) as runner:
         time.sleep(0.5)  # the plant has published (and re-published) before the controller exists
         h = harness_factory("ur5")
         h.answer = _controller_like(lose_first=True)
@@ -230,14 +230,14 @@ def test_reset_joints_gets_a_fresh_stamp(harness_factory):
     from idyn_ros.nodes.plant import PlantRunner
     from idyn_ros.srv import ResetJoints
 
-    with PlantRunner(robot="ur5", profile="ideal", command_timeout=5.0):
+    with PlantRunner(robot="ur5", profile="ideal", lockstep_wait=5.0):
         h = harness_factory("ur5")
         assert h.spin_until(lambda: len(h.states) > 0)
         before = _stamp_ns(h.states[-1])
         q = [0.2, -1.0, 1.0, 0.0, 0.5, 0.0]
         r = h.call(h.reset, ResetJoints.Request(joint_names=list(h.spec.joint_names), positions=q))
         assert r.success, r.message
-        assert h.spin_until(lambda: np.allclose(h.states[-1].position, q), timeout=4.0)  # < command_timeout
+        assert h.spin_until(lambda: np.allclose(h.states[-1].position, q), timeout=4.0)  # < lockstep_wait
         assert _stamp_ns(h.states[-1]) > before
 
 
@@ -247,7 +247,7 @@ def test_services_and_ground_truth(harness_factory):
     from idyn_ros.nodes.plant import PlantRunner
     from idyn_ros.srv import ApplyWrench, ResetJoints, SetPayload
 
-    with PlantRunner(robot="panda", profile="ideal", command_timeout=0.5):
+    with PlantRunner(robot="panda", profile="ideal", lockstep_wait=0.5):
         h = harness_factory("panda")
         q = [0.1, -0.3, 0.0, -2.0, 0.0, 1.7, 0.3]
         r = h.call(h.reset, ResetJoints.Request(joint_names=list(h.spec.joint_names), positions=q))
@@ -279,7 +279,7 @@ def test_services_and_ground_truth(harness_factory):
 def test_bad_commands_are_counted_and_watchdog_trips(harness_factory):
     from idyn_ros.nodes.plant import PlantRunner
 
-    with PlantRunner(robot="ur5", profile="ideal", command_timeout=0.05, diagnostics_period=0.1) as runner:
+    with PlantRunner(robot="ur5", profile="ideal", lockstep_wait=0.05, diagnostics_period=0.1) as runner:
         h = harness_factory("ur5")
         assert h.spin_until(lambda: len(h.states) > 0)
         h.send([0.0] * 6)  # start
@@ -290,7 +290,7 @@ def test_bad_commands_are_counted_and_watchdog_trips(harness_factory):
         assert h.diag["rejected_wrong_length"] == "1"
         assert h.diag["rejected_nan_inf"] == "1"
         assert h.diag["rejected_over_limit"] == "1"
-        # no more commands: the lockstep plant waits command_timeout, then steps at zero torque
+        # no more commands: the lockstep plant waits lockstep_wait, then steps at zero torque
         assert h.spin_until(lambda: int(h.diag.get("lockstep_timeouts", "0")) >= 2, timeout=20.0), h.diag
         assert h.diag["watchdog_active"] == "True"
         assert "watchdog" in h.diag["_message"]

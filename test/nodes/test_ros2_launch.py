@@ -1,0 +1,253 @@
+"""``ros2 launch idyn_ros <robot>.launch.py`` for real (the launch wheels, make setup) and the modes that need packages
+absent here, rendered through the real launch file.
+
+Live (mode mujoco, one robot each): the controller is ACTIVE with the gains the argument asked for, commands
+flow, every node name is unique, and one SIGINT to the process group (a terminal's Ctrl-C) ends everything cleanly
+within a few seconds, the controller's last command being its safe torque.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+
+pytestmark = pytest.mark.ros
+
+ROOT = Path(__file__).resolve().parents[2]
+ROS2 = Path(sys.prefix) / "bin" / "ros2"
+needs_launch = pytest.mark.skipif(not ROS2.is_file(), reason="ros2 CLI not installed (make setup installs it from "
+                                                             "../shared/wheels/ros2-kilted)")
+
+
+# a domain of its own: nodes other tests of this session leave in the shared domain would show up in the graph
+DOMAIN = str((int(os.environ.get("ROS_DOMAIN_ID", "0")) + 113) % 232)
+
+
+class Probe:
+    """A node in the test process that watches the graph (in ``DOMAIN``)."""
+
+    def __init__(self):
+        import rclpy
+        from rclpy.context import Context
+        from rclpy.executors import SingleThreadedExecutor
+        from std_msgs.msg import Float64MultiArray
+
+        from idyn_ros.msg import ControllerState
+        from idyn_ros.nodes.common import COMMAND_OUT, MONITOR
+
+        self.context = context = Context()
+        rclpy.init(context=context, domain_id=int(DOMAIN))
+        self.node = rclpy.create_node("launch_probe", context=context)
+        self.states: list = []
+        self.commands: list[tuple[str, np.ndarray]] = []
+        self.node.create_subscription(ControllerState, "/idyn/controller_state", self.states.append, MONITOR)
+        self.node.create_subscription(Float64MultiArray, "/effort_controller/commands",
+                                      lambda m: self.commands.append((m.layout.dim[0].label, np.array(m.data))),
+                                      COMMAND_OUT)
+        self.exe = SingleThreadedExecutor(context=context)
+        self.exe.add_node(self.node)
+
+    def spin_until(self, done, timeout):
+        end = time.monotonic() + timeout
+        while not done() and time.monotonic() < end:
+            self.exe.spin_once(timeout_sec=0.05)
+        return done()
+
+    def spin(self, seconds):
+        self.spin_until(lambda: False, seconds)
+
+    def close(self):
+        import rclpy
+
+        self.exe.shutdown()
+        self.node.destroy_node()
+        rclpy.shutdown(context=self.context)
+
+
+def _launch(robot, *args):
+    env = dict(os.environ, ROS_AUTOMATIC_DISCOVERY_RANGE="LOCALHOST", PYTHONUNBUFFERED="1", ROS_DOMAIN_ID=DOMAIN)
+    return subprocess.Popen([str(ROS2), "launch", "idyn_ros", f"{robot}.launch.py", *args], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+
+
+def _descendants(pid):
+    out = subprocess.run(["ps", "-eo", "pid,ppid"], capture_output=True, text=True, check=True).stdout.split("\n")[1:]
+    children: dict[int, list[int]] = {}
+    for line in out:
+        if line.strip():
+            p, pp = (int(x) for x in line.split())
+            children.setdefault(pp, []).append(p)
+    todo, found = [pid], []
+    while todo:
+        for c in children.get(todo.pop(), []):
+            found.append(c)
+            todo.append(c)
+    return found
+
+
+@needs_launch
+@pytest.mark.parametrize(("robot", "gains", "composed"), [("panda", "soft", "false"), ("iiwa14", "stiff", "false"),
+                                                          ("ur5", "soft", "true")])
+def test_mujoco_mode_runs_with_the_gains_asked_for_and_stops_on_one_sigint(robot, gains, composed):
+    from idyn_ros.msg import ControllerState
+
+    proc = _launch(robot, "mode:=mujoco", f"gains:={gains}", f"composed:={composed}")
+    probe = Probe()
+    try:
+        assert probe.spin_until(lambda: any(s.mode == ControllerState.MODE_ACTIVE for s in probe.states), 90), \
+            "the controller never reported ACTIVE"
+        active = [s for s in probe.states if s.mode == ControllerState.MODE_ACTIVE][-1]
+        assert active.gain_preset == gains
+        n0 = len(probe.commands)
+        probe.spin(1.0)
+        assert len(probe.commands) - n0 > 50, "commands do not flow"
+        names = probe.node.get_node_names_and_namespaces()
+        ours = [n for n, _ in names if not n.startswith("_") and n != "launch_probe"]
+        expected = {"plant", "joint_state_buffer", "feedforward", "controller", "doomed", "wrench_observer",
+                    "reference"}
+        probe.spin_until(lambda: expected <= {n for n, _ in probe.node.get_node_names_and_namespaces()}, 10)
+        names = probe.node.get_node_names_and_namespaces()
+        ours = [n for n, _ in names if not n.startswith("_") and n != "launch_probe"]
+        assert expected <= set(ours) and len(ours) == len(set(ours)), f"node names not unique: {sorted(ours)}"
+        children = _descendants(proc.pid)
+        t0 = time.monotonic()
+        os.killpg(proc.pid, signal.SIGINT)  # Ctrl-C: the launch process and every node get it
+        proc.wait(timeout=20)
+        exit_s = time.monotonic() - t0
+        probe.spin(0.3)
+        log = proc.stdout.read()
+        assert proc.returncode == 0, log[-3000:]
+        assert exit_s < 10, f"took {exit_s:.1f} s to stop"
+        assert "Traceback" not in log and "KeyboardInterrupt" not in log, log[-3000:]
+        assert "exit code -2" not in log and "exit code 1" not in log, log[-3000:]
+        left = [p for p in children if Path(f"/proc/{p}").exists()]
+        assert not left, f"processes left running: {left}"
+        label, last = probe.commands[-1]
+        assert label == "stamp_ns=-1", f"the last command answers a state ({label}), not the stop"
+        print(f"{robot}: stopped in {exit_s:.2f} s; last command {np.round(last, 2)}")
+    finally:
+        probe.close()
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+
+
+def _render(robot, **arguments):
+    """Evaluate the real launch file for ``arguments`` as ros2 launch would: which Node actions run, with what."""
+    from launch.actions import DeclareLaunchArgument
+    from launch.launch_description_sources import get_launch_description_from_python_launch_file
+    from launch_ros.actions import Node
+
+    from launch import LaunchContext
+
+    ld = get_launch_description_from_python_launch_file(str(ROOT / "launch" / f"{robot}.launch.py"))
+    context = LaunchContext()
+    context.launch_configurations.update({k: str(v) for k, v in arguments.items()})
+    nodes = {}
+    for entity in ld.entities:
+        if isinstance(entity, DeclareLaunchArgument):
+            entity.visit(context)
+        elif isinstance(entity, Node) and (entity.condition is None or entity.condition.evaluate(context)):
+            entity._perform_substitutions(context)
+            params = [path for path, is_file in (entity._Node__expanded_parameter_arguments or []) if is_file]
+            key = entity._Node__node_executable if isinstance(entity._Node__node_executable, str) else None
+            name = key or "".join(s.perform(context) for s in entity._Node__node_executable)
+            nodes.setdefault(name, []).append({"params": [yaml.safe_load(Path(p).read_text()) for p in params],
+                                               "files": params, "cmd": entity.cmd})
+    return nodes
+
+
+@needs_launch
+@pytest.mark.parametrize("robot", ["panda", "iiwa14", "ur5"])
+def test_hardware_mode_renders_gravity_subtraction_and_the_vendor_control_stack(robot):
+    from idyn_ros.robots import get_robot
+
+    nodes = _render(robot, mode="hardware", gains="stiff", prefix="")
+    assert {"robot_state_publisher", "ros2_control_node", "spawner", "controller"} <= set(nodes)
+    assert "plant" not in nodes
+    ctrl = nodes["controller"][0]["params"][0]["/controller"]["ros__parameters"]
+    assert ctrl["subtract_gravity"] is True and ctrl["gain_preset"] == "stiff" and ctrl["use_sim_time"] is False
+    wrench = nodes["wrench_observer"][0]["params"][0]["/wrench_observer"]["ros__parameters"]
+    assert wrench["torque_source"] == "effort"
+    urdf = next(iter(nodes["ros2_control_node"][0]["params"][0].values()))["ros__parameters"]["robot_description"]
+    assert "<ros2_control" in urdf and "mock_components" not in urdf  # the vendor's hardware plugin
+    controllers = yaml.safe_load(Path(nodes["ros2_control_node"][0]["files"][1]).read_text())
+    assert controllers[get_robot(robot).effort_controller]["ros__parameters"]["joints"] == \
+        list(get_robot(robot).joint_names)
+    spawned = [c["cmd"] for c in nodes["spawner"]]
+    assert len(spawned) == 2
+
+
+def test_launch_arguments_win_over_a_users_parameter_file(tmp_path):
+    pytest.importorskip("launch_ros")
+    mine = tmp_path / "mine.yaml"
+    mine.write_text("/**/controller:\n  ros__parameters:\n    gain_preset: stiff\n    damping_ratio: 0.9\n"
+                    "/controller:\n  ros__parameters:\n    gain_preset: medium\n")
+    nodes = _render("panda", mode="mock", gains="soft", params_file=str(mine))
+    params = nodes["controller"][0]["params"][0]
+    assert list(params)[-1] == "/controller"
+    assert params["/controller"]["ros__parameters"]["gain_preset"] == "soft"
+    assert params["/**/controller"]["ros__parameters"]["damping_ratio"] == 0.9  # the file's other values stay
+    assert nodes["controller"][0]["params"][0]["/controller"]["ros__parameters"]["subtract_gravity"] is False
+    assert "robot_state_publisher" in nodes and "plant" not in nodes
+    with pytest.raises(Exception, match="not found"):
+        _render("panda", mode="mock", params_file=str(tmp_path / "missing.yaml"))
+
+
+def test_gazebo_mode_gets_the_controllers_file_and_sim_time():
+    pytest.importorskip("launch_ros")
+    nodes = _render("iiwa14", mode="gazebo", prefix="left_")
+    urdf = next(iter(nodes["robot_state_publisher"][0]["params"][0].values()))["ros__parameters"]["robot_description"]
+    assert "gz_ros2_control" in urdf
+    controllers_file = urdf.split("<parameters>")[1].split("</parameters>")[0].strip()
+    joints = yaml.safe_load(Path(controllers_file).read_text())["effort_controller"]["ros__parameters"]["joints"]
+    from idyn_ros.robots import get_robot
+
+    assert joints == list(get_robot("iiwa14").with_prefix("left_").joint_names)  # the prefix reaches ros2_control
+    assert {"create", "parameter_bridge", "spawner"} <= set(nodes)
+    for node in ("controller", "doomed", "wrench_observer"):
+        assert nodes[node][0]["params"][0][f"/{node}"]["ros__parameters"]["use_sim_time"] is True
+
+
+def test_mujoco_mode_passes_the_prefix_to_the_plant_and_starts_no_robot_state_publisher():
+    pytest.importorskip("launch_ros")
+    nodes = _render("panda", mode="mujoco", prefix="fr3_", clock="realtime")
+    assert "robot_state_publisher" not in nodes and "ros2_control_node" not in nodes
+    plant = nodes["plant"][0]["params"][0]["/plant"]["ros__parameters"]
+    assert plant == {"prefix": "fr3_", "clock_mode": "realtime"}
+    ctrl = nodes["controller"][0]["params"][0]["/controller"]["ros__parameters"]
+    assert ctrl["prefix"] == "fr3_" and ctrl["use_sim_time"] is False
+
+
+@needs_launch
+def test_ros2_param_get_on_a_hardware_mode_controller(tmp_path):
+    """The rendered hardware parameter set, read back with the real `ros2 param get` from a running controller."""
+    files = _render("ur5", mode="hardware")["controller"][0]["files"]
+    env = dict(os.environ, ROS_AUTOMATIC_DISCOVERY_RANGE="LOCALHOST", ROS_DOMAIN_ID=DOMAIN)
+    node = subprocess.Popen([str(Path(sys.prefix) / "lib" / "idyn_ros" / "controller"), "--ros-args", "-r",
+                             "__node:=controller", "--params-file", files[0]], env=env, start_new_session=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        out = ""
+        for _ in range(30):
+            got = subprocess.run([str(ROS2), "param", "get", "--no-daemon", "/controller", "subtract_gravity"],
+                                 env=env, capture_output=True, text=True, timeout=30)
+            out = got.stdout
+            if "value is" in out:
+                break
+            time.sleep(0.5)
+        assert out.strip() == "Boolean value is: True", out
+    finally:
+        os.killpg(node.pid, signal.SIGINT)
+        node.wait(timeout=20)
+        assert node.returncode == 0, node.stdout.read()[-2000:]
+    shutil.rmtree(tmp_path, ignore_errors=True)
