@@ -425,6 +425,43 @@ def echo_main() -> None:
             pub.publish(out)
 
 
+def _ping(ctx: Any, pub: Any, sub: Any, msg: Any, seconds: float, answers: Any = None) -> list[float]:
+    """1 kHz: publish ``msg`` (a JointState, its stamp advanced each time), wait up to 5 ms for the answer on ``sub``
+    (``answers(reply, stamp_ns)`` tells a reply to this very message; default: any); round trips in us."""
+    from rclpy.impl.implementation_singleton import rclpy_implementation as _rclpy
+
+    wait_set = _rclpy.WaitSet(1, 0, 0, 0, 0, 0, ctx.handle)
+    rtt: list[float] = []
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        t0 = time.perf_counter_ns()
+        stamp = time.time_ns()
+        msg.header.stamp.sec, msg.header.stamp.nanosec = divmod(stamp, 1_000_000_000)
+        pub.publish(msg)
+        while time.perf_counter_ns() - t0 < 5_000_000:
+            reply = _lean_wait(wait_set, sub, 5_000_000 - (time.perf_counter_ns() - t0))
+            if reply is not None and (answers is None or answers(reply, stamp)):
+                rtt.append((time.perf_counter_ns() - t0) * 1e-3)
+                break
+        while time.perf_counter_ns() - t0 < 1_000_000:
+            time.sleep(50e-6)
+    return rtt
+
+
+def _stats(rtt: list[float], seconds: float) -> dict[str, float]:
+    r = np.array(rtt[len(rtt) // 8 :])  # after discovery settles
+    return {"p50_us": float(np.percentile(r, 50)), "p99_us": float(np.percentile(r, 99)), "max_us": float(r.max()),
+            "answered": len(rtt), "seconds": seconds}
+
+
+def _wait_matched(pub: Any, sub: Any, what: str, timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while sub.get_publisher_count() == 0 or pub.get_subscription_count() == 0:
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"{what} did not appear on DDS within {timeout:.0f} s")
+        time.sleep(0.05)
+
+
 def measure_transport_floor(seconds: float = 8.0) -> dict[str, float]:
     """Round trip JointState -> Float64MultiArray through a second process that does nothing but answer,
     both ends on a bare rcl WaitSet (no executor): the floor under any node's state -> command latency here."""
@@ -435,7 +472,6 @@ def measure_transport_floor(seconds: float = 8.0) -> dict[str, float]:
 
     import rclpy
     from rclpy.context import Context
-    from rclpy.impl.implementation_singleton import rclpy_implementation as _rclpy
     from sensor_msgs.msg import JointState
     from std_msgs.msg import Float64MultiArray
 
@@ -447,48 +483,106 @@ def measure_transport_floor(seconds: float = 8.0) -> dict[str, float]:
     rclpy.init(context=ctx)
     proc = subprocess.Popen([sys.executable, "-m", "idyn_ros.bench.latency", "echo"], env=env,
                             stdout=subprocess.DEVNULL, start_new_session=True)
-    rtt: list[float] = []
     try:
         node = rclpy.create_node("idyn_bench_ping", context=ctx, start_parameter_services=False)
         pub = node.create_publisher(JointState, PING_TOPIC, COMMAND_OUT)
         sub = node.create_subscription(Float64MultiArray, PONG_TOPIC, lambda _m: None, HOT_IN)
         msg = JointState(name=[f"joint{i}" for i in range(7)], position=[0.0] * 7, velocity=[0.0] * 7,
                          effort=[0.0] * 7)
-        wait_set = _rclpy.WaitSet(1, 0, 0, 0, 0, 0, ctx.handle)
-        deadline = time.monotonic() + 30.0
-        while sub.get_publisher_count() == 0 or pub.get_subscription_count() == 0:
-            if time.monotonic() > deadline:
-                raise RuntimeError("the echo process did not appear on DDS within 30 s")
-            time.sleep(0.05)
-        end = time.monotonic() + seconds
-        while time.monotonic() < end:  # 1 kHz: one ping per period, wait up to 5 ms for its pong
-            t0 = time.perf_counter_ns()
-            pub.publish(msg)
-            while time.perf_counter_ns() - t0 < 5_000_000:
-                if _lean_wait(wait_set, sub, 5_000_000 - (time.perf_counter_ns() - t0)) is not None:
-                    rtt.append((time.perf_counter_ns() - t0) * 1e-3)
-                    break
-            while time.perf_counter_ns() - t0 < 1_000_000:
-                time.sleep(50e-6)
+        _wait_matched(pub, sub, "the echo process")
+        rtt = _ping(ctx, pub, sub, msg, seconds)
         node.destroy_node()
     finally:
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait(timeout=5)
         rclpy.shutdown(context=ctx)
-    r = np.array(rtt[len(rtt) // 8 :])  # after discovery settles
-    return {"p50_us": float(np.percentile(r, 50)), "p99_us": float(np.percentile(r, 99)), "max_us": float(r.max()),
-            "answered": len(rtt), "seconds": seconds}
+    return _stats(rtt, seconds)
 
 
-def run_benchmarks() -> dict:
-    """Latency /joint_states -> command at 1 kHz (real-time plant), panda: all nodes composed and separate, the
-    controller alone, and the transport floor (a do-nothing echo) measured in the same run; plus every node's
-    callback cost (no DDS)."""
-    out = {"transport_floor": measure_transport_floor()}
-    out["composed"] = measure_latency("panda", composed=True)
-    out["composed_controller_only"] = measure_latency("panda", composed=True, nodes=["controller"])
-    out["separate"] = measure_latency("panda", composed=False)
-    out["controller_callback"] = measure_callback_cost("panda")
+def measure_graph_rtt(robot: str = "panda", composed: bool = True, nodes: Sequence[str] | None = None,
+                      model_path: str | Path | None = None, seconds: float = 8.0) -> dict[str, float]:
+    """The same pinger as ``measure_transport_floor``, with our nodes instead of the echo process: a JointState
+    of the robot (a slow sine about its ready pose) to /joint_states, the round trip ends when the command that
+    answers it (its ``stamp_ns`` label) arrives. Real-time clock (no sim time), the model loaded when given."""
+    import rclpy
+    from rclpy.context import Context
+    from sensor_msgs.msg import JointState
+    from std_msgs.msg import Float64MultiArray
+
+    from idyn_ros.nodes.common import COMMAND_OUT, STAMP_LABEL
+    from idyn_ros.nodes.graph import OUR_NODES
+    from idyn_ros.nodes.launcher import GraphSettings, Launcher
+    from idyn_ros.robots import get_robot
+
+    overrides = {"model_path": str(model_path)} if model_path else {}
+    launcher = Launcher(GraphSettings(robot, "mujoco", clock="realtime", composed=composed, plant=False,
+                                      nodes=tuple(nodes or OUR_NODES), overrides=overrides))
+    ctx = Context()
+    rclpy.init(context=ctx)
+    launcher.start()
+    try:
+        node = rclpy.create_node("idyn_bench_graph_ping", context=ctx, start_parameter_services=False)
+        pub = node.create_publisher(JointState, "/joint_states", COMMAND_OUT)
+        sub = node.create_subscription(Float64MultiArray, f"/{get_robot(robot).effort_controller}/commands",
+                                       lambda _m: None, COMMAND_OUT)
+        q0 = np.array(initial_positions(robot))
+        msg = JointState(name=list(get_robot(robot).joint_names), position=q0.tolist(), velocity=[0.0] * q0.size,
+                         effort=[0.0] * q0.size)
+        _wait_matched(pub, sub, "the controller")
+        rtt = _ping(ctx, pub, sub, msg, seconds,
+                    lambda reply, stamp: reply.layout.dim[0].label == f"{STAMP_LABEL}{stamp}")
+        node.destroy_node()
+        dead = launcher.dead()
+    finally:
+        launcher.stop()
+        rclpy.shutdown(context=ctx)
+    return {**_stats(rtt, seconds), "dead_processes": len(dead)}
+
+
+def latency_model() -> Path:
+    """The learned model the latency runs load: the Panda hybrid (2S) the experiments topic trained, else a
+    briefly trained hybrid of the same architecture (its cost, not its accuracy, matters here)."""
+    import os
+
+    work = Path(os.environ.get("IDYN_WORK_DIR", "runs"))
+    trained = work / "models" / "panda" / "hybrid_2s" / "model.onnx"
+    if trained.is_file():
+        return trained
+    path = work / "bench" / "latency_hybrid" / "model.onnx"
+    if not path.is_file():
+        from idyn_ros.bench.models import small_hybrid
+
+        small_hybrid(path.parent, epochs=2, robot_name="panda")
+    return path
+
+
+def run_benchmarks(quick: bool = False) -> dict:
+    """Latency /joint_states -> command at 1 kHz with a learned hybrid loaded, on the Panda:
+
+    - ``pinger``: the transport floor (a do-nothing echo process) and our nodes (composed, the controller alone,
+      separate processes) answered to the same bare-WaitSet pinger in one run, and the p99 ratios to the floor;
+    - ``composed`` / ``separate``: against the real-time plant (its executor receives the commands);
+    - ``controller_callback``: every node's per-tick callback in process, no DDS.
+    """
+    model = latency_model()
+    seconds = 4.0 if quick else 8.0
+    floor = measure_transport_floor(seconds)
+    pinger = {"floor": floor,
+              "composed": measure_graph_rtt("panda", True, model_path=model, seconds=seconds),
+              "composed_controller_only": measure_graph_rtt("panda", True, ["controller"], model, seconds),
+              "separate": measure_graph_rtt("panda", False, model_path=model, seconds=seconds)}
+    pinger["p99_ratio_to_floor"] = {k: v["p99_us"] / floor["p99_us"] for k, v in pinger.items() if k != "floor"}
+    out = {"model": str(model), "pinger": pinger}
+    out["composed"] = measure_latency("panda", composed=True, model_path=model, seconds=seconds + 4)
+    out["composed_controller_only"] = measure_latency("panda", composed=True, nodes=["controller"],
+                                                      model_path=model, seconds=seconds + 4)
+    out["separate"] = measure_latency("panda", composed=False, model_path=model, seconds=seconds + 4)
+    out["controller_callback"] = measure_callback_cost("panda", model_path=model)
+    out["controller_callback_without_model"] = measure_callback_cost("panda")
+    c, ratio = pinger["composed"], pinger["p99_ratio_to_floor"]["composed"]
+    print(f"latency (us, p50 / p99): floor {floor['p50_us']:.0f} / {floor['p99_us']:.0f}; composed "
+          f"{c['p50_us']:.0f} / {c['p99_us']:.0f} (p99 x{ratio:.2f} the floor); controller callback p50 "
+          f"{out['controller_callback']['p50_us']:.0f}", flush=True)
     return out
 
 
@@ -501,7 +595,8 @@ if __name__ == "__main__":
     elif len(sys.argv) > 1 and sys.argv[1] == "floor":
         print(json.dumps(measure_transport_floor()))
     elif len(sys.argv) > 1 and sys.argv[1] == "callback":
-        print(json.dumps({r: measure_callback_cost(r) for r in ("panda", "iiwa14", "ur5")}))
+        print(json.dumps({r: measure_callback_cost(r, model_path=latency_model() if r == "panda" else None)
+                          for r in ("panda", "iiwa14", "ur5")}))
     elif len(sys.argv) > 2 and sys.argv[1] == "wrench":
         print(json.dumps(measure_wrench(sys.argv[2])), flush=True)
     elif len(sys.argv) > 2 and sys.argv[1] == "doomed":

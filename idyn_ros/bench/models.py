@@ -171,7 +171,7 @@ def step_latency(artifact: Path | None = None, n_steps: int = 5000) -> dict[str,
     robot = None
     if artifact is None:
         tmp = tempfile.TemporaryDirectory()
-        artifact, robot = _small_hybrid(Path(tmp.name))
+        artifact, robot = small_hybrid(Path(tmp.name))
     rng = np.random.default_rng(0)
     X = rng.normal(size=(n_steps, 3, 7))
     out: dict[str, Any] = {"artifact": str(artifact)}
@@ -190,13 +190,15 @@ def step_latency(artifact: Path | None = None, n_steps: int = 5000) -> dict[str,
     return out
 
 
-def _small_hybrid(out: Path, epochs: int = 2) -> tuple[Path, Any]:
+def small_hybrid(out: Path, epochs: int = 2, robot_name: str = "iiwa14") -> tuple[Path, Any]:
+    """A hybrid of the default architecture, briefly trained on a synthetic recording: what costs time at run time
+    is the architecture, not the training."""
     from idyn_ros.dynamics import RobotModel
     from idyn_ros.models.pipeline import train_run
     from idyn_ros.models.synthetic import fourier_recording, make_true_robot
     from idyn_ros.models.zoo import ModelConfig
 
-    robot = RobotModel.from_robot("iiwa14")
+    robot = RobotModel.from_robot(robot_name)
     rec = fourier_recording(robot.pin_model, make_true_robot(robot.pin_model), duration=10.0)
     train_run(ModelConfig(kind="hybrid", epochs=epochs), robot, [rec], out_dir=out, progress=False)
     return out / "model.onnx", robot
@@ -211,7 +213,7 @@ def parity(seconds: float = 10.0) -> dict[str, Any]:
     from idyn_ros.runtime import ModelRuntime
 
     with tempfile.TemporaryDirectory() as tmp:
-        artifact, robot = _small_hybrid(Path(tmp))
+        artifact, robot = small_hybrid(Path(tmp))
         model, _ = load_model(Path(tmp))
         rec = fourier_recording(robot.pin_model, make_true_robot(robot.pin_model), seed=5, duration=seconds)
         ref = predict(model, robot.pin_model, rec)

@@ -100,6 +100,7 @@ class Controller:
         self.acceleration_command = z(n)
         self._safe, self._M, self._zero = z(n), z((n, n)), z(n)
         self._at_limit_ticks = np.zeros(n, dtype=np.int64)
+        self._abs, self._at_limit = z(n), np.zeros(n, dtype=bool)
         self._ref_map, self._ff_map, self._off_map = NameMap(self.joint_names), NameMap(self.joint_names), \
             NameMap(self.joint_names)
         self.active = False
@@ -333,7 +334,7 @@ class Controller:
 
     def _saturated(self, tau: np.ndarray) -> bool:
         """Count ticks at the effort limit per joint; True on the tick one has sat there too long (latched)."""
-        at_limit = np.abs(tau) >= 0.999 * self.limiter.limit
+        at_limit = np.greater_equal(np.abs(tau, out=self._abs), self.limiter.limit_near, out=self._at_limit)
         self._at_limit_ticks += at_limit
         self._at_limit_ticks *= at_limit
         if not self._saturation_ticks or self.watchdog.latched:

@@ -103,17 +103,22 @@ class TorqueLimiter:
         if np.any(~np.isfinite(limit)) or np.any(limit <= 0):
             raise ValueError(f"effort limits must be finite and > 0, got {limit}")
         self.limit[:] = limit
+        self._neg_limit = -self.limit
+        self.limit_near = 0.999 * self.limit  # "at the limit" for saturation monitoring
         self.max_step = float(rate_limit) * float(dt) if rate_limit > 0 else np.inf
 
     def reset(self, tau: np.ndarray | float = 0.0) -> None:
         self.prev[:] = tau
 
     def apply(self, tau: np.ndarray) -> np.ndarray:
-        np.clip(tau, -self.limit, self.limit, out=tau)
-        if np.isfinite(self.max_step):
+        """Clip ``tau`` in place (ufuncs with out=: no temporaries on the 1 kHz path) and remember it."""
+        np.minimum(tau, self.limit, out=tau)
+        np.maximum(tau, self._neg_limit, out=tau)
+        if self.max_step != np.inf:
             np.subtract(self.prev, self.max_step, out=self._lo)
             np.add(self.prev, self.max_step, out=self._hi)
-            np.clip(tau, self._lo, self._hi, out=tau)
+            np.minimum(tau, self._hi, out=tau)
+            np.maximum(tau, self._lo, out=tau)
         self.prev[:] = tau
         return tau
 

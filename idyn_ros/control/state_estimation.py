@@ -16,12 +16,15 @@ Decisions (one line each, tested in test/control/test_state_estimation.py):
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
 from idyn_ros.data.filters import ButterworthLowPass
+
+_ADD = np.add.reduce  # one reduction per finiteness check: a NaN/Inf makes the sum non-finite
 
 # Status codes returned by JointStateFilter.update (ints: cheap to compare on the hot path).
 OK = 0
@@ -160,6 +163,8 @@ class JointStateFilter:
         self._q_prev = np.zeros(self.n)
         self._dq_prev = np.zeros(self.n)
         self._scratch = np.zeros(self.n)
+        self._dq_in = np.zeros(self.n)
+        self._eff_in = np.zeros(self.n)
         self._hist_row = np.zeros(3 * self.n)
         self.stamp_ns = -1
         self.samples = 0  # accepted samples since reset
@@ -216,19 +221,19 @@ class JointStateFilter:
                 return REJECT_BACKWARDS
         idx = self._index
         q = self._scratch
-        q[:] = np.asarray(position, dtype=float)[idx]
-        if not np.all(np.isfinite(q)):
+        np.take(np.asarray(position, dtype=float), idx, out=q)  # rclpy's array.array: read in place, no copy
+        if not math.isfinite(_ADD(q)):
             self.reason = self._nonfinite_reason("position", q)
             return REJECT_NONFINITE
         have_vel = self.use_measured_velocity and len(velocity) == m
         if have_vel:
-            dq_meas = np.asarray(velocity, dtype=float)[idx]
-            if not np.all(np.isfinite(dq_meas)):
+            dq_meas = np.take(np.asarray(velocity, dtype=float), idx, out=self._dq_in)
+            if not math.isfinite(_ADD(dq_meas)):
                 self.reason = self._nonfinite_reason("velocity", dq_meas)
                 return REJECT_NONFINITE
         if len(effort) == m:
-            eff = np.asarray(effort, dtype=float)[idx]
-            if not np.all(np.isfinite(eff)):
+            eff = np.take(np.asarray(effort, dtype=float), idx, out=self._eff_in)
+            if not math.isfinite(_ADD(eff)):
                 self.reason = self._nonfinite_reason("effort", eff)
                 return REJECT_NONFINITE
             self.effort[:] = eff

@@ -41,6 +41,12 @@ from idyn_ros.nodes.ros_parameters import NodeParameters
 from idyn_ros.parameters import ControllerParams
 
 SATURATION_WARN_S = 0.05  # diagnostics WARN when a joint's command has sat at its limit this long
+_IN_PROCESS: dict[int, Controller] = {}  # rclpy context id -> the configured controller core of this process
+
+
+def controller_in_process(context: Any) -> Controller | None:
+    """The controller core running in this process under ``context`` (a composed process), if any."""
+    return _IN_PROCESS.get(id(context))
 
 
 class ControllerNode(LifecycleNode):
@@ -90,6 +96,7 @@ class ControllerNode(LifecycleNode):
         self.state_msg = ControllerState(joint_names=list(core.joint_names))
         self.cmd_topic = command_topic(p.command_topic, p.robot)
         self._create_io(p)
+        _IN_PROCESS[id(self.context)] = core
         self.diag.set(Diagnostics.WARN if ff.fallback else Diagnostics.OK,
                       "configured" + (f"; {ff.fallback_reason}" if ff.fallback else ""), publish=True,
                       model_id=ff.model_id, command_topic=self.cmd_topic)
@@ -136,6 +143,7 @@ class ControllerNode(LifecycleNode):
 
     def on_cleanup(self, state: State) -> TransitionCallbackReturn:
         self._destroy_io()
+        _IN_PROCESS.pop(id(self.context), None)
         self.core = None
         return TransitionCallbackReturn.SUCCESS
 

@@ -60,20 +60,36 @@ class FeedforwardNode(Node):
         f = self.filter
         if f.update(msg.name, msg.position, msg.velocity, msg.effort, stamp_to_ns(msg.header.stamp)) != se.OK:
             return
-        if not self._warm:
-            self.ff.warm_up(f.q)
-            self._warm = True
-        t0 = time.perf_counter_ns()
-        total = self.ff.compute(f.q, f.dq, self.ddq_d)
         o = self.out
-        o.compute_time_us = (time.perf_counter_ns() - t0) * 1e-3
+        ff = self._controllers_computation(f.stamp_ns)
+        if ff is None:  # compute it here (another process than the controller, or it takes our topic)
+            if not self._warm:
+                self.ff.warm_up(f.q)
+                self._warm = True
+            t0 = time.perf_counter_ns()
+            self.ff.compute(f.q, f.dq, self.ddq_d)
+            o.compute_time_us = (time.perf_counter_ns() - t0) * 1e-3
+            ff = self.ff
+        else:
+            o.compute_time_us = 0.0
         o.header.stamp = msg.header.stamp
-        o.total = as_array(total)
+        o.total = as_array(ff.total)
         if self.params.value.publish_parts:
-            o.rbd = as_array(self.ff.rbd_part)
-            o.friction = as_array(self.ff.friction)
-            o.residual = as_array(self.ff.residual)
+            o.rbd = as_array(ff.rbd_part)
+            o.friction = as_array(ff.friction)
+            o.residual = as_array(ff.residual)
         self.pub.publish(o)
+
+    def _controllers_computation(self, stamp_ns: int) -> Any:
+        """The controller's own feedforward for this very state when it runs in this process with the same model
+        (composed): the same numbers, not computed twice (~50 us a tick with a learned model)."""
+        from idyn_ros.nodes.controller import controller_in_process
+
+        core = controller_in_process(self.context)
+        if (core is None or not core.embedded or not core.params.use_feedforward or not core.active
+                or core.ff.model_id != self.ff.model_id or core.filter.stamp_ns != stamp_ns):
+            return None
+        return core.ff
 
 
 def main(argv: list[str] | None = None) -> int:

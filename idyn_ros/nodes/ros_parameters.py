@@ -128,7 +128,9 @@ def _coerce_override(node: Any, p: Param) -> None:
     if given is None:
         return
     value = given.value
-    if p.type == "string" and isinstance(value, bool | int | float):  # `-p profile:=true` arrives as a YAML bool
+    if p.type.endswith("array") and isinstance(value, list | tuple) and not value:
+        overrides.pop(p.name)  # [] is the default (derived from the robot); rclpy would type it BYTE_ARRAY
+    elif p.type == "string" and isinstance(value, bool | int | float):  # `-p profile:=true` arrives as a YAML bool
         overrides[p.name] = Parameter(p.name, Parameter.Type.STRING, str(value).lower() if isinstance(value, bool)
                                       else str(value))
     elif p.type == "double" and isinstance(value, int) and not isinstance(value, bool):

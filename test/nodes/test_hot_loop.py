@@ -49,13 +49,15 @@ def test_messages_reach_callbacks_in_registration_order_and_unsubscribe_stops_th
     pub = node.create_publisher(Float64, "/hot_loop_test/x", HOT_IN)
     block_pub = node.create_publisher(Float64, "/hot_loop_test/block", HOT_IN)
     loop.start()
-    assert _wait(lambda: pub.get_subscription_count() == 2 and block_pub.get_subscription_count() == 1)
+    # one shared subscription per topic: the message is taken once and handed to both callbacks
+    assert _wait(lambda: pub.get_subscription_count() == 1 and block_pub.get_subscription_count() == 1)
     block_pub.publish(Float64(data=1.0))
     assert _wait(lambda: len(order) >= 3)
     assert order[:3] == ["block", "first", "second"], "ready together: served in registration order"
     hot_loop.unsubscribe(node, blocker)
     hot_loop.unsubscribe(node, first)
-    assert _wait(lambda: pub.get_subscription_count() == 1)
+    assert _wait(lambda: block_pub.get_subscription_count() == 0)  # its last callback gone: destroyed
+    assert pub.get_subscription_count() == 1  # "second" still listens
     n_first = order.count("first")
     for _ in range(5):
         pub.publish(Float64(data=2.0))
@@ -122,9 +124,40 @@ def test_urgent_subscription_is_served_between_slow_callbacks(rclpy_context, loo
     block_pub = node.create_publisher(Float64, "/hot_loop_test/block", HOT_IN)
     slow_pub = node.create_publisher(Float64, "/hot_loop_test/slow", HOT_IN)
     loop.start()
-    assert _wait(lambda: slow_pub.get_subscription_count() == 3 and urgent_pub.get_subscription_count() == 1
+    assert _wait(lambda: slow_pub.get_subscription_count() == 1 and urgent_pub.get_subscription_count() == 1
                  and block_pub.get_subscription_count() == 1)
     block_pub.publish(Float64(data=1.0))
     assert _wait(lambda: len(order) >= 5)
     assert order[:5] == ["block", "slow0", "urgent", "slow1", "slow2"], order
+    node.destroy_node()
+
+
+def test_a_shared_topic_keeps_order_for_the_monitoring_callbacks(rclpy_context, loop):
+    """The controller and monitoring nodes on one /joint_states subscription: a message arriving during the
+    monitoring callbacks goes to the urgent callback at once, and to the others after the current message."""
+    import rclpy
+    from std_msgs.msg import Float64
+
+    from idyn_ros.nodes import hot_loop
+    from idyn_ros.nodes.common import HOT_IN
+
+    node = rclpy.create_node("hot_loop_shared", context=rclpy_context)
+    order: list[str] = []
+
+    def slow(msg) -> None:
+        order.append(f"S1({msg.data:g})")
+        if msg.data == 1.0:
+            pub.publish(Float64(data=2.0))
+            time.sleep(0.05)
+
+    hot_loop.subscribe(node, Float64, "/hot_loop_test/js", lambda m: order.append(f"U({m.data:g})"), HOT_IN,
+                       urgent=True)
+    hot_loop.subscribe(node, Float64, "/hot_loop_test/js", slow, HOT_IN)
+    hot_loop.subscribe(node, Float64, "/hot_loop_test/js", lambda m: order.append(f"S2({m.data:g})"), HOT_IN)
+    pub = node.create_publisher(Float64, "/hot_loop_test/js", HOT_IN)
+    loop.start()
+    assert _wait(lambda: pub.get_subscription_count() == 1)
+    pub.publish(Float64(data=1.0))
+    assert _wait(lambda: len(order) >= 6)
+    assert order[:6] == ["U(1)", "S1(1)", "U(2)", "S2(1)", "S1(2)", "S2(2)"], order
     node.destroy_node()
