@@ -248,8 +248,9 @@ class ControllerParams(CommonParams):
     torque_rate_limit: float = param(1000.0, "Nm/s per joint (<= 0 disables); Franka's is 1000", lo=-1.0, hi=1e6)
     stale_periods: float = param(3.0, "joint state older than this many periods -> safe mode (measured on the "
                                  "node's clock: sim time under use_sim_time)", lo=1.0, hi=1e6)
-    check_stamp_age: bool = param(False, "also compare the message stamp with this node's clock (needs "
-                                  "synchronised clocks or use_sim_time)")
+    max_stamp_age: float = param(0.05, "s; a joint state stamped longer ago than this on the node's clock is late "
+                                 "input (the clocks of robot and controller must agree, as on one machine, with "
+                                 "PTP, or under use_sim_time; 0 = no check)", lo=0.0, hi=60.0)
     recovery_ticks: int = param(10, "after late input (stale state or feedforward): fresh samples in a row before "
                                 "the law comes back", lo=1, hi=100000)
     recovery_ramp: float = param(0.2, "s over which the law's torque is blended back in from the safe torque after "

@@ -161,6 +161,7 @@ class Controller:
         self.limiter.set_limits(self.robot.effort_limit, params.torque_rate_limit, self.period, params.effort_scale)
         wd = self.watchdog
         wd.stale_ns = round(params.stale_periods * self.period * 1e9)
+        wd.max_stamp_age_ns = round(params.max_stamp_age * 1e9)
         wd.ff_timeout_ns = round(params.feedforward_timeout * 1e9)
         wd.recovery_ticks = params.recovery_ticks
         self._ramp_total = max(1, round(params.recovery_ramp / self.period))
@@ -226,7 +227,7 @@ class Controller:
         """One joint state in, the command out (a view of ``self.tau``, Nm, robot joint order).
 
         ``now_ns``: receive time on the caller's clock (ages of inputs); ``clock_ns``: the clock the stamp is
-        compared with when ``check_stamp_age`` is on. Returns None when nothing is to be sent: inactive, a
+        compared with (``max_stamp_age``; None: no stamp check). Returns None when nothing is to be sent: inactive, a
         duplicate stamp, or no trusted state yet to hold.
         """
         self.last_rx_ns = now_ns
@@ -244,7 +245,7 @@ class Controller:
         if not self._holding:
             self._start_hold(q)
         fresh = status == se.OK
-        if fresh and p.check_stamp_age and clock_ns is not None:
+        if fresh and p.max_stamp_age > 0 and clock_ns is not None:
             fresh = wd.check_stamp_age(clock_ns, stamp_ns)
         topic_ff = not self.embedded and p.use_feedforward
         waiting = topic_ff and self._ff_rx_ns < 0  # no feedforward yet: hold safely, no fault

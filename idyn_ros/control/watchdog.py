@@ -27,6 +27,7 @@ class Watchdog:
                  recovery_ticks: int = 10) -> None:
         self.period_ns = round(period_s * 1e9)
         self.stale_ns = round(stale_periods * period_s * 1e9)
+        self.max_stamp_age_ns = self.stale_ns
         self.ff_timeout_ns = round(ff_timeout_s * 1e9)
         self.recovery_ticks = int(recovery_ticks)
         self.tripped = False  # the command must be the safe torque now
@@ -80,10 +81,10 @@ class Watchdog:
         return True
 
     def check_stamp_age(self, now_ns: int, stamp_ns: int) -> bool:
-        """True when fine; an input fault when the sample was stamped more than ``stale_periods`` periods ago."""
+        """True when fine; an input fault when the sample was stamped more than ``max_stamp_age_ns`` ago."""
         age = now_ns - stamp_ns
-        if age > self.stale_ns:
-            self.late(f"stale joint state: stamp {age * 1e-6:.2f} ms old (> {self.stale_ns * 1e-6:.2f} ms)")
+        if age > self.max_stamp_age_ns:
+            self.late(f"stale joint state: stamp {age * 1e-6:.2f} ms old (> {self.max_stamp_age_ns * 1e-6:.2f} ms)")
             return False
         return True
 

@@ -205,7 +205,7 @@ class ControllerNode(LifecycleNode):
         start = time.monotonic_ns()
         core = self.core
         stamp_ns = stamp_to_ns(msg.header.stamp)
-        clock_ns = self.get_clock().now().nanoseconds if core.params.check_stamp_age else None
+        clock_ns = self.get_clock().now().nanoseconds if core.params.max_stamp_age > 0 else None
         tau = core.update(msg.name, msg.position, msg.velocity, msg.effort, stamp_ns, self._now(), clock_ns)
         if tau is None:
             return

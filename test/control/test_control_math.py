@@ -93,6 +93,8 @@ def test_watchdog_latches_data_faults_and_recovers_from_late_input():
     assert not wd.check_ff_lag(5_000_000_000, 5_000_000_000 - wd.ff_timeout_ns - 1)
     assert "feedforward lags the joint state" in wd.reason
     wd.clear()
+    wd.max_stamp_age_ns = 50_000_000
+    assert wd.check_stamp_age(10_000_000_000, 9_960_000_000)
     assert not wd.check_stamp_age(10_000_000_000, 5_000_000_000) and "stamp 5000.00 ms old" in wd.reason
 
 

@@ -37,7 +37,7 @@ class SideBySide:
         from idyn_ros.nodes.controller import ControllerNode
         from idyn_ros.nodes.hot_loop import HotLoop
 
-        overrides = {"use_sim_time": True, "check_stamp_age": True, "stale_periods": 20.0, "recovery_ticks": 5,
+        overrides = {"use_sim_time": True, "max_stamp_age": 0.03, "stale_periods": 20.0, "recovery_ticks": 5,
                      "recovery_ramp": 0.01}
         self.node = ControllerNode(context=context,
                                    parameter_overrides=[Parameter(k, value=v) for k, v in overrides.items()])

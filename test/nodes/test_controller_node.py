@@ -30,7 +30,8 @@ class Rig:
         from idyn_ros.nodes.controller import ControllerNode
 
         # 500 periods: this shared machine stalls a scripted loop for tens of ms; the stale test sets its own
-        params = {"torque_rate_limit": -1.0, "stale_periods": 500.0, **(overrides or {})}
+        # the scripted stamps start at 1 s (not wall time): no stamp-age check here, test/faults checks it
+        params = {"torque_rate_limit": -1.0, "stale_periods": 500.0, "max_stamp_age": 0.0, **(overrides or {})}
         self.ctrl = ControllerNode(context=context,
                                    parameter_overrides=[Parameter(k, value=v) for k, v in params.items()])
         self.node = rclpy.create_node("scripted_plant", context=context)
