@@ -46,3 +46,85 @@ def rclpy_context():
     finally:
         if context.ok():
             rclpy.shutdown(context=context)
+
+
+class GraphProbe:
+    """A node watching a node graph started by a test (ros2 launch, idyn bringup) in a ROS domain of its own:
+    nodes other tests of this session leave in the shared domain must not show up in the graph."""
+
+    def __init__(self, domain: int) -> None:
+        import rclpy
+        from rclpy.context import Context
+        from rclpy.executors import SingleThreadedExecutor
+        from std_msgs.msg import Float64MultiArray
+
+        from idyn_ros.msg import ControllerState
+        from idyn_ros.nodes.common import COMMAND_OUT, MONITOR
+
+        self.domain = domain
+        self.env = dict(os.environ, ROS_AUTOMATIC_DISCOVERY_RANGE="LOCALHOST", PYTHONUNBUFFERED="1",
+                        ROS_DOMAIN_ID=str(domain))
+        self.context = Context()
+        rclpy.init(context=self.context, domain_id=domain)
+        self.node = rclpy.create_node("graph_probe", context=self.context)
+        self.states: list = []
+        self.commands: list = []  # (label, array)
+        self.node.create_subscription(ControllerState, "/idyn/controller_state", self.states.append, MONITOR)
+        self.node.create_subscription(Float64MultiArray, "/effort_controller/commands",
+                                      lambda m: self.commands.append((m.layout.dim[0].label, list(m.data))),
+                                      COMMAND_OUT)
+        self.exe = SingleThreadedExecutor(context=self.context)
+        self.exe.add_node(self.node)
+
+    def spin_until(self, done, timeout: float) -> bool:
+        import time
+
+        end = time.monotonic() + timeout
+        while not done() and time.monotonic() < end:
+            self.exe.spin_once(timeout_sec=0.05)
+        return done()
+
+    def spin(self, seconds: float) -> None:
+        self.spin_until(lambda: False, seconds)
+
+    def active(self) -> bool:
+        return any(s.mode == 1 for s in self.states[-5:])
+
+    @staticmethod
+    def descendants(pid: int) -> list[int]:
+        return descendants(pid)
+
+    def close(self) -> None:
+        import rclpy
+
+        self.exe.shutdown()
+        self.node.destroy_node()
+        rclpy.shutdown(context=self.context)
+
+
+def descendants(pid: int) -> list[int]:
+    """Every process below ``pid`` (to check that nothing is left running)."""
+    import subprocess
+
+    rows = subprocess.run(["ps", "-eo", "pid,ppid"], capture_output=True, text=True, check=True).stdout.split("\n")[1:]
+    children: dict[int, list[int]] = {}
+    for line in rows:
+        if line.strip():
+            p, pp = (int(x) for x in line.split())
+            children.setdefault(pp, []).append(p)
+    todo, found = [pid], []
+    while todo:
+        for c in children.get(todo.pop(), []):
+            found.append(c)
+            todo.append(c)
+    return found
+
+
+@pytest.fixture()
+def graph_probe():
+    """A ``GraphProbe`` in a domain of its own (``probe.env`` starts processes in the same domain)."""
+    probe = GraphProbe((int(os.environ.get("ROS_DOMAIN_ID", "0")) + 113) % 232)
+    try:
+        yield probe
+    finally:
+        probe.close()

@@ -539,6 +539,62 @@ def measure_graph_rtt(robot: str = "panda", composed: bool = True, nodes: Sequen
     return {**_stats(rtt, seconds), "dead_processes": len(dead)}
 
 
+def measure_realtime_control(robot: str = "panda", seconds: float = 30.0, model_path: str | Path | None = None,
+                             composed: bool = False) -> dict[str, Any]:
+    """``idyn bringup --clock realtime`` as a user runs it (separate processes by default), watched from here:
+    the fraction of published ControllerStates in ACTIVE, how often the controller went safe and came back (late
+    input, e.g. a scheduling stall) and why, and the tracking RMSE of the reference's moves (deg)."""
+    import rclpy
+    from rclpy.context import Context
+    from rclpy.executors import SingleThreadedExecutor
+
+    from idyn_ros.msg import ControllerState
+    from idyn_ros.nodes.common import MONITOR
+    from idyn_ros.nodes.launcher import GraphSettings, Launcher
+
+    overrides = {"model_path": str(model_path)} if model_path else {}
+    launcher = Launcher(GraphSettings(robot, "mujoco", clock="realtime", composed=composed, overrides=overrides))
+    ctx = Context()
+    rclpy.init(context=ctx)
+    states: list[tuple[int, str, np.ndarray]] = []
+    launcher.start()
+    try:
+        node = rclpy.create_node("idyn_bench_realtime_probe", context=ctx)
+        node.create_subscription(ControllerState, "/idyn/controller_state", lambda m: states.append(
+            (m.mode, m.mode_reason, np.array(m.position_error))), MONITOR)
+        exe = SingleThreadedExecutor(context=ctx)
+        exe.add_node(node)
+        deadline = time.monotonic() + 90.0
+        while not any(m == ControllerState.MODE_ACTIVE for m, _, _ in states[-5:]):
+            if time.monotonic() > deadline:
+                raise RuntimeError("the controller never became ACTIVE")
+            exe.spin_once(timeout_sec=0.05)
+        states.clear()
+        end = time.monotonic() + seconds
+        while time.monotonic() < end:
+            exe.spin_once(timeout_sec=0.05)
+        dead = launcher.dead()
+        node.destroy_node()
+    finally:
+        launcher.stop()
+        rclpy.shutdown(context=ctx)
+    modes = np.array([m for m, _, _ in states])
+    active = modes == ControllerState.MODE_ACTIVE
+    went_safe = int(np.sum(active[:-1] & ~active[1:]))
+    came_back = int(np.sum(~active[:-1] & active[1:]))
+    reasons: dict[str, int] = {}
+    for (m, r, _), was in zip(states[1:], active[:-1], strict=True):
+        if was and m != ControllerState.MODE_ACTIVE:
+            key = r.split(":")[0]
+            reasons[key] = reasons.get(key, 0) + 1
+    err = np.degrees(np.array([e for m, _, e in states if m == ControllerState.MODE_ACTIVE]))
+    return {"seconds": seconds, "states": int(modes.size),
+            "active_fraction": float(active.mean()) if modes.size else 0.0,
+            "went_safe": went_safe, "came_back": came_back, "safe_reasons": reasons,
+            "tracking_rmse_deg": float(np.sqrt((err**2).mean(0)).mean()) if err.size else float("nan"),
+            "dead_processes": len(dead), "composed": composed}
+
+
 def latency_model() -> Path:
     """The learned model the latency runs load: the Panda hybrid (2S) the experiments topic trained, else a
     briefly trained hybrid of the same architecture (its cost, not its accuracy, matters here)."""
@@ -577,6 +633,9 @@ def run_benchmarks(quick: bool = False) -> dict:
     out["composed_controller_only"] = measure_latency("panda", composed=True, nodes=["controller"],
                                                       model_path=model, seconds=seconds + 4)
     out["separate"] = measure_latency("panda", composed=False, model_path=model, seconds=seconds + 4)
+    rt_seconds = 10.0 if quick else 30.0
+    out["realtime_control"] = {kind: measure_realtime_control("panda", rt_seconds, model, kind == "composed")
+                               for kind in ("composed", "separate")}
     out["controller_callback"] = measure_callback_cost("panda", model_path=model)
     out["controller_callback_without_model"] = measure_callback_cost("panda")
     c, ratio = pinger["composed"], pinger["p99_ratio_to_floor"]["composed"]

@@ -9,7 +9,6 @@ within a few seconds, the controller's last command being its safe torque.
 from __future__ import annotations
 
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -28,80 +27,19 @@ needs_launch = pytest.mark.skipif(not ROS2.is_file(), reason="ros2 CLI not insta
                                                              "../shared/wheels/ros2-kilted)")
 
 
-# a domain of its own: nodes other tests of this session leave in the shared domain would show up in the graph
-DOMAIN = str((int(os.environ.get("ROS_DOMAIN_ID", "0")) + 113) % 232)
-
-
-class Probe:
-    """A node in the test process that watches the graph (in ``DOMAIN``)."""
-
-    def __init__(self):
-        import rclpy
-        from rclpy.context import Context
-        from rclpy.executors import SingleThreadedExecutor
-        from std_msgs.msg import Float64MultiArray
-
-        from idyn_ros.msg import ControllerState
-        from idyn_ros.nodes.common import COMMAND_OUT, MONITOR
-
-        self.context = context = Context()
-        rclpy.init(context=context, domain_id=int(DOMAIN))
-        self.node = rclpy.create_node("launch_probe", context=context)
-        self.states: list = []
-        self.commands: list[tuple[str, np.ndarray]] = []
-        self.node.create_subscription(ControllerState, "/idyn/controller_state", self.states.append, MONITOR)
-        self.node.create_subscription(Float64MultiArray, "/effort_controller/commands",
-                                      lambda m: self.commands.append((m.layout.dim[0].label, np.array(m.data))),
-                                      COMMAND_OUT)
-        self.exe = SingleThreadedExecutor(context=context)
-        self.exe.add_node(self.node)
-
-    def spin_until(self, done, timeout):
-        end = time.monotonic() + timeout
-        while not done() and time.monotonic() < end:
-            self.exe.spin_once(timeout_sec=0.05)
-        return done()
-
-    def spin(self, seconds):
-        self.spin_until(lambda: False, seconds)
-
-    def close(self):
-        import rclpy
-
-        self.exe.shutdown()
-        self.node.destroy_node()
-        rclpy.shutdown(context=self.context)
-
-
-def _launch(robot, *args):
-    env = dict(os.environ, ROS_AUTOMATIC_DISCOVERY_RANGE="LOCALHOST", PYTHONUNBUFFERED="1", ROS_DOMAIN_ID=DOMAIN)
-    return subprocess.Popen([str(ROS2), "launch", "idyn_ros", f"{robot}.launch.py", *args], env=env,
+def _launch(probe, robot, *args):
+    return subprocess.Popen([str(ROS2), "launch", "idyn_ros", f"{robot}.launch.py", *args], env=probe.env,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
-
-
-def _descendants(pid):
-    out = subprocess.run(["ps", "-eo", "pid,ppid"], capture_output=True, text=True, check=True).stdout.split("\n")[1:]
-    children: dict[int, list[int]] = {}
-    for line in out:
-        if line.strip():
-            p, pp = (int(x) for x in line.split())
-            children.setdefault(pp, []).append(p)
-    todo, found = [pid], []
-    while todo:
-        for c in children.get(todo.pop(), []):
-            found.append(c)
-            todo.append(c)
-    return found
 
 
 @needs_launch
 @pytest.mark.parametrize(("robot", "gains", "composed"), [("panda", "soft", "false"), ("iiwa14", "stiff", "false"),
                                                           ("ur5", "soft", "true")])
-def test_mujoco_mode_runs_with_the_gains_asked_for_and_stops_on_one_sigint(robot, gains, composed):
+def test_mujoco_mode_runs_with_the_gains_asked_for_and_stops_on_one_sigint(graph_probe, robot, gains, composed):
     from idyn_ros.msg import ControllerState
 
-    proc = _launch(robot, "mode:=mujoco", f"gains:={gains}", f"composed:={composed}")
-    probe = Probe()
+    probe = graph_probe
+    proc = _launch(probe, robot, "mode:=mujoco", f"gains:={gains}", f"composed:={composed}")
     try:
         assert probe.spin_until(lambda: any(s.mode == ControllerState.MODE_ACTIVE for s in probe.states), 90), \
             "the controller never reported ACTIVE"
@@ -118,7 +56,7 @@ def test_mujoco_mode_runs_with_the_gains_asked_for_and_stops_on_one_sigint(robot
         names = probe.node.get_node_names_and_namespaces()
         ours = [n for n, _ in names if not n.startswith("_") and n != "launch_probe"]
         assert expected <= set(ours) and len(ours) == len(set(ours)), f"node names not unique: {sorted(ours)}"
-        children = _descendants(proc.pid)
+        children = probe.descendants(proc.pid)
         t0 = time.monotonic()
         os.killpg(proc.pid, signal.SIGINT)  # Ctrl-C: the launch process and every node get it
         proc.wait(timeout=20)
@@ -135,7 +73,6 @@ def test_mujoco_mode_runs_with_the_gains_asked_for_and_stops_on_one_sigint(robot
         assert label == "stamp_ns=-1", f"the last command answers a state ({label}), not the stop"
         print(f"{robot}: stopped in {exit_s:.2f} s; last command {np.round(last, 2)}")
     finally:
-        probe.close()
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
@@ -229,10 +166,10 @@ def test_mujoco_mode_passes_the_prefix_to_the_plant_and_starts_no_robot_state_pu
 
 
 @needs_launch
-def test_ros2_param_get_on_a_hardware_mode_controller(tmp_path):
+def test_ros2_param_get_on_a_hardware_mode_controller(graph_probe):
     """The rendered hardware parameter set, read back with the real `ros2 param get` from a running controller."""
     files = _render("ur5", mode="hardware")["controller"][0]["files"]
-    env = dict(os.environ, ROS_AUTOMATIC_DISCOVERY_RANGE="LOCALHOST", ROS_DOMAIN_ID=DOMAIN)
+    env = graph_probe.env
     node = subprocess.Popen([str(Path(sys.prefix) / "lib" / "idyn_ros" / "controller"), "--ros-args", "-r",
                              "__node:=controller", "--params-file", files[0]], env=env, start_new_session=True,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
@@ -250,4 +187,3 @@ def test_ros2_param_get_on_a_hardware_mode_controller(tmp_path):
         os.killpg(node.pid, signal.SIGINT)
         node.wait(timeout=20)
         assert node.returncode == 0, node.stdout.read()[-2000:]
-    shutil.rmtree(tmp_path, ignore_errors=True)
