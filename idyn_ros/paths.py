@@ -41,10 +41,6 @@ def config_dir() -> Path:
     return share_dir() / "config"
 
 
-def launch_dir() -> Path:
-    return share_dir() / "launch"
-
-
 def shared_data_dir() -> Path | None:
     """The team's real-robot recordings (``../shared/data``) if present, else None."""
     import os

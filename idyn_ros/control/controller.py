@@ -31,7 +31,7 @@ from idyn_ros.control.watchdog import Watchdog
 from idyn_ros.errors import ParameterError
 from idyn_ros.parameters import PRESET_NAMES, ControllerParams
 
-# = idyn_ros/msg/ControllerState.msg
+# = msg/ControllerState.msg
 MODE_INACTIVE, MODE_ACTIVE, MODE_SAFE_DAMPING, MODE_SAFE_ZERO = 0, 1, 2, 3
 MAX_KD_T = 0.5  # refuse gains above this damping x period (see the module docstring)
 

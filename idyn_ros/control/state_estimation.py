@@ -4,7 +4,7 @@ Why here and not in ``data.filters``: the controller, the buffer node, DOOMED an
 observer must all see exactly the same estimate, and it must be computable per tick without
 allocation. Everything in this module is pure numpy with preallocated buffers; no ROS types.
 
-Decisions (one line each, tested in test/control/test_state_estimation.py):
+Decisions (one line each, tested in test/control/test_control_math.py):
 - velocity: the measured velocity is used when it is present and finite; otherwise backward
   difference of q. Acceleration: backward difference of dq over the *stamp* dt (robust to jitter),
   then a 2nd-order Butterworth low-pass designed for the nominal rate (causal, ~1/(2 pi fc) lag):

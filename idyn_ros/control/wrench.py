@@ -6,8 +6,8 @@ the *environment applies to the robot*, tau_ext = J^T F (as in ``ApplyWrench``/`
     M(q) ddq + C(q,dq) dq + g(q) + tau_f = tau + tau_ext          (tau: joint actuator torque)
 
 (a) direct residual, needs ddq:        tau_ext = tau_model(q, dq, ddq) - tau
-    (Callar Eq. 3.10 writes tau_dyn - tau_meas: same sign; the issue's "tau_measured - tau_model"
-    is the reaction torque, i.e. -tau_ext)
+    (Callar Eq. 3.10 writes tau_dyn - tau_meas: same sign; "tau_measured - tau_model" would be the
+    reaction torque, i.e. -tau_ext)
 (b) generalised-momentum observer, no ddq (De Luca et al.):
     p = M dq,  r_k = K_O (p_k - p_0 - sum_i (tau_i + C_i^T dq_i - g_i - tau_f,i + r_{i-1}) dt)
     (from dp/dt = tau + C^T dq - g - tau_f + tau_ext, since dM/dt = C + C^T);  r -> tau_ext with

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import contextlib
 import io
-import math
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
@@ -300,8 +299,3 @@ def onnx_node_count(model: bytes | str | Path | Any) -> int:
     elif isinstance(model, str | Path):
         model = onnx.load(str(model))
     return len(model.graph.node)
-
-
-def scan_depth(n: int) -> int:
-    """Number of matmul levels in the pose scan for n joints (ceil(log2 n))."""
-    return math.ceil(math.log2(n)) if n > 1 else 0

@@ -260,7 +260,7 @@ def _num(x: float) -> float | None:
 
 
 def acceptance(table: dict[str, dict[str, dict]], hybrid_row: str = "hybrid_e2e") -> dict[str, Any]:
-    """The issue's Panda claims: hybrid@medium <= nominal@medium / 3 and <= nominal@stiff (RMSE)."""
+    """The Panda claims of the README: hybrid@medium <= nominal@medium / 3 and <= nominal@stiff (RMSE)."""
 
     def rmse(row: str, gain: str) -> float:
         c = table.get(row, {}).get(gain, {})

@@ -1,4 +1,4 @@
-"""Every recording in ../shared/data imports (issue 3 acceptance)."""
+"""Every recording in ../shared/data imports."""
 
 from __future__ import annotations
 

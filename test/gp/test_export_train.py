@@ -99,7 +99,7 @@ def test_lse_has_no_onnx_but_reports_why(tmp_path) -> None:
 
 @pytest.mark.slow
 def test_lip_on_3dof_panda_is_exact_once_hyperparameters_are_optimised() -> None:
-    """Issue 8 diagnosis: the kernel, operator and synthetic data are right; accuracy is set by the
+    """Diagnosis: the kernel, operator and synthetic data are right; accuracy is set by the
     hyperparameter optimum. 3-DoF Panda, N = 500 (seed 0), test seed 100: hyperparameters at 1 gave
     test nMSE 107 % (noise 1e-4), L-BFGS on 250 points 0.0004 % (measured, ~4 min on 2 busy cores)."""
     import torch

@@ -168,7 +168,7 @@ def test_bad_inputs_raise_user_errors() -> None:
 
 
 def test_low_noise_start_avoids_the_noise_basin() -> None:
-    """Issue 8: started at std(y)/10 the marginal likelihood settles where part of the signal is called
+    """Started at std(y)/10 the marginal likelihood settles where part of the signal is called
     noise; started at std(y)/1000 it finds a better optimum with the true noise (1e-3 Nm here). On the
     6-DoF Panda this was the first cause of the gap to the paper (idyn_ros.models.gp.train.make_gp)."""
     q, dq, ddq = _samples(0, 40)
@@ -238,7 +238,7 @@ def test_fit_gp_refines_only_the_kept_fit_from_where_it_stopped() -> None:
 
 @pytest.mark.slow
 def test_shared_noise_keeps_a_noise_dominated_joint_from_interpolating_its_noise() -> None:
-    """Issue 8: 7-DoF Panda, N = 50: J7's torque (std 0.03 Nm) is mostly noise (0.01 Nm). With per-joint noise
+    """7-DoF Panda, N = 50: J7's torque (std 0.03 Nm) is mostly noise (0.01 Nm). With per-joint noise
     L-BFGS fitted J7's noise to 2e-4 Nm and the posterior interpolated it (test nMSE J7 3670 %, mean 534 %);
     one shared noise (the authors' simulation setting) gave 102 % / 24 % (measured, ~10 s per fit)."""
     from idyn_ros.models.gp.synthetic import make_set

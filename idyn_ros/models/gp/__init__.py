@@ -1,4 +1,5 @@
-"""Gaussian-process inverse dynamics with the Lagrangian-inspired polynomial (LIP) kernel (issue 8).
+"""Gaussian-process inverse dynamics with the Lagrangian-inspired polynomial (LIP) kernel
+(Giacomuzzo et al.; studies/gp_lip/README.md holds the evidence behind its settings).
 
 Giacomuzzo et al., T-RO: GP priors on kinetic and potential energy, pushed through the Euler-Lagrange
 operator to a multi-output torque kernel; baselines SE, GIP, LSE; physical read-outs; an ONNX export

@@ -212,7 +212,7 @@ def train_gp(kind: str, robot_model: Any, train_datasets: list[Any], val_dataset
         method: "lbfgs" (full batch on max_hyper_points samples) or "adam" (minibatch, lr 0.01).
         shared_noise: one noise std for all joints (i.i.d. noise, e.g. simulation) instead of one per joint.
         max_hyper_points: 250 because the 102-133 LIP hyperparameters are not identified by 100-150 points
-            (issue 8: 6-DoF Panda test nMSE 6.7 % with 100 points, 0.94 % with 250).
+            (6-DoF Panda test nMSE 6.7 % with 100 points, 0.94 % with 250: studies/gp_lip/README.md).
         refine_iterations: more L-BFGS iterations for the kept fit only (refine_gp); 0 = none.
 
     Returns:
