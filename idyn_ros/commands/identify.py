@@ -57,7 +57,6 @@ def _run(args: argparse.Namespace) -> int:
     from idyn_ros.data.atomic import atomic_write_text
     from idyn_ros.dynamics.friction import parse_kinds
     from idyn_ros.errors import IdentificationError
-    from idyn_ros.models import rbd
     from idyn_ros.models.identification import identify, write_urdf
     from idyn_ros.models.metrics import torque_metrics
     from idyn_ros.models.sources import load_recordings, load_robot
@@ -96,14 +95,10 @@ def _run(args: argparse.Namespace) -> int:
             )
         xml = write_urdf(robot.urdf_xml, robot.pin_model, res.pi, res.armature)
         atomic_write_text(args.urdf_out, xml)
-        import pinocchio as pin
+        from idyn_ros.dynamics import RobotModel
 
-        from idyn_ros.dynamics.model import urdf_armature
-
-        check = pin.buildModelFromXML(xml)
-        arm = urdf_armature(xml)
-        err = max(np.abs(rbd.inertial_parameters(check) - res.pi).max(),
-                  np.abs(np.array([arm[j] for j in robot.pin_model.names[1:]]) - res.armature).max())
-        print(f"wrote {args.urdf_out} (reloaded in pinocchio: max parameter difference {err:.2e}, "
-              f"consistency check: {len(check_physical_consistency(rbd.inertial_parameters(check)))} problems)")
+        check = RobotModel.from_urdf(xml, name=robot.name, joints=robot.joint_names, check_inertia=False)
+        err = max(np.abs(check.inertial_parameters() - res.pi).max(), np.abs(check.armature - res.armature).max())
+        print(f"wrote {args.urdf_out} (reloaded: max parameter difference {err:.2e}, "
+              f"consistency check: {len(check_physical_consistency(check.inertial_parameters()))} problems)")
     return 0

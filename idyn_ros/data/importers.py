@@ -140,16 +140,9 @@ def resolve_robot_joints(robot: str | Path | None) -> tuple[tuple[str, ...] | No
         path = Path(text)
         if not path.is_file():
             raise DatasetError(f"URDF {path} does not exist")
-        try:
-            from idyn_ros.dynamics import RobotModel
+        from idyn_ros.dynamics import RobotModel
 
-            model = RobotModel.from_urdf(path)
-            return tuple(model.joint_names), path.stem
-        except ImportError:  # dynamics layer not installed in this checkout: read the URDF with pinocchio
-            import pinocchio as pin
-
-            model = pin.buildModelFromUrdf(str(path))
-            return tuple(model.names[1:]), path.stem
+        return tuple(RobotModel.from_urdf(path).joint_names), path.stem
     from idyn_ros.robots import get_robot
 
     return tuple(get_robot(text).joint_names), text

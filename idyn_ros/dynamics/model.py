@@ -152,6 +152,30 @@ def _joint_prefixes(spec: Any, pm: pin.Model) -> list[str]:
     return [first[: -len(bare)]] if bare and first.endswith(bare) and first != spec.joint_names[0] else []
 
 
+def inertial_parameters(pin_model: pin.Model) -> np.ndarray:
+    """(n, 10) per moving body, pinocchio order ``[m, mx, my, mz, Ixx, Ixy, Iyy, Ixz, Iyz, Izz]``."""
+    return np.array([pin_model.inertias[j].toDynamicParameters() for j in range(1, pin_model.njoints)])
+
+
+def with_inertial_parameters(pin_model: pin.Model, pi: Any) -> pin.Model:
+    """Copy of ``pin_model`` whose bodies carry ``pi`` ((n, 10) or (10 n,), pinocchio order)."""
+    pi = np.asarray(pi, dtype=np.float64).reshape(pin_model.njoints - 1, 10)
+    model = pin_model.copy()
+    for j in range(1, model.njoints):
+        model.inertias[j] = pin.Inertia.FromDynamicParameters(pi[j - 1])
+    return model
+
+
+def regressor_batch(pin_model: pin.Model, q: np.ndarray, dq: np.ndarray, ddq: np.ndarray,
+                    data: pin.Data | None = None) -> np.ndarray:
+    """Joint-torque regressor for N samples: (N, n) x3 -> (N, n, 10 n), float64 (``rnea == Y @ pi.ravel()``)."""
+    data = data if data is not None else pin_model.createData()
+    out = np.empty((q.shape[0], q.shape[1], 10 * (pin_model.njoints - 1)))
+    for i in range(q.shape[0]):
+        out[i] = pin.computeJointTorqueRegressor(pin_model, data, q[i], dq[i], ddq[i])
+    return out
+
+
 class RobotModel:
     """Rigid-body model of a fixed-base arm, backed by pinocchio.
 
@@ -490,16 +514,11 @@ class RobotModel:
 
         ``m c`` and the inertia are expressed in the joint frame, the inertia about its origin.
         """
-        return np.array(
-            [self.pin_model.inertias[j].toDynamicParameters() for j in range(1, self.pin_model.njoints)]
-        )
+        return inertial_parameters(self.pin_model)
 
     def with_inertial_parameters(self, pi: Any) -> RobotModel:
         """New model with per-link parameters ``pi`` ((n, 10) or (10 n,), pinocchio order)."""
-        pi = np.asarray(pi, dtype=np.float64).reshape(self.n, 10)
-        pm = self.pin_model.copy()
-        for j in range(1, pm.njoints):
-            pm.inertias[j] = pin.Inertia.FromDynamicParameters(pi[j - 1])
+        pm = with_inertial_parameters(self.pin_model, pi)
         return RobotModel(pm, self.urdf_xml, self.name, self.flange_frame, self._unbounded)
 
     @property
@@ -533,8 +552,9 @@ class RobotModel:
     def regressor(self, q: Any, dq: Any, ddq: Any) -> np.ndarray:
         """Joint torque regressor Y (n, 10 n), ``rnea(q,dq,ddq) == Y @ pi.ravel()``; (N, n, 10 n) batched."""
         q, dq, ddq = self._vec(q, "q"), self._vec(dq, "dq"), self._vec(ddq, "ddq")
-        m, d = self.pin_model, self.data
-        return self._batched(lambda a, b, c: pin.computeJointTorqueRegressor(m, d, a, b, c), q, dq, ddq)
+        if q.ndim == 1:
+            return pin.computeJointTorqueRegressor(self.pin_model, self.data, q, dq, ddq).copy()
+        return regressor_batch(self.pin_model, q, dq, ddq, self.data)
 
     def friction_regressor(
         self,

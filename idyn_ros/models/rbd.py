@@ -20,35 +20,12 @@ from typing import Any
 import numpy as np
 
 from idyn_ros.dynamics.inertia import pi_to_pseudo_inertia
+from idyn_ros.dynamics.model import inertial_parameters, regressor_batch, with_inertial_parameters
+
+__all__ = ["R_DIFFBARY", "inertial_module", "inertial_parameters", "min_pseudo_inertia_eig", "regressor_batch",
+           "with_inertial_parameters"]  # the pinocchio helpers are dynamics.model's, named here for the trainers
 
 R_DIFFBARY = 1e-8  # Reuss et al. 2022 Eq. 12/19
-
-
-def regressor_batch(pin_model: Any, q: np.ndarray, dq: np.ndarray, ddq: np.ndarray) -> np.ndarray:
-    """Joint-torque regressor for N samples: (N, n) x3 -> (N, n, 10 n), float64."""
-    import pinocchio as pin
-
-    data = pin_model.createData()
-    n_samples, n = q.shape
-    out = np.empty((n_samples, n, 10 * (pin_model.njoints - 1)))
-    for i in range(n_samples):
-        out[i] = pin.computeJointTorqueRegressor(pin_model, data, q[i], dq[i], ddq[i])
-    return out
-
-
-def inertial_parameters(pin_model: Any) -> np.ndarray:
-    """(n, 10) inertial parameters of the moving bodies, pinocchio order."""
-    return np.stack([pin_model.inertias[i].toDynamicParameters() for i in range(1, pin_model.njoints)])
-
-
-def with_inertial_parameters(pin_model: Any, pi: np.ndarray) -> Any:
-    """Copy of ``pin_model`` whose bodies carry ``pi`` (n, 10)."""
-    import pinocchio as pin
-
-    model = pin_model.copy()
-    for i in range(1, model.njoints):
-        model.inertias[i] = pin.Inertia.FromDynamicParameters(np.asarray(pi[i - 1], dtype=np.float64))
-    return model
 
 
 # ---- physical consistency (numpy) ----

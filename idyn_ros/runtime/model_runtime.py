@@ -127,9 +127,6 @@ class ModelRuntime:
             self._fric_out = self._outb["tau_friction"][0] if self._fric_in_graph else None
             self._rbd_out = self._outb["tau_rbd"][0] if "tau_rbd" in self._outb else None
             self._copies = [(buf, self._outb[name_out]) for _, name_out, buf in self._state]
-        from pinocchio import rnea
-
-        self._rnea = rnea
 
     # ---- construction helpers ----
     @staticmethod
@@ -153,20 +150,14 @@ class ModelRuntime:
         return leaves
 
     def _pinocchio_model(self, robot: Any, pi: np.ndarray) -> Any:
-        import pinocchio as pin
-
+        """The configured robot with the artifact's identified inertials and armature (``RobotModel``)."""
         if robot is None:
             from idyn_ros.dynamics import RobotModel
 
             robot = RobotModel.from_urdf(self.meta["urdf"], name=self.meta["robot"])
-        model = robot.pin_model.copy()
-        if model.nv != self.n:
-            raise ModelArtifactError(f"robot has {model.nv} DoF, model has {self.n}")
-        for j in range(1, model.njoints):
-            model.inertias[j] = pin.Inertia.FromDynamicParameters(pi[j - 1])
-        model.armature = self.armature
-        self._pin_data = model.createData()
-        return model
+        if robot.n != self.n:
+            raise ModelArtifactError(f"robot has {robot.n} DoF, model has {self.n}")
+        return robot.with_identified(pi, self.armature)
 
     def _setup_binding(self) -> None:
         """Preallocated input/output buffers bound once (IOBinding): no per-tick allocation."""
@@ -193,7 +184,7 @@ class ModelRuntime:
         """Torques for one tick (q rad, dq rad/s, ddq rad/s^2, each (n,)), advancing the state."""
         out = self._out
         if self._pin is not None:
-            out.rbd[:] = self._rnea(self._pin, self._pin_data, q, dq, ddq)
+            out.rbd[:] = self._pin.rnea(q, dq, ddq)
         if self._sess is not None:
             self._q_in[:] = q
             self._dq_in[:] = dq
