@@ -595,6 +595,69 @@ def measure_realtime_control(robot: str = "panda", seconds: float = 30.0, model_
             "dead_processes": len(dead), "composed": composed}
 
 
+def measure_command_rate(starter: str = "launch", composed: bool = False, robot: str = "panda",
+                         seconds: float = 10.0) -> dict[str, Any]:
+    """Effort commands per wall second with the lockstep MuJoCo plant (sim time), the graph started the way users
+    start it: ``ros2 launch idyn_ros <robot>.launch.py mode:=mujoco`` or ``idyn bringup`` (each stopped with one
+    SIGINT). In lockstep the plant steps once per command, so this is the simulator's speed too."""
+    import os
+    import shutil
+    import signal
+    import subprocess
+    import sys
+
+    import rclpy
+    from rclpy.context import Context
+    from rclpy.executors import SingleThreadedExecutor
+    from std_msgs.msg import Float64MultiArray
+
+    from idyn_ros.msg import ControllerState
+    from idyn_ros.nodes.common import COMMAND_OUT, MONITOR
+
+    if starter == "launch":
+        ros2 = shutil.which("ros2") or str(Path(sys.executable).parent / "ros2")
+        cmd = [ros2, "launch", "idyn_ros", f"{robot}.launch.py", "mode:=mujoco", f"composed:={str(composed).lower()}"]
+    else:
+        cmd = [sys.executable, "-m", "idyn_ros.cli", "bringup", "--robot", robot, *(["--composed"] if composed else [])]
+    env = dict(os.environ)
+    env.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
+    env.setdefault("AMENT_PREFIX_PATH", sys.prefix)
+    ctx = Context()
+    rclpy.init(context=ctx)
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    counts = {"commands": 0, "active": False}
+    try:
+        node = rclpy.create_node("idyn_bench_rate_probe", context=ctx)
+        node.create_subscription(Float64MultiArray, "/effort_controller/commands",
+                                 lambda _m: counts.__setitem__("commands", counts["commands"] + 1), COMMAND_OUT)
+        node.create_subscription(ControllerState, "/idyn/controller_state", lambda m: counts.__setitem__(
+            "active", counts["active"] or m.mode == ControllerState.MODE_ACTIVE), MONITOR)
+        exe = SingleThreadedExecutor(context=ctx)
+        exe.add_node(node)
+        deadline = time.monotonic() + 90.0
+        while not counts["active"]:
+            if time.monotonic() > deadline or proc.poll() is not None:
+                raise RuntimeError(f"{starter}: the controller never became ACTIVE")
+            exe.spin_once(timeout_sec=0.05)
+        exe.spin_once(timeout_sec=1.0)
+        n0, t0 = counts["commands"], time.monotonic()
+        while time.monotonic() - t0 < seconds:
+            exe.spin_once(timeout_sec=0.05)
+        rate = (counts["commands"] - n0) / (time.monotonic() - t0)
+        node.destroy_node()
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGINT)
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+        rclpy.shutdown(context=ctx)
+    return {"starter": starter, "composed": composed, "commands_per_s": rate, "seconds": seconds,
+            "exit_code": proc.returncode}
+
+
 def latency_model() -> Path:
     """The learned model the latency runs load: the Panda hybrid (2S) the experiments topic trained, else a
     briefly trained hybrid of the same architecture (its cost, not its accuracy, matters here)."""
@@ -634,6 +697,9 @@ def run_benchmarks(quick: bool = False) -> dict:
                                                       model_path=model, seconds=seconds + 4)
     out["separate"] = measure_latency("panda", composed=False, model_path=model, seconds=seconds + 4)
     rt_seconds = 10.0 if quick else 30.0
+    out["command_rate_lockstep"] = {f"{starter}_{'composed' if composed else 'separate'}":
+                                    measure_command_rate(starter, composed, seconds=5.0 if quick else 10.0)
+                                    for starter in ("launch", "bringup") for composed in (False, True)}
     out["realtime_control"] = {kind: measure_realtime_control("panda", rt_seconds, model, kind == "composed")
                                for kind in ("composed", "separate")}
     out["controller_callback"] = measure_callback_cost("panda", model_path=model)
