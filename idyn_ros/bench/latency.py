@@ -332,6 +332,7 @@ def measure_callback_cost(robot: str = "panda", ticks: int = 3000, model_path: s
     from rclpy.context import Context
     from sensor_msgs.msg import JointState
 
+    from idyn_ros.control.controller import MODE_ACTIVE
     from idyn_ros.nodes.controller import ControllerNode
     from idyn_ros.nodes.doomed import DoomedNode
     from idyn_ros.nodes.feedforward import FeedforwardNode
@@ -356,6 +357,8 @@ def measure_callback_cost(robot: str = "panda", ticks: int = 3000, model_path: s
         ctrl, refn = make(ControllerNode, "controller"), make(ReferenceNode, "reference")
         if ctrl.core is None or not ctrl.core.active:
             raise RuntimeError("controller did not activate; see its log")
+        if model_path and ctrl.core.ff.fallback:
+            raise RuntimeError(f"the controller did not load {model_path}: {ctrl.core.ff.fallback_reason}")
         jsb, ffn = make(JointStateBufferNode, "joint_state_buffer"), make(FeedforwardNode, "feedforward")
         doom, wr = make(DoomedNode, "doomed"), make(WrenchObserverNode, "wrench_observer")
         q0 = np.array(initial_positions(robot))
@@ -371,13 +374,19 @@ def measure_callback_cost(robot: str = "panda", ticks: int = 3000, model_path: s
                  ("wrench_observer <- command", lambda: wr._on_command(ctrl.cmd)),
                  ("wrench_observer", lambda: wr._on_joint_state(msg))]
         times = np.zeros((ticks, len(calls)))
+        active = 0
         for k in range(ticks):
-            msg.header.stamp.sec, msg.header.stamp.nanosec = 1 + k // 1000, (k % 1000) * 1_000_000
+            # wall-clock stamps: the controller's stamp-age check must see fresh input, or this times the safe path
+            msg.header.stamp.sec, msg.header.stamp.nanosec = divmod(time.time_ns(), 1_000_000_000)
             msg.position = (q0 + 0.05 * np.sin(2 * np.pi * 0.5 * k * 1e-3)).tolist()
             for c, (_, call) in enumerate(calls):
                 t0 = time.perf_counter_ns()
                 call()
                 times[k, c] = (time.perf_counter_ns() - t0) * 1e-3
+            active += ctrl.core.mode == MODE_ACTIVE
+        if active < 0.95 * ticks:
+            raise RuntimeError(f"controller ACTIVE in only {active}/{ticks} timed ticks ({ctrl.core.reason}): "
+                               "the cost would be the safe path's")
         for node in (ctrl, refn, jsb, ffn, doom, wr):
             node.destroy_node()
     finally:
@@ -663,15 +672,19 @@ def latency_model() -> Path:
     briefly trained hybrid of the same architecture (its cost, not its accuracy, matters here)."""
     import os
 
+    from idyn_ros.parameters import load
+
     work = Path(os.environ.get("IDYN_WORK_DIR", "runs"))
     trained = work / "models" / "panda" / "hybrid_2s" / "model.onnx"
     if trained.is_file():
         return trained
-    path = work / "bench" / "latency_hybrid" / "model.onnx"
+    rate = load("controller", "panda").rate_hz
+    path = work / "bench" / f"latency_hybrid_{rate:g}hz" / "model.onnx"
     if not path.is_file():
         from idyn_ros.bench.models import small_hybrid
 
-        small_hybrid(path.parent, epochs=2, robot_name="panda")
+        # at the nodes' rate: a model of another sample rate is refused and the nodes would time the RBD fallback
+        small_hybrid(path.parent, epochs=2, robot_name="panda", rate_hz=rate)
     return path
 
 

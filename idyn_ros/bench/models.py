@@ -190,16 +190,17 @@ def step_latency(artifact: Path | None = None, n_steps: int = 5000) -> dict[str,
     return out
 
 
-def small_hybrid(out: Path, epochs: int = 2, robot_name: str = "iiwa14") -> tuple[Path, Any]:
-    """A hybrid of the default architecture, briefly trained on a synthetic recording: what costs time at run time
-    is the architecture, not the training."""
+def small_hybrid(out: Path, epochs: int = 2, robot_name: str = "iiwa14", rate_hz: float = 200.0
+                 ) -> tuple[Path, Any]:
+    """A hybrid of the default architecture, briefly trained on a synthetic recording at ``rate_hz``: what costs
+    time at run time is the architecture, not the training."""
     from idyn_ros.dynamics import RobotModel
     from idyn_ros.models.pipeline import train_run
     from idyn_ros.models.synthetic import fourier_recording, make_true_robot
     from idyn_ros.models.zoo import ModelConfig
 
     robot = RobotModel.from_robot(robot_name)
-    rec = fourier_recording(robot.pin_model, make_true_robot(robot.pin_model), duration=10.0)
+    rec = fourier_recording(robot.pin_model, make_true_robot(robot.pin_model), duration=10.0, rate_hz=rate_hz)
     train_run(ModelConfig(kind="hybrid", epochs=epochs), robot, [rec], out_dir=out, progress=False)
     return out / "model.onnx", robot
 

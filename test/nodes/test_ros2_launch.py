@@ -187,3 +187,32 @@ def test_ros2_param_get_on_a_hardware_mode_controller(graph_probe):
         os.killpg(node.pid, signal.SIGINT)
         node.wait(timeout=20)
         assert node.returncode == 0, node.stdout.read()[-2000:]
+
+
+@needs_launch
+@pytest.mark.parametrize("how", ["SIGTERM", "SIGKILL"])
+def test_stopping_ros2_launch_itself_leaves_nothing_and_the_safe_torque_applied(graph_probe, how):
+    """systemd/docker stop the launch process alone (SIGTERM), or it gets killed (SIGKILL): our nodes still stop,
+    and the controller's last command is its safe torque."""
+    from idyn_ros.msg import ControllerState
+
+    probe = graph_probe
+    proc = _launch(probe, "panda", "mode:=mujoco")
+    try:
+        assert probe.spin_until(lambda: any(s.mode == ControllerState.MODE_ACTIVE for s in probe.states), 90)
+        children = probe.descendants(proc.pid)
+        t0 = time.monotonic()
+        os.kill(proc.pid, getattr(signal, how))
+        proc.wait(timeout=30)
+        end = time.monotonic() + 15
+        while time.monotonic() < end and [p for p in children if Path(f"/proc/{p}").exists()]:
+            time.sleep(0.1)
+        left = [p for p in children if Path(f"/proc/{p}").exists()]
+        assert not left, f"left running after {how} of ros2 launch: {left}"
+        probe.spin(0.5)
+        assert probe.commands[-1][0] == "stamp_ns=-1"
+        print(f"{how} of ros2 launch: everything stopped within {time.monotonic() - t0:.1f} s")
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()

@@ -11,8 +11,8 @@ ROOT = Path(__file__).resolve().parents[2]
 TOP = ("idyn_ros", "config", "docs", "studies", "test", "urdf", "launch", "scripts", "bench", "msg", "srv")
 # a path: a top-level folder, then segments, ending in a file extension (module names and ROS type names such as
 # idyn_ros/ControllerState are not files)
-PATH = re.compile(r"(?<![\w/.:])((?:%s)/[\w.<>*/-]*\.(?:py|md|yaml|yml|json|xacro|msg|srv|sh|png|npz|txt|onnx))\b"
-                  % "|".join(TOP))
+_EXTENSIONS = "py|md|yaml|yml|json|xacro|msg|srv|sh|png|npz|txt|onnx"
+PATH = re.compile(rf"(?<![\w/.:])((?:{'|'.join(TOP)})/[\w.<>*/-]*\.(?:{_EXTENSIONS}))\b")
 SOURCES = ("idyn_ros/**/*.py", "launch/*.py", "studies/**/*.py", "studies/**/*.md", "docs/*.md", "*.md",
            "urdf/*.md", "config/**/*.md", "config/**/*.yaml", "Makefile", "scripts/*.sh")
 
