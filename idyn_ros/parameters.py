@@ -358,10 +358,14 @@ class WrenchObserverParams(CommonParams):
     contact_expected: bool = param(False, "a contact may hold while the arm comes to rest: no automatic re-zero")
     rest_velocity: float = param(0.01, "rad/s; every joint slower = still (left above twice this)", lo=1e-6, hi=10.0)
     rest_time: float = param(0.5, "s still before a re-zero window, and its length", lo=0.01, hi=60.0)
-    pose_tolerance: float = param(0.02, "rad; a rest this close to the last re-zero's pose keeps its bias", lo=0.0,
-                                  hi=10.0)
-    contact_on_sigma: float = param(4.0, "contact when the force is this many sigma from zero", lo=0.1, hi=1e3)
-    contact_off_sigma: float = param(2.0, "contact released below this many sigma (<= contact_on_sigma)", lo=0.1,
+    pose_tolerance: float = param(0.05, "rad; this close (every joint) to the last re-zero's pose keeps its bias and "
+                                  "the rest sigma", lo=0.0, hi=10.0)
+    settle_time: float = param(2.0, "s; with auto_rezero, a flagged contact that stays steady this long at rest is "
+                               "taken as friction holding part of a past push and zeroed (0 = never)", lo=0.0,
+                               hi=3600.0)
+    contact_on_sigma: float = param(6.0, "contact when the force is this many sigma from zero (6, not 3-4: sigma "
+                                    "comes from contact-free data; see control/wrench_trust.py)", lo=0.1, hi=1e3)
+    contact_off_sigma: float = param(3.0, "contact released below this many sigma (<= contact_on_sigma)", lo=0.1,
                                      hi=1e3)
     tau_sigma: tuple[float, ...] = param((), "Nm per joint, 1-sigma of the model torque while moving; [] = the model's "
                                          "validation RMSE, else 5 % of the effort limit", lo=0.0, hi=1e4, length="n",

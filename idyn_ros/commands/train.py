@@ -193,37 +193,17 @@ def _run(args: argparse.Namespace) -> int:
 
 def _currents_to_torque(args: argparse.Namespace, robot, kinds: tuple[str, ...], train: list, val: list,
                         test: list) -> tuple[dict | None, tuple[list, list, list]]:
-    """Motor-current recordings -> torque recordings with identified (or given) gains, and the artifact's
-    ``effort`` entry; torque recordings pass unchanged (effort None)."""
-    from idyn_ros.errors import ParameterError
-    from idyn_ros.models import current_gains as cg
-    from idyn_ros.robots.drives import parse_torque_constants
+    """``models.current_gains.currents_to_torque`` with this command's options, and the line that reports it."""
+    from idyn_ros.models.current_gains import currents_to_torque
 
-    train_kinds = {r.effort_kind for r in train}
-    if len(train_kinds) > 1:
-        raise ParameterError("the training recordings mix torque and motor-current efforts; train on one kind "
-                             "(or convert the currents when importing: `idyn dataset import --torque-constants`)")
-    uses_current = "current" in train_kinds or any(r.effort_kind == "current" for r in (*val, *test))
-    if not uses_current:
-        if args.torque_constants:
-            raise ParameterError("--torque-constants applies to motor-current data; these recordings hold torques "
-                                 "(pass --effort-kind current if they are currents)")
-        return None, (train, val, test)
-    if args.torque_constants:
-        gains = parse_torque_constants(args.torque_constants, robot.n)
-        effort = cg.known_gains(gains, f"given: --torque-constants {args.torque_constants}")
-    elif "current" not in train_kinds:
-        raise ParameterError("validation/test recordings hold motor currents but the training ones torques: the "
-                             "gains cannot be identified from them; pass --torque-constants")
-    else:
-        found = cg.identify_gains(robot, train, kinds or ("coulomb", "viscous", "offset"), seed=args.seed)
-        gains = found.values
-        effort = found.to_metadata(robot.joint_names)
+    effort, found, recs = currents_to_torque(robot, train, val, test, kinds, args.torque_constants, args.seed)
+    if found is not None:
         held = [j for j, free in zip(robot.joint_names, found.identified, strict=True) if not free]
         print("current -> torque gains [Nm/A]: " + ", ".join(f"{j} {k:.3f}" for j, k in zip(
-            robot.joint_names, gains, strict=True)) + f"; scale fixed by the nominal gravity (x{found.scale:.3f}); "
-              + (f"held at the prior ratio ({found.prior_source}): {', '.join(held)}" if held else "all identified"))
-    return effort, tuple(cg.to_torque(r, gains) for r in (train, val, test))
+            robot.joint_names, found.values, strict=True)) + f"; scale fixed by the nominal gravity "
+              f"(x{found.scale:.3f}); " + (f"held at the prior ratio ({found.prior_source}): {', '.join(held)}"
+                                           if held else "all identified"))
+    return effort, recs
 
 
 def _train_gp(args: argparse.Namespace, robot, train: list, val: list, test: list) -> int:

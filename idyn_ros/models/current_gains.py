@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from idyn_ros.errors import IdentificationError
+from idyn_ros.errors import IdentificationError, ParameterError
 from idyn_ros.models import identification, rbd
 from idyn_ros.models.sources import Recording
 
@@ -215,3 +215,35 @@ def _gravity_scale(robot: Any, recs: Sequence[Recording], problem: _Problem, x: 
         raise IdentificationError(f"the identified gravity points against the nominal one (scale {c:.3g}): the "
                                   f"currents' signs do not match the joint directions; check the recording")
     return c
+
+
+def currents_to_torque(robot: Any, train: Sequence[Recording], val: Sequence[Recording] = (),
+                       test: Sequence[Recording] = (), friction_kinds: Sequence[str] = ("coulomb", "viscous", "offset"),
+                       torque_constants: Any = None, seed: int = 0
+                       ) -> tuple[dict[str, Any] | None, CurrentGains | None, tuple[list, list, list]]:
+    """What ``idyn train`` does with motor-current recordings: (artifact ``effort`` entry, identified gains or None,
+    (train, val, test) in Nm). Torque recordings pass unchanged (entry None); ``torque_constants`` (values or a
+    preset name) replaces the identification."""
+    from idyn_ros.robots.drives import parse_torque_constants
+
+    train_kinds = {r.effort_kind for r in train}
+    if len(train_kinds) > 1:
+        raise ParameterError("the training recordings mix torque and motor-current efforts; train on one kind "
+                             "(or convert the currents when importing: `idyn dataset import --torque-constants`)")
+    if "current" not in train_kinds and not any(r.effort_kind == "current" for r in (*val, *test)):
+        if torque_constants:
+            raise ParameterError("--torque-constants applies to motor-current data; these recordings hold torques "
+                                 "(pass --effort-kind current if they are currents)")
+        return None, None, (list(train), list(val), list(test))
+    found = None
+    if torque_constants:
+        gains = parse_torque_constants(torque_constants, robot.n)
+        effort = known_gains(gains, f"given: --torque-constants {torque_constants}")
+    elif "current" not in train_kinds:
+        raise ParameterError("validation/test recordings hold motor currents but the training ones torques: the "
+                             "gains cannot be identified from them; pass --torque-constants")
+    else:
+        found = identify_gains(robot, train, tuple(friction_kinds) or ("coulomb", "viscous", "offset"), seed=seed)
+        gains = found.values
+        effort = found.to_metadata(robot.joint_names)
+    return effort, found, (to_torque(train, gains), to_torque(val, gains), to_torque(test, gains))

@@ -3,9 +3,13 @@
 Two numbers per joint, because a wrench observer meets two situations (``idyn_ros.control.wrench_trust``):
 - ``tau_sigma_nm``: RMSE of the predicted torque while the arm does anything (bias included): what an estimate
   that was never re-zeroed, or that moves, can be off by;
-- ``tau_sigma_rest_nm``: the spread of the residual *within* each rest period (its mean removed): what is left
-  after a re-zero at rest (sensor noise, drift, a position loop hunting against stiction).
-A rest period is every joint slower than ``REST_VELOCITY`` for at least ``REST_TIME`` (the observer's defaults).
+- ``tau_sigma_rest_nm``: what is left after a re-zero at rest: the spread of the residual within each rest period
+  (its mean removed: noise, drift, a position loop hunting against stiction) and, added in quadrature, how much
+  the mean moves between rests at the same pose (static friction holding another share after a motion or a push).
+A rest period is every joint slower than ``REST_VELOCITY`` for at least ``REST_TIME`` (the observer's defaults);
+"the same pose" for the shift: within ``SAME_POSE`` on every joint (decision: a few degrees change a gravity bias
+little, while static friction shifts it by up to its whole band; a wrist left 4 degrees off by stiction on the
+simulated UR5 is still the same pose).
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ import numpy as np
 
 REST_VELOCITY = 0.01  # rad/s: = WrenchObserverParams.rest_velocity's default
 REST_TIME = 0.5  # s: = WrenchObserverParams.rest_time's default
+SAME_POSE = 0.1  # rad
 
 
 def rest_segments(t: np.ndarray, dq: np.ndarray, velocity: float = REST_VELOCITY,
@@ -48,10 +53,18 @@ def torque_uncertainty(splits: Sequence[tuple[str, Sequence[Any], Sequence[np.nd
             allres = np.concatenate(res)
             out.update(tau_sigma_nm=np.sqrt((allres**2).mean(0)).tolist(), split=split, samples=len(allres))
         if "tau_sigma_rest_nm" not in out:
-            pieces = [e[s] - e[s].mean(0) for r, e in zip(recs, res, strict=True)
-                      for s in rest_segments(r.t, r.dq)]
+            pieces, means, poses = [], [], []
+            for r, e in zip(recs, res, strict=True):
+                for s in rest_segments(r.t, r.dq):
+                    pieces.append(e[s] - e[s].mean(0))
+                    means.append(e[s].mean(0))
+                    poses.append(r.q[s].mean(0))
             if pieces:
                 rest = np.concatenate(pieces)
-                out.update(tau_sigma_rest_nm=np.sqrt((rest**2).mean(0)).tolist(), rest_split=split,
-                           rest_periods=len(pieces), rest_samples=len(rest))
+                within = (rest**2).mean(0)
+                shifts = [means[a] - means[b] for a in range(len(means)) for b in range(a)
+                          if np.all(np.abs(poses[a] - poses[b]) <= SAME_POSE)]
+                between = (np.array(shifts) ** 2).mean(0) / 2 if shifts else np.zeros_like(within)  # var of a mean
+                out.update(tau_sigma_rest_nm=np.sqrt(within + between).tolist(), rest_split=split,
+                           rest_periods=len(pieces), rest_samples=len(rest), rest_same_pose_pairs=len(shifts))
     return out or None

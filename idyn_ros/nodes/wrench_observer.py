@@ -57,7 +57,8 @@ def trust_settings(v: WrenchObserverParams) -> TrustSettings:
         return TrustSettings(min_singular_value=v.min_singular_value, damping=v.pinv_damping,
                              contact_model=v.contact_model, point_moment_nm=v.point_moment_nm,
                              auto_rezero=v.auto_rezero, rest_velocity=v.rest_velocity, rest_time=v.rest_time,
-                             pose_tolerance=v.pose_tolerance, contact_on_sigma=v.contact_on_sigma,
+                             pose_tolerance=v.pose_tolerance, settle_time=v.settle_time,
+                             contact_on_sigma=v.contact_on_sigma,
                              contact_off_sigma=v.contact_off_sigma)
     except ValueError as exc:
         raise ParameterError(str(exc)) from None
