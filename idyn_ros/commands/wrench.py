@@ -8,10 +8,11 @@ uncertainty, contact detection, reduced rank near singularities: idyn_ros.contro
 wrench_observer node runs them with torque_source effort. Efforts are converted to torque with the model's gains
 when they are motor currents (a UR driver's default).
 
-OUT.npz: t [s] (joint-state header stamps), wrench (N, 6) = [fx fy fz tx ty tz] applied by the environment to the
-robot at the flange origin in flange axes (tool0 on a UR), wrench_base (N, 6) the same in base axes, frame;
-also sigma (1-sigma per flange axis), contact, contact_score, rank, at_rest, rezeroed, tau_ext, wrench_direct, and
-with --ft-topic the sensor and vendor wrenches on the same stamps (sign-normalised, flange axes, bias kept).
+OUT.npz: t [s] (joint-state header stamps; t_ns the same in integer ns), wrench (N, 6) = [fx fy fz tx ty tz]
+applied by the environment to the robot at the flange origin in flange axes (tool0 on a UR), wrench_base (N, 6)
+the same in base axes, frame; also sigma (1-sigma per flange axis), contact, contact_score, rank, at_rest,
+rezeroed, tau_ext, wrench_direct, and with --ft-topic the sensor and vendor wrenches on the same stamps
+(sign-normalised, flange axes, bias kept).
 
 Scoring (--ft-topic): every signal minus its mean over the initial rest window (--bias-window), forces only,
 per-axis RMSE and correlation against the sensor, for ours and for the vendor's own estimate when the bag has

@@ -32,6 +32,8 @@ VENDOR_TOPIC = "/force_torque_sensor_broadcaster/wrench"  # ur_robot_driver's TC
 BIAS_WINDOW_S = 1.0
 MAX_LAG_S = 0.2
 CONTACT_FORCE_N = 2.0  # sensor |f| above which a sample counts as "in contact" for the per-contact scores
+MOVING_RAD_S = 0.1  # a joint faster than this in the bias window: the arm moves from the start
+SETTLED_S = (0.1, 0.2)  # s after the first estimate: the momentum observer (1/K_O = 20 ms) has settled
 
 
 @dataclass
@@ -56,11 +58,11 @@ class Replay:
     notes: list[str] = field(default_factory=list)
 
     def save(self, path: str | Path, extra: dict[str, Any] | None = None) -> Path:
-        """OUT.npz: t [s] (header stamps), wrench, wrench_base, frame and the rest (atomic)."""
+        """OUT.npz: t [s] (header stamps; t_ns the same exactly), wrench, wrench_base, frame and the rest (atomic)."""
         from idyn_ros.data.atomic import atomic_writer
 
         path = Path(path)
-        arrays = {"t": self.t_ns * 1e-9, "wrench": self.wrench, "wrench_base": self.wrench_base,
+        arrays = {"t": self.t_ns * 1e-9, "t_ns": self.t_ns, "wrench": self.wrench, "wrench_base": self.wrench_base,
                   "frame": np.array(self.frame), "sigma": self.sigma, "contact": self.contact,
                   "contact_score": self.contact_score, "rank": self.rank, "at_rest": self.at_rest,
                   "rezeroed": self.rezeroed, "tau_ext": self.tau_ext, "wrench_direct": self.direct,
@@ -169,14 +171,20 @@ def _in_flange_axes(w: np.ndarray, frame_id: str, rep: Replay, robot_model: Any)
 def _bias_window(rep: Replay, seconds: float) -> np.ndarray:
     """Mask of the initial rest window, ``seconds`` long: from our first automatic re-zero when it comes within
     3 ``seconds`` of the first estimate (so our own start-up re-zero does not fall inside it), else from the first
-    estimate. The arm must be still and free there (``score`` reports the speed and the sensor's level)."""
+    estimate. The arm should be still and free there (``score`` reports the speed and the sensor's level); when it
+    moves from the start (faster than ``MOVING_RAD_S``), the window is ``SETTLED_S`` right after the observer has
+    settled: each signal zeroed at the start, as the UR's own estimate is in the recordings."""
     valid = np.isfinite(rep.wrench[:, 0])
     if not valid.any():
         raise DatasetError("the observer produced no estimate (fewer than 2 joint states?)")
     t0 = rep.t_ns[np.argmax(valid)]
     if rep.rezeroed.any() and rep.t_ns[np.argmax(rep.rezeroed)] - t0 <= 3 * seconds * 1e9:
         t0 = rep.t_ns[np.argmax(rep.rezeroed)]
-    return valid & (rep.t_ns >= t0) & (rep.t_ns < t0 + int(seconds * 1e9))
+    window = valid & (rep.t_ns >= t0) & (rep.t_ns < t0 + int(seconds * 1e9))
+    if rep.speed[window].max() > MOVING_RAD_S:
+        start = t0 + int(SETTLED_S[0] * 1e9)
+        window = valid & (rep.t_ns >= start) & (rep.t_ns < t0 + int(SETTLED_S[1] * 1e9))
+    return window
 
 
 def axis_scores(est: np.ndarray, ref: np.ndarray) -> dict[str, Any]:
@@ -234,11 +242,14 @@ def score(rep: Replay, source: str | Path, ft_topic: str | None, vendor_topic: s
             "vendor_sign": "+1: environment on robot" if vendor_sign > 0 else "-1: vendor reports robot on "
                                                                               "environment (negated)",
             "bias": f"each signal minus its mean over an initial rest window of {bias_window_s:g} s (from our "
-                    f"first automatic re-zero if that comes first); scored after that window",
+                    f"first automatic re-zero if that comes first; if the arm moves from the start, "
+                    f"{SETTLED_S[0]:g}-{SETTLED_S[1]:g} s: zeroed at the start); scored after that window",
             "time": "sensor interpolated linearly onto the joint-state stamps (recorded clock alignment)",
             "compared": "forces only (sensor origin and flange origin differ: torques are not comparable)"},
         "samples_scored": int(scored.sum()), "rate_hz": rep.rate_hz,
         "bias_window_max_speed_rad_s": float(rep.speed[window].max()),
+        "bias_window_s": [float((rep.t_ns[window][0] - rep.t_ns[0]) * 1e-9),
+                          float((rep.t_ns[window][-1] - rep.t_ns[0]) * 1e-9)],
         "ours": {"force_rms_n": float(np.sqrt(np.mean((ours[scored] ** 2).sum(1)))),
                  "contact_fraction": float(rep.contact[scored].mean()),
                  "min_rank": int(rep.rank[np.isfinite(rep.wrench[:, 0])].min()),
