@@ -77,20 +77,17 @@ def configure(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from idyn_ros.control.wrench_trust import TrustSettings
     from idyn_ros.experiments import wrench_replay as wr
+    from idyn_ros.models.artifact import read_metadata
 
+    robot = wr.robot_for(read_metadata(args.model), args.robot)  # a damaged or foreign file stops here, said once
     settings = TrustSettings(contact_model=args.contact_model, point_moment_nm=args.point_moment,
                              auto_rezero=not args.no_auto_rezero)
-    rep = wr.replay(args.model, args.data, args.robot, args.rate, args.effort_unit, settings, args.observer_gain,
+    rep = wr.replay(args.model, args.data, robot, args.rate, args.effort_unit, settings, args.observer_gain,
                     primary=args.primary, topic=args.topic)
-    robot = wr._robot_for({}, args.robot) if args.robot else None
-    if robot is None:
-        from idyn_ros.models.artifact import read_metadata
-
-        robot = wr._robot_for(read_metadata(args.model), None)
     summary, arrays = wr.score(rep, args.data, args.ft_topic, args.vendor_topic or None, args.ft_sign,
                                args.vendor_sign, args.bias_window, robot)
     summary["notes"] = rep.notes
-    path = rep.save(args.output, {k: v for k, v in arrays.items()})
+    path = rep.save(args.output, arrays)
     summary["output"] = str(path)
     if args.plot:
         summary["plot"] = str(wr.plot(rep, summary, arrays, args.plot, bias_window_s=args.bias_window))

@@ -74,7 +74,8 @@ class Replay:
         return path
 
 
-def _robot_for(meta: dict[str, Any], robot: Any) -> Any:
+def robot_for(meta: dict[str, Any], robot: Any) -> Any:
+    """The RobotModel: ``robot`` (a preset, a URDF path, a RobotModel) when given, else the artifact's (``meta``)."""
     from idyn_ros.dynamics import RobotModel
     from idyn_ros.robots.spec import ROBOT_NAMES
 
@@ -99,7 +100,7 @@ def replay(model_path: str | Path, source: str | Path, robot: Any = None, rate_h
     from idyn_ros.robots.drives import torque_constants
 
     meta = read_metadata(model_path)
-    robot_model = _robot_for(meta, robot)
+    robot_model = robot_for(meta, robot)
     series = read_joint_states(source, robot_model.joint_names, topic)
     notes = [f"joint states: {series.source}, {len(series.t_ns)} messages, header stamps"]
     t_ns, q, dq, effort = series.t_ns, series.q, series.dq, series.effort

@@ -67,7 +67,6 @@ def run(robot: str, q0: np.ndarray, events: list, duration: float, trust: Any = 
     obs = WrenchObserver(robot_model, 1.0 / dt, None)
     obs.set_tunables(50.0, 0.01, 0.0, 0.0, 1.0)  # the node's default damping for the old, raw wrench
     ref = reference or Hold(q0, duration=duration)
-    n_ticks = round(duration / dt) + round(0.5 / dt) + 2
     rows: dict[str, list] = {k: [] for k in Run.__dataclass_fields__}
     asked = [False]
 
@@ -96,7 +95,6 @@ def run(robot: str, q0: np.ndarray, events: list, duration: float, trust: Any = 
                      limits=(np.full(plant.n, -np.inf), np.full(plant.n, np.inf)))
     if ep.failed:
         raise RuntimeError(f"plant run failed: {ep.reason}")
-    del n_ticks
     return Run(**{k: (v if k == "unobservable" else np.asarray(v)) for k, v in rows.items()})
 
 
