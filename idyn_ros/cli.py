@@ -23,6 +23,7 @@ COMMANDS: tuple[str, ...] = (
     "identify",
     "train",
     "evaluate",
+    "wrench",
     "export",
     "bringup",
     "demo",

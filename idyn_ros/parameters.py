@@ -327,19 +327,59 @@ class WrenchObserverParams(CommonParams):
     primary: str = param("momentum", "which estimate goes to wrench_topic: momentum | direct",
                          choices=("momentum", "direct"))
     observer_gain: float = param(50.0, "K_O of the momentum observer, 1/s (bandwidth)", lo=0.1, hi=1e4)
-    pinv_damping: float = param(0.01, "mu of the damped pseudo-inverse of J^T", lo=0.0, hi=10.0)
-    deadband_force: float = param(0.0, "N; smaller force components are reported as 0", lo=0.0, hi=1e4)
-    deadband_torque: float = param(0.0, "Nm; smaller moment components are reported as 0", lo=0.0, hi=1e4)
-    lowpass_cutoff_hz: float = param(0.0, "Hz, first-order low-pass on the wrench (0 = off)", lo=0.0, hi=5000.0,
-                                     below_nyquist=True)
+    pinv_damping: float = param(0.01, "mu of the damped pseudo-inverse of J^T (an isotropic prior on the wrench)",
+                                lo=0.0, hi=10.0)
+    deadband_force: float = param(0.0, "N; smaller force components of the /direct and /momentum topics are reported "
+                                  "as 0 (never on wrench_topic: the contact flag says what is significant)", lo=0.0,
+                                  hi=1e4)
+    deadband_torque: float = param(0.0, "Nm; as deadband_force, for moments", lo=0.0, hi=1e4)
+    lowpass_cutoff_hz: float = param(0.0, "Hz, first-order low-pass on the /direct and /momentum wrenches (0 = off)",
+                                     lo=0.0, hi=5000.0, below_nyquist=True)
     torque_source: str = param("command", "actuator torque: command (the effort command topic) or effort "
                                "(/joint_states effort; on hardware, where the command lacks g(q))",
                                choices=("command", "effort"), read_only=True)
+    effort_unit: str = param("auto", "what /joint_states effort is (torque_source effort): auto (what the model was "
+                             "trained on: motor current for a model trained on a UR's currents), torque [Nm], or "
+                             "current [A] (tau = k i; a UR driver's default)", choices=("auto", "torque", "current"),
+                             read_only=True)
+    torque_constants: tuple[float, ...] = param((), "Nm/A per joint for current efforts; [] = the model's identified "
+                                                "gains, else the robot data's", lo=1e-6, hi=1e4, length="n",
+                                                read_only=True)
+    min_singular_value: float = param(0.05, "wrench directions whose singular value of J is smaller are not "
+                                      "estimated and are flagged (rank, diagnostics) instead of shrunk silently",
+                                      lo=0.0, hi=10.0)
+    contact_model: str = param("wrench", "wrench: any wrench at the flange; point: a contact near the flange, whose "
+                               "moment there is about point_moment_nm (forces then come with redundancy)",
+                               choices=("wrench", "point"))
+    point_moment_nm: float = param(1.0, "Nm, 1-sigma of the moment a point contact transmits at the flange origin",
+                                   lo=1e-6, hi=1e4)
+    auto_rezero: bool = param(True, "re-zero at rest by itself (still for rest_time, estimate steady, no contact "
+                              "detected; at a new pose the first rest window is taken as contact-free)")
+    contact_expected: bool = param(False, "a contact may hold while the arm comes to rest: no automatic re-zero")
+    rest_velocity: float = param(0.01, "rad/s; every joint slower = still (left above twice this)", lo=1e-6, hi=10.0)
+    rest_time: float = param(0.5, "s still before a re-zero window, and its length", lo=0.01, hi=60.0)
+    pose_tolerance: float = param(0.05, "rad; this close (every joint) to the last re-zero's pose keeps its bias and "
+                                  "the rest sigma", lo=0.0, hi=10.0)
+    settle_time: float = param(2.0, "s; with auto_rezero, a flagged contact that stays steady this long at rest is "
+                               "taken as friction holding part of a past push and zeroed (0 = never)", lo=0.0,
+                               hi=3600.0)
+    contact_on_sigma: float = param(6.0, "contact when the force is this many sigma from zero (6, not 3-4: sigma "
+                                    "comes from contact-free data; see control/wrench_trust.py)", lo=0.1, hi=1e3)
+    contact_off_sigma: float = param(3.0, "contact released below this many sigma (<= contact_on_sigma)", lo=0.1,
+                                     hi=1e3)
+    tau_sigma: tuple[float, ...] = param((), "Nm per joint, 1-sigma of the model torque while moving; [] = the model's "
+                                         "validation RMSE, else 5 % of the effort limit", lo=0.0, hi=1e4, length="n",
+                                         read_only=True)
+    tau_sigma_rest: tuple[float, ...] = param((), "Nm per joint, after a re-zero at rest; [] = the model's "
+                                              "within-rest spread, else a fifth of tau_sigma", lo=0.0, hi=1e4,
+                                              length="n", read_only=True)
     accel_cutoff_hz: float = param(20.0, "Hz; low-pass of the acceleration for the direct residual", lo=0.1,
                                    hi=5000.0, below_nyquist=True, read_only=True)
     frame_id_base: str = param("", "header.frame_id of the base-frame wrench ('' = the robot's base link)",
                                read_only=True)
-    wrench_topic: str = param("/idyn/wrench_estimate", "geometry_msgs/WrenchStamped (base axes)", read_only=True)
+    wrench_topic: str = param("/idyn/wrench_estimate", "geometry_msgs/WrenchStamped (base axes), the trusted "
+                              "estimate; also <topic>/tool (flange axes), /sigma (1-sigma, flange axes), /contact "
+                              "(std_msgs/Bool), /direct and /momentum (raw, base axes)", read_only=True)
     external_torque_topic: str = param("/idyn/external_torque", "sensor_msgs/JointState, effort = tau_ext",
                                        read_only=True)
     publish_divider: int = param(4, "publish the estimates every k-th state (the observers still update every "

@@ -8,14 +8,27 @@ Arguments (``ros2 launch idyn_ros panda.launch.py --show-args``):
   composed:=true                       our six nodes in one process (lower latency; see README)
   clock:=lockstep|realtime             mode mujoco: the embedded plant's clock ('' = the files', lockstep)
   params_file:=A.yaml[,B.yaml]         your parameter files, after config/<robot>.yaml; the arguments above win
+  observer_only:=true                  only joint_state_buffer + wrench_observer, no torque commands (hardware, mock)
   <xacro arguments>                    robot_ip, payload_mass, payload_com_x, ... (see --show-args)
 
 What starts:
   hardware | mock   robot_state_publisher, ros2_control_node (config/<robot>_controllers.yaml) and the spawners of
-                    joint_state_broadcaster and effort_controller (effort_controllers/JointGroupEffortController)
+                    joint_state_broadcaster and the effort controller (a forward command controller on the effort
+                    interface: the UR driver's forward_effort_controller, here named effort_controller like the
+                    other arms')
   gazebo            Gazebo (ros_gz_sim) with gz_ros2_control, the /clock bridge, robot_state_publisher, spawners
   mujoco            the embedded MuJoCo plant node behind the same topics (no other package needed)
   always            joint_state_buffer, feedforward, controller, doomed, wrench_observer, reference (or composed)
+
+UR5 hardware (ur_robot_driver >= 4.3, URPositionHardwareInterface): torque commands run through URScript
+direct_torque, which needs an e-Series with PolyScope >= 5.23 (the driver's forward_effort_controller is documented
+from 5.25.1); the robot adds its own gravity compensation (the controller sends tau - g(q): subtract_gravity) and,
+by default, its own friction compensation: set its scales to 0 (friction_model_controller
+~/set_friction_model_parameters) when the model has a friction part, or friction is compensated twice. Effort is
+motor current unless use_currents_as_efforts:=false (that xacro argument also tells the wrench observer).
+A CB3 (or any arm that takes no torques from us): observer_only:=true mode:=hardware starts only the buffer and the
+wrench observer on the measured effort, next to the driver's own launch (ur_control.launch.py), which runs the arm
+with its trajectory controllers and publishes /joint_states; nothing here commands it.
 
 Every node's parameters, which nodes start, and the robot description come from ``idyn_ros.nodes.graph``, the
 description ``idyn bringup`` runs too. On hardware the vendor adds g(q) to the command, so the controller
@@ -26,7 +39,8 @@ or gains, a missing file) stops the launch with its reason. Runs here with the l
 import os
 
 from launch.actions import DeclareLaunchArgument, IncludeLaunchDescription
-from launch.conditions import IfCondition, UnlessCondition
+from launch.condition import Condition
+from launch.conditions import IfCondition
 from launch.launch_description_sources import PythonLaunchDescriptionSource
 from launch.substitutions import LaunchConfiguration, PythonExpression
 from launch_ros.actions import Node
@@ -38,30 +52,61 @@ from idyn_ros.robots.render import xacro_argument_defaults
 from launch import LaunchDescription, Substitution
 
 PACKAGE = "idyn_ros"
-OWN_ARGS = ("mode", "model", "gains", "prefix", "composed", "clock", "params_file")
+OWN_ARGS = ("mode", "model", "gains", "prefix", "composed", "clock", "params_file", "observer_only")
 NOT_XACRO = ("mode", "prefix", "controllers_file")  # set by the graph description, not by the user
+TRUE = ("true", "1", "yes")
 
 
 def _settings(context, robot):
     get = lambda name: LaunchConfiguration(name).perform(context)  # noqa: E731
+    currents = context.launch_configurations.get("use_currents_as_efforts")  # UR xacro argument: what effort is
     return graph.GraphSettings(
         robot, mode=get("mode"), model=get("model"), gains=get("gains"), prefix=get("prefix"), clock=get("clock"),
-        composed=get("composed").lower() in ("true", "1", "yes"),
-        params_files=tuple(f.strip() for f in get("params_file").split(",") if f.strip()))
+        composed=get("composed").lower() in TRUE,
+        params_files=tuple(f.strip() for f in get("params_file").split(",") if f.strip()),
+        observer_only=get("observer_only").lower() in TRUE,
+        effort_unit="" if currents is None else ("current" if currents.lower() in TRUE else "torque"))
+
+
+def _starts(robot, name):
+    """Condition: ``name`` is one of the processes the graph description starts (ours or the robot side)."""
+
+    def predicate(context):
+        s = _settings(context, robot)
+        return name in s.processes or name in s.robot_side()
+
+    return Condition(predicate=predicate)
 
 
 class NodeParameters(Substitution):
-    """The one parameter file of a process running ``nodes`` (``graph.parameter_file``), made at launch time."""
+    """The one parameter file of a process running ``nodes`` (``graph.parameter_file``; None: the graph's active
+    nodes, for the composed process), made at launch time."""
 
-    def __init__(self, robot, nodes):
+    def __init__(self, robot, nodes=None):
         super().__init__()
-        self.robot, self.nodes = robot, list(nodes)
+        self.robot, self.nodes = robot, None if nodes is None else list(nodes)
 
     def describe(self):
-        return f"idyn parameters for {', '.join(self.nodes)} (config/{self.robot}.yaml + params_file + arguments)"
+        which = ", ".join(self.nodes) if self.nodes is not None else "the active nodes"
+        return f"idyn parameters for {which} (config/{self.robot}.yaml + params_file + arguments)"
 
     def perform(self, context):
-        return str(graph.parameter_file(_settings(context, self.robot), self.nodes))
+        s = _settings(context, self.robot)
+        return str(graph.parameter_file(s, self.nodes if self.nodes is not None else list(s.active_nodes)))
+
+
+class ActiveNodes(Substitution):
+    """``--nodes`` of the composed process: the graph's active nodes."""
+
+    def __init__(self, robot):
+        super().__init__()
+        self.robot = robot
+
+    def describe(self):
+        return "the active nodes (all, or the observer's with observer_only)"
+
+    def perform(self, context):
+        return ",".join(_settings(context, self.robot).active_nodes)
 
 
 class RobotDescription(Substitution):
@@ -117,14 +162,17 @@ def generate(robot):
         DeclareLaunchArgument("params_file", default_value="",
                               description="your parameter files (comma-separated), read after config/"
                                           f"{robot}.yaml; the arguments above win over them"),
+        DeclareLaunchArgument("observer_only", default_value="false", choices=["true", "false"],
+                              description="only joint_state_buffer + wrench_observer, no torque commands (an arm that "
+                                          "takes none from us, e.g. a CB3 UR; modes hardware and mock)"),
         *[DeclareLaunchArgument(name, default_value=default, description=f"xacro argument of urdf/{robot}.urdf.xacro")
           for name, default in xacro_defaults.items()],
         # ---- the robot side
         Node(package="robot_state_publisher", executable="robot_state_publisher", output="screen",
-             parameters=[{"robot_description": description}], condition=_mode_is("hardware", "mock", "gazebo")),
+             parameters=[{"robot_description": description}], condition=_starts(robot, "robot_state_publisher")),
         Node(package="controller_manager", executable="ros2_control_node", output="screen",
              parameters=[{"robot_description": description}, ControllersFile(robot)],
-             condition=_mode_is("hardware", "mock")),
+             condition=_starts(robot, "ros2_control_node")),
         IncludeLaunchDescription(PythonLaunchDescriptionSource(_gz_launch()), condition=_mode_is("gazebo"),
                                  launch_arguments={"gz_args": "-r empty.sdf"}.items()),
         Node(package="ros_gz_sim", executable="create", output="screen", condition=_mode_is("gazebo"),
@@ -132,19 +180,16 @@ def generate(robot):
         Node(package="ros_gz_bridge", executable="parameter_bridge", output="screen", condition=_mode_is("gazebo"),
              arguments=["/clock@rosgraph_msgs/msg/Clock[gz.msgs.Clock"]),
         *[Node(package="controller_manager", executable="spawner", output="screen",
-               arguments=[name, "--controller-manager", "/controller_manager"],
-               condition=_mode_is("hardware", "mock", "gazebo"))
+               arguments=[name, "--controller-manager", "/controller_manager"], condition=_starts(robot, name))
           for name in ("joint_state_broadcaster", spec.effort_controller)],
         Node(package=PACKAGE, executable="plant", name="plant", namespace="", output="screen",
-             parameters=[NodeParameters(robot, ["plant"])], condition=_mode_is("mujoco"), additional_env=env),
+             parameters=[NodeParameters(robot, ["plant"])], condition=_starts(robot, "plant"), additional_env=env),
         # ---- our nodes: separate processes, or one
         *[Node(package=PACKAGE, executable=name, name=name, namespace="", output="screen",
-               parameters=[NodeParameters(robot, [name])], condition=UnlessCondition(LaunchConfiguration("composed")),
-               additional_env=env)
+               parameters=[NodeParameters(robot, [name])], condition=_starts(robot, name), additional_env=env)
           for name in graph.OUR_NODES],
-        Node(package=PACKAGE, executable="composed", output="screen", arguments=["--nodes", ",".join(graph.OUR_NODES)],
-             parameters=[NodeParameters(robot, graph.OUR_NODES)],
-             condition=IfCondition(LaunchConfiguration("composed")), additional_env=env),
+        Node(package=PACKAGE, executable="composed", output="screen", arguments=["--nodes", ActiveNodes(robot)],
+             parameters=[NodeParameters(robot)], condition=_starts(robot, "composed"), additional_env=env),
     ]
     return LaunchDescription(actions)
 

@@ -291,6 +291,41 @@ def _wrench(d: dict) -> Lines:
                     "no contact, momentum [N]"], rows)]
 
 
+def _ur5(d: dict) -> Lines:
+    h = d["headline"]
+    out = [f"UR5 (CB2) real data, motor currents as effort. Split: train on {len(d['split']['train'])} contact-free "
+           f"runs, validate on {d['split']['val']}, score the wrench on {d['split']['score']} against the F/T "
+           f"sensor; false alarms on the contact-free runs not trained on. Headline model: {h['model']}.", ""]
+    rows = []
+    for kind, m in d["models"].items():
+        v = m["val"]
+        rows.append([kind, fmt(v["nmse_mean"] * 100), joints(v["nmse_per_joint"], 100), joints(v["rmse_current_a"]),
+                     joints(v["rmse_nm"])])
+    out += table(["model", "val nMSE [%]", "per joint [%] (A = Nm)", "RMSE [A]", "RMSE [Nm]"], rows)
+    m = d["models"][h["model"]]
+    out += [f"Gains [Nm/A]: {joints(m['gains_nm_per_a'].values())} (identified: "
+            f"{', '.join(j for j, f in m['gains_identified'].items() if f)}; scale from the nominal gravity "
+            f"x{fmt(m['gain_scale_from_nominal_gravity'])}).", ""]
+    rows = []
+    for kind, m in d["models"].items():
+        for cm in ("wrench", "point"):
+            s = m["wrench"][f"no10_{cm}"]
+            o, u = s["ours"]["rmse_n"], s["ur_controller"]["rmse_n"]
+            rows.append([kind, cm, joints([o["x"], o["y"], o["z"]]), joints([u["x"], u["y"], u["z"]]),
+                         fmt(s["rmse_ratio_ours_to_ur"])])
+    out += table(["model", "contact model", "ours RMSE x y z [N]", "UR RMSE x y z [N]", "ours / UR"], rows)
+    rows = [[n, fmt(v["ours"]), fmt(v["ur_controller"])] for n, v in h["false_alarm_force_rms_n"].items()]
+    out += table(["contact-free run (not trained on)", "ours force RMS [N]", "UR force RMS [N]"], rows)
+    p = d["plant_trust"]["pushes"]
+    out += [f"Plant (ur5, true profile): bias {fmt(p['bias_before_rezero_n'])} N before and "
+            f"{fmt(p['bias_after_auto_rezero_n'])} N after the automatic re-zero; false alarms "
+            f"{fmt(100 * p['false_alarm_rate'])} %; detection "
+            + ", ".join(f"{fmt(x['force_n'])} N {fmt(100 * x['detection_rate'])} %" for x in p["pushes"])
+            + f". Singular pose: rank {d['plant_trust']['singular_pose']['rank']}, flagged "
+            f"{d['plant_trust']['singular_pose']['singular_flag']}.", ""]
+    return out
+
+
 def _generic(d: dict) -> Lines:
     """Any other result file: its numeric leaves (a new file shows up before it has a renderer)."""
     rows: list[list[Any]] = []
@@ -320,6 +355,7 @@ RENDERERS: list[tuple[str, str, str, Callable[[dict], Lines]]] = [
     ("tracking_*.json", "experiments", "Tracking", _tracking),
     ("doomed_sweep.json", "experiments", "DOOMED: unmodelled payload", _doomed),
     ("wrench_observer.json", "experiments", "Wrench observer", _wrench),
+    ("ur5_wrench.json", "ur5", "UR5 on real data: currents, torque model, wrench vs F/T sensor", _ur5),
 ]
 
 

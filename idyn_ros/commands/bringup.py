@@ -15,6 +15,7 @@ Examples:
   idyn bringup --robot ur5 --composed --gains soft --model ur5_hybrid.onnx
   idyn bringup --robot panda --clock realtime --set use_feedforward=false
   idyn bringup --robot iiwa14 --mode hardware --model iiwa.onnx    # next to the robot's own driver launch
+  idyn bringup --robot ur5 --mode hardware --observer-only --model ur5.onnx   # a CB3: wrench observer, no torques
 """
 
 from __future__ import annotations
@@ -50,6 +51,12 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="comma-separated subset of joint_state_buffer,feedforward,controller,doomed,"
                              "wrench_observer,reference (default all)")
     parser.add_argument("--prefix", default="", help="joint/link name prefix ('' = the vendor default)")
+    parser.add_argument("--observer-only", action="store_true",
+                        help="only joint_state_buffer + wrench_observer, no torque commands (an arm that cannot take "
+                             "them, e.g. a CB3 UR; modes hardware and mock)")
+    parser.add_argument("--effort-unit", default="", choices=["", "torque", "current"],
+                        help="mode hardware: what the driver reports as effort (UR: current unless the driver runs "
+                             "with use_currents_as_efforts:=false); default: the files' effort_unit (auto)")
     parser.add_argument("--executor", default="single", choices=["single", "events"],
                         help="rclpy executor for --composed (default single)")
     parser.add_argument("--params-file", action="append", default=[], metavar="FILE",
@@ -84,7 +91,8 @@ def run(args: argparse.Namespace) -> int:
         overrides[key.strip()] = _parse_value(value)
     nodes = tuple(args.nodes.split(",")) if args.nodes else OUR_NODES
     settings = GraphSettings(args.robot, args.mode, args.model, args.gains, args.prefix, args.clock, args.composed,
-                             not args.no_plant, nodes, tuple(args.params_file), overrides)
+                             not args.no_plant, nodes, tuple(args.params_file), overrides,
+                             observer_only=args.observer_only, effort_unit=args.effort_unit)
     launcher = Launcher(settings, args.log_dir, args.executor)
     print(f"starting {', '.join(launcher.commands())} for {args.robot} (mode {args.mode}) with "
           f"{', '.join(str(f) for f in settings.files)}", flush=True)
@@ -110,7 +118,7 @@ def run(args: argparse.Namespace) -> int:
                             reported.add(name)
                             code = 1
                             tqdm.write(f"idyn bringup: process {name} ended (exit code {rc}); see --log-dir")
-                    if reported & set(ESSENTIAL):
+                    if reported & set(ESSENTIAL + (("wrench_observer",) if settings.observer_only else ())):
                         tqdm.write("idyn bringup: nothing is controlling any more: stopping the graph")
                         break
             if stop:

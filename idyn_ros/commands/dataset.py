@@ -17,6 +17,7 @@ HELP = "import recordings (rosbag2, CSV, NPZ) into the dataset .npz contract; in
 _EPILOG_IMPORT = """\
 examples:
   idyn dataset import ur10_exciting_trajectory.db3 --robot path/to/ur10_robot.urdf --effort-kind current -o ur10.npz
+  idyn dataset import ur5_bag/ --robot ur5 --torque-constants 10.7,10.7,10.7,10.2,11.9,11.9 -o ur5_nm.npz
   idyn dataset import panda_exciting_trajectory.db3 --robot panda --joint-map fer_=panda_ -o panda.npz
   idyn dataset import run1/ run2/ -o runs.npz        (several sources -> runs_0.npz, runs_1.npz)
   idyn dataset import crashed_bag/ --recover -o part.npz
@@ -63,7 +64,14 @@ def configure(parser: argparse.ArgumentParser) -> None:
     imp.add_argument(
         "--effort-kind",
         choices=("torque", "current"),
-        help="what the effort column is (default torque; UR drivers report current-based effort)",
+        help="what the effort column is (default: what the source says, else torque; UR drivers report motor "
+        "currents unless use_currents_as_efforts:=false)",
+    )
+    imp.add_argument(
+        "--torque-constants",
+        metavar="K1,..,Kn",
+        help="the efforts are motor currents [A]: store torques k_j * i_j [Nm] with these per-joint gains "
+        "[Nm/A] (output joint order), or a robot's data (ur5); without it, `idyn train` identifies the gains",
     )
     imp.add_argument("--topic", help="joint-state or JointTrajectory topic in a bag (default /joint_states)")
     imp.add_argument(
@@ -145,6 +153,7 @@ def _run_import(args: argparse.Namespace) -> int:
                 effort_kind=args.effort_kind,
                 topic=args.topic,
                 wrench_topic=args.wrench_topic,
+                torque_constants=args.torque_constants,
                 **_options(args),
             )
         target = out.with_name(f"{out.stem}_{i}{out.suffix or '.npz'}") if many else out

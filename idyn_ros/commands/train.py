@@ -8,6 +8,11 @@ only with --resume-on-new-data (fine-tuning). A warning says when the data are f
 (fewer torque values than fitted parameters), or unnamed (taken by joint position); unnamed data
 outside the robot's joint limits are refused.
 
+Motor currents as effort (UR arms; the file says so, or --effort-kind current): per-joint current -> torque
+gains are identified jointly with the rigid-body and friction parameters, the scale fixed by the nominal
+model's gravity (idyn_ros.models.current_gains), or taken from --torque-constants. The model predicts joint
+torque in Nm, the artifact carries the gains (metadata "effort"), and metrics.json the RMSE in A and Nm.
+
 Model kinds:
   rbd           rigid-body dynamics only (nominal URDF with --id-method nominal, else identified)
   rbd-friction  RBD + friction, identified by least squares / SDP (--id-method, --friction)
@@ -43,6 +48,8 @@ EPILOG = """examples:
       --test measurements_3.npz --model hybrid --mode e2e --out runs/kuka_hybrid --max-minutes 5
   idyn train --robot panda --data bags/excite_* --model rbd-friction --id-method sdp --out runs/panda_rbd
   idyn train ... --out runs/x --resume          # continue an interrupted run from runs/x/checkpoint.pt
+  idyn train --robot ur5 --data ur5_ft/Movement_No6_Acc_slow_Verify_Model ur5_ft/Movement_No2 \
+      --val ur5_ft/Movement_No7_Acc_slow_Verify_Model_short --model rbd-friction --out runs/ur5   # currents
   idyn train --robot kuka_lwr4.urdf --data measurements_1.npz --val measurements_2.npz \
       --test measurements_3.npz --model lip-gp --max-samples 500 --out runs/kuka_lip   # ~10 min on 2 cores
 """
@@ -126,6 +133,13 @@ def configure(parser: argparse.ArgumentParser) -> None:
                              "more on the kept fit only (default: 0). Slow joints gain most: on the 7-DoF "
                              "Panda, joint 7 needs ~150 iterations (studies/gp_lip/README.md); each iteration "
                              "costs about as much as one of the first 50")
+    parser.add_argument("--effort-kind", choices=("torque", "current"), default=None,
+                        help="what the recordings' effort is (default: what each file says; torque if it says "
+                             "nothing). current: motor currents [A] (UR drivers' default): per-joint gains are "
+                             "identified with the physics and stored in the artifact")
+    parser.add_argument("--torque-constants", metavar="K1,..,Kn", default=None,
+                        help="current data: use these gains [Nm/A] (robot joint order, or a robot's data: ur5) "
+                             "instead of identifying them")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
 
 
@@ -147,25 +161,49 @@ def _run(args: argparse.Namespace) -> int:
         raise ParameterError(f"--resume applies to the neural model kinds; {args.model} trains from scratch "
                              f"(drop --resume)")
     robot = load_robot(args.robot)
-    train = load_recordings(args.data, robot)
-    val = load_recordings(args.val, robot)
-    test = load_recordings(args.test, robot)
+    train = load_recordings(args.data, robot, args.effort_kind)
+    val = load_recordings(args.val, robot, args.effort_kind)
+    test = load_recordings(args.test, robot, args.effort_kind)
+    kinds = parse_kinds(args.friction)
+    effort, (train, val, test) = _currents_to_torque(args, robot, kinds, train, val, test)
     if args.model in GP_KINDS:
+        if effort is not None:
+            raise ParameterError(f"{args.model} takes torque data; convert the currents when importing "
+                                 f"(`idyn dataset import ... --torque-constants ...`) or train an NN kind")
         return _train_gp(args, robot, train, val, test)
     cfg = ModelConfig(kind=args.model, mode=args.mode, id_method=args.id_method,
-                      friction_kinds=parse_kinds(args.friction), seed=args.seed, epochs=args.epochs,
+                      friction_kinds=kinds, seed=args.seed, epochs=args.epochs,
                       patience=args.patience, window=args.window, stride=args.stride or args.window,
                       hidden=args.hidden, reg=args.reg)
     if args.lr is not None:
         cfg.lr = args.lr
     _, metrics = train_run(cfg, robot, train, val, test, args.out, args.max_minutes, args.resume,
-                           progress=not args.no_progress, resume_on_new_data=args.resume_on_new_data)
+                           progress=not args.no_progress, resume_on_new_data=args.resume_on_new_data, effort=effort)
     split = "test" if "test" in metrics else ("val" if "val" in metrics else "train")
     m = metrics[split]
     print(f"{args.model}: {metrics['stopped']}; {split} nMSE per joint "
-          + " ".join(f"{v:.3f}" for v in m["nmse"]) + f" (mean {m['nmse_mean']:.3f})")
+          + " ".join(f"{v:.3f}" for v in m["nmse"]) + f" (mean {m['nmse_mean']:.3f})"
+          + ("; the same in current units and in Nm through the gains" if effort else ""))
+    if effort is not None:
+        print(f"{split} RMSE per joint: " + " ".join(f"{v:.3f}" for v in m["rmse_current_a"]) + " A = "
+              + " ".join(f"{v:.2f}" for v in m["rmse_nm"]) + " Nm")
     print(f"wrote {args.out}/model.onnx (id {metrics.get('model_id')}) and {args.out}/metrics.json")
     return 0
+
+
+def _currents_to_torque(args: argparse.Namespace, robot, kinds: tuple[str, ...], train: list, val: list,
+                        test: list) -> tuple[dict | None, tuple[list, list, list]]:
+    """``models.current_gains.currents_to_torque`` with this command's options, and the line that reports it."""
+    from idyn_ros.models.current_gains import currents_to_torque
+
+    effort, found, recs = currents_to_torque(robot, train, val, test, kinds, args.torque_constants, args.seed)
+    if found is not None:
+        held = [j for j, free in zip(robot.joint_names, found.identified, strict=True) if not free]
+        print("current -> torque gains [Nm/A]: " + ", ".join(f"{j} {k:.3f}" for j, k in zip(
+            robot.joint_names, found.values, strict=True)) + f"; scale fixed by the nominal gravity "
+              f"(x{found.scale:.3f}); " + (f"held at the prior ratio ({found.prior_source}): {', '.join(held)}"
+                                           if held else "all identified"))
+    return effort, recs
 
 
 def _train_gp(args: argparse.Namespace, robot, train: list, val: list, test: list) -> int:

@@ -94,6 +94,17 @@ class FeedforwardComputer:
         """The loaded model's identified armature (n,) kg m^2, None without an RBD part (or in fallback)."""
         return None if self.runtime is None else self.runtime.armature
 
+    @property
+    def effort_metadata(self) -> dict[str, Any] | None:
+        """What the model's training efforts were (``{"kind": "current", "torque_constants": ...}`` for a model
+        trained on motor currents), None in fallback."""
+        return None if self.runtime is None else self.runtime.effort
+
+    @property
+    def uncertainty(self) -> dict[str, Any] | None:
+        """The model's torque uncertainty from its validation residuals (``tau_sigma_nm``...), None if unknown."""
+        return None if self.runtime is None else self.runtime.uncertainty
+
     def feedback_model(self) -> Any:
         """The ``RobotModel`` whose M(q) the controller's feedback and the observers use: this artifact's identified
         inertials + armature when it has them, else the nominal URDF (``RobotModel.with_identified``)."""

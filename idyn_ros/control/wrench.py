@@ -177,6 +177,9 @@ class WrenchObserver:
         self.momentum = MomentumObserver(self.rbd, observer_gain)
         self.map_direct, self.map_momentum = WrenchMapper(self.rbd), WrenchMapper(self.rbd)
         self._lp = ButterworthLowPass(robot.n, rate_hz, accel_cutoff_hz)
+        # the learned model's inputs get a low-passed acceleration (decision: it was trained on a smooth one; a raw
+        # backward difference at 125 Hz made a residual LSTM spike by 100 N on the UR5 recordings)
+        self._lp_ddq = ButterworthLowPass(robot.n, rate_hz, accel_cutoff_hz)
         self.ddq_raw = np.zeros(robot.n)
         self._dq_prev = np.zeros(robot.n)
         self._prev_ns = -1
@@ -203,6 +206,7 @@ class WrenchObserver:
         self._prev_ns = -1
         self.momentum.reset()
         self._lp.reset(0.0)
+        self._lp_ddq.reset(0.0)
 
     def update(self, stamp_ns: int, q: np.ndarray, dq: np.ndarray, tau: np.ndarray) -> bool:
         """One state; False while starting (the first state only sets the baseline)."""
@@ -211,6 +215,7 @@ class WrenchObserver:
             self._dq_prev[:] = dq
             self.momentum.reset()
             self._lp.reset(0.0)
+            self._lp_ddq.reset(0.0)
             return False
         dt = (stamp_ns - prev) * 1e-9
         np.subtract(dq, self._dq_prev, out=self.ddq_raw)
@@ -218,7 +223,7 @@ class WrenchObserver:
         self._dq_prev[:] = dq
         extra_direct = extra_momentum = None
         if self.model_terms is not None:
-            extra_direct, extra_momentum = self.model_terms.update(q, dq, self.ddq_raw)
+            extra_direct, extra_momentum = self.model_terms.update(q, dq, self._lp_ddq.update(self.ddq_raw))
         self.tau_direct[:] = self._lp.update(self.direct.update(q, dq, self.ddq_raw, tau, extra_direct))
         self.momentum.update(q, dq, tau, dt, extra_momentum)
         self.updates += 1

@@ -37,6 +37,8 @@ TIME_UNITS = {"s": 1_000_000_000, "ms": 1_000_000, "us": 1_000, "ns": 1}
 #: states at ~30 Hz..1 kHz, and the window spans exactly the factor 1000 between units, so one unit fits.
 PLAUSIBLE_RATE_HZ = (5.0, 5000.0)
 _PER_JOINT = ("q", "dq", "ddq", "tau", "tau_cmd", "q_d", "dq_d", "ddq_d")
+#: Note on a dataset whose source did not say what its effort is (``idyn train`` reads it: UR arms report currents).
+EFFORT_UNSTATED_NOTE = "effort_kind not stated by the source: torque assumed"
 
 
 @dataclass
@@ -295,6 +297,8 @@ def to_dataset(
     kind = effort_kind or raw.effort_hint or "torque"
     if kind not in EFFORT_KINDS:
         raise DatasetError(f"--effort-kind must be one of {EFFORT_KINDS}, got {kind!r}")
+    if not (effort_kind or raw.effort_hint):
+        report.notes.append(EFFORT_UNSTATED_NOTE)
     if kind == "current":
         report.notes.append("effort_kind=current: efforts are motor-current based (e.g. UR drivers), not joint torques")
     if report.duplicates_dropped:
@@ -413,6 +417,7 @@ def import_source(
     topic: str | None = None,
     wrench_topic: str | None = None,
     time_unit: str | None = None,
+    torque_constants: str | list | tuple | np.ndarray | None = None,
 ) -> tuple[Dataset, ImportReport]:
     """Read any supported source and return ``(Dataset, ImportReport)``.
 
@@ -428,7 +433,53 @@ def import_source(
         wrench_topic: WrenchStamped / PlantGroundTruth topic for ``wrench`` (see :func:`read_bag`).
         time_unit: unit of a CSV / foreign-NPZ time column, ``s``/``ms``/``us``/``ns``; None or
             ``auto``: from a ``_ns``-style header suffix, else from the median step (see :data:`PLAUSIBLE_RATE_HZ`).
+        torque_constants: per-joint gains k [Nm/A] (output joint order, or a preset name): the efforts are
+            motor currents and become torques ``k * i`` (see :func:`convert_currents`).
     """
+    dataset, report = _import_source(path, robot, joint_map, joint_names, rate,
+                                     "current" if torque_constants is not None and effort_kind is None else effort_kind,
+                                     recover, topic, wrench_topic, time_unit)
+    if torque_constants is not None:
+        dataset = convert_currents(dataset, torque_constants, report)
+    return dataset, report
+
+
+def convert_currents(dataset: Dataset, torque_constants: object, report: ImportReport | None = None) -> Dataset:
+    """The dataset with motor-current efforts [A] turned into joint torques ``tau_j = k_j i_j`` [Nm].
+
+    ``torque_constants``: one gain per joint in the dataset's joint order, or a preset name (robot data).
+    A dataset whose source states that its efforts are torques is refused (nothing to convert).
+    """
+    from dataclasses import replace
+
+    from idyn_ros.robots.drives import parse_torque_constants
+
+    if dataset.effort_kind != "current":
+        raise DatasetError(f"{dataset.source}: its efforts are joint torques (effort_kind {dataset.effort_kind}), "
+                           f"not motor currents; drop --torque-constants, or pass --effort-kind current if the "
+                           f"source is wrong about it")
+    k = parse_torque_constants(torque_constants, dataset.n)
+    note = ("efforts converted from motor current [A] to torque [Nm] with torque constants "
+            + ", ".join(f"{j}={v:g}" for j, v in zip(dataset.joint_names, k, strict=True)) + " Nm/A")
+    if report is not None:
+        report.notes.append(note)
+    return replace(dataset, tau=dataset.tau * k, effort_kind="torque",
+                   notes=(*(x for x in dataset.notes if not x.startswith("effort_kind")), note))
+
+
+def _import_source(
+    path: str | Path,
+    robot: str | Path | None,
+    joint_map: dict[str, str] | list[str] | str | None,
+    joint_names: list[str] | tuple[str, ...] | None,
+    rate: float | None,
+    effort_kind: str | None,
+    recover: bool,
+    topic: str | None,
+    wrench_topic: str | None,
+    time_unit: str | None,
+) -> tuple[Dataset, ImportReport]:
+    """:func:`import_source` without the current conversion."""
     from idyn_ros.data.bag import BagWarning, is_bag
 
     path = Path(path)
@@ -456,6 +507,11 @@ def import_source(
                 dataset = dataset.reorder(list(joint_names or target))
                 dataset.robot = label or dataset.robot
             report = ImportReport(str(path), len(dataset), len(dataset))
+            if effort_kind is not None and effort_kind != dataset.effort_kind:
+                if effort_kind not in EFFORT_KINDS:
+                    raise DatasetError(f"--effort-kind must be one of {EFFORT_KINDS}, got {effort_kind!r}")
+                report.notes.append(f"effort_kind {dataset.effort_kind} in the file overridden: {effort_kind}")
+                dataset.effort_kind = effort_kind
             return dataset, report
         raw = read_npz_columns(path, data, time_unit)
     elif path.suffix == ".csv":
@@ -835,6 +891,9 @@ def read_bag(
         if len(eff) == len(cols):
             tau[i, cols] = eff
     raw_rec = RawRecording(stamps, names, {"q": q, "dq": dq, "tau": tau}, f"{path}:{topic}", notes=notes)
+    raw_rec.effort_hint, said = bag_effort_kind(path)
+    if said:
+        raw_rec.notes.append(f"effort_kind={raw_rec.effort_hint} from metadata.yaml custom_data ({said})")
     for name, items in other.items():
         if not items:
             continue
@@ -859,6 +918,32 @@ def read_bag(
             raw_rec.extra["tau_cmd"] = (x, [], vals)
             raw_rec.notes.append(f"tau_cmd from {name} (ros2_control command order = robot joint order)")
     return raw_rec
+
+
+def bag_effort_kind(path: Path) -> tuple[str | None, str]:
+    """What a bag's ``metadata.yaml`` says its joint-state effort is: (``torque``/``current``/None, the entry).
+
+    Read from ``custom_data``: ``effort_kind`` (torque | current), else a free-text ``joint_states_effort``
+    naming a current or a torque (as the UR5 recordings in shared/data carry).
+    """
+    from idyn_ros.data.bag.metadata import read_bag_metadata
+
+    folder = path if path.is_dir() else path.parent
+    try:
+        info = read_bag_metadata(folder)
+    except Exception:  # an unreadable metadata.yaml is reported where the storage files are found
+        return None, ""
+    custom = info.get("custom_data") if isinstance(info, dict) else None
+    if not isinstance(custom, dict):
+        return None, ""
+    stated = str(custom.get("effort_kind", "")).strip().lower()
+    if stated in EFFORT_KINDS:
+        return stated, f"effort_kind: {stated}"
+    text = str(custom.get("joint_states_effort", "")).lower()
+    for kind in ("current", "torque"):
+        if kind in text:
+            return kind, f"joint_states_effort: {custom['joint_states_effort']}"
+    return None, ""
 
 
 def _trajectory_recording(msg, path: Path, topic: str) -> RawRecording:

@@ -24,23 +24,29 @@ from idyn_ros.models.features import R_FEATURE_VERSION
 from idyn_ros.models.metrics import torque_metrics
 from idyn_ros.models.sources import Recording
 from idyn_ros.models.training import TrainResult, fit, predict
+from idyn_ros.models.uncertainty import torque_uncertainty
 from idyn_ros.models.zoo import ModelConfig, TorqueModel
 
 
-def evaluate_torch(result: TrainResult, robot: Any, recs: Sequence[Recording]) -> dict[str, Any]:
-    """Metrics over recordings (concatenated; each run as one sequence with state carried)."""
-    preds, taus = [], []
-    for r in recs:
-        preds.append(predict(result.model, robot.pin_model, r)["tau"])
-        taus.append(r.tau)
+def evaluate_torch(result: TrainResult, robot: Any, recs: Sequence[Recording],
+                   preds: Sequence[np.ndarray] | None = None) -> dict[str, Any]:
+    """Metrics over recordings (concatenated; each run as one sequence with state carried; ``preds``: already
+    predicted torques of each)."""
+    if preds is None:
+        preds = [predict(result.model, robot.pin_model, r)["tau"] for r in recs]
+    taus = [r.tau for r in recs]
     return torque_metrics(np.concatenate(preds), np.concatenate(taus), result.tau_min, result.tau_max)
 
 
-def save_model(path: str | Path, result: TrainResult, pi0: np.ndarray, metrics: dict[str, Any]) -> None:
+def save_model(path: str | Path, result: TrainResult, pi0: np.ndarray, metrics: dict[str, Any],
+               effort: dict[str, Any] | None = None, uncertainty: dict[str, Any] | None = None) -> None:
+    """``effort``: how the training data's efforts became torques (``models.current_gains``), None for torques;
+    ``uncertainty``: ``models.uncertainty.torque_uncertainty`` of the validation residuals."""
     checkpoint.save({"cfg": result.cfg.to_dict(), "state": result.model.state_dict(), "n": result.model.n,
                      "pi0": pi0, "tau_min": result.tau_min, "tau_max": result.tau_max,
                      "fingerprint": result.fingerprint, "metrics": metrics,
-                     "identification": result.identification, "r_feature_version": R_FEATURE_VERSION}, path)
+                     "identification": result.identification, "r_feature_version": R_FEATURE_VERSION,
+                     "effort": effort, "uncertainty": uncertainty}, path)
 
 
 def load_model(path: str | Path) -> tuple[TorqueModel, dict[str, Any]]:
@@ -63,6 +69,8 @@ def export_model(model: TorqueModel, ck: dict[str, Any], robot: Any, out: str | 
     """Write the ONNX artifact for a rebuilt model; returns the model id."""
     tr = None if ck.get("tau_min") is None else (ck["tau_min"], ck["tau_max"])
     meta = ex.build_metadata(model, robot, ck.get("fingerprint", ""), ck.get("metrics"), tr)
+    meta["effort"] = ck.get("effort") or {"kind": "torque", "unit": "Nm"}
+    meta["uncertainty"] = ck.get("uncertainty")
     return ex.export_onnx(model, robot, out, meta)
 
 
@@ -77,22 +85,37 @@ def train_run(
     resume: bool = False,
     progress: bool = True,
     resume_on_new_data: bool = False,
+    effort: dict[str, Any] | None = None,
 ) -> tuple[TrainResult, dict[str, Any]]:
-    """Fit, compute train/val/test metrics, and (with ``out_dir``) save model.pt/model.onnx/metrics.json."""
+    """Fit, compute train/val/test metrics, and (with ``out_dir``) save model.pt/model.onnx/metrics.json.
+
+    ``effort``: the recordings' efforts were motor currents turned into torques with ``effort["torque_constants"]``
+    (``models.current_gains``): stored in the artifact, and the metrics get the RMSE in current units too.
+    """
     if out_dir is not None:
         Path(out_dir).mkdir(parents=True, exist_ok=True)
     res = fit(cfg, robot, train, val, out_dir, max_minutes, resume, progress, resume_on_new_data)
+    preds = {name: [predict(res.model, robot.pin_model, r)["tau"] for r in recs]
+             for name, recs in (("train", train), ("val", val), ("test", test))}
     metrics: dict[str, Any] = {"kind": cfg.kind, "mode": cfg.mode, "stopped": res.stopped,
                                "epochs_run": len(res.history), "identification": res.identification,
-                               "train": evaluate_torch(res, robot, train)}
+                               "train": evaluate_torch(res, robot, train, preds["train"])}
     if val:
-        metrics["val"] = evaluate_torch(res, robot, val)
+        metrics["val"] = evaluate_torch(res, robot, val, preds["val"])
     if test:
-        metrics["test"] = evaluate_torch(res, robot, test)
+        metrics["test"] = evaluate_torch(res, robot, test, preds["test"])
+    uncertainty = torque_uncertainty([(name, recs, preds[name]) for name, recs in
+                                      (("val", val), ("test", test), ("train", train))])
+    if effort is not None:
+        gains = np.asarray(effort["torque_constants"], dtype=np.float64)
+        metrics["effort"] = effort
+        for split in ("train", "val", "test"):
+            if split in metrics:  # nMSE is the same in A and in Nm (a per-joint constant gain cancels)
+                metrics[split]["rmse_current_a"] = (np.asarray(metrics[split]["rmse_nm"]) / gains).tolist()
     if out_dir is not None:
         out = Path(out_dir)
         pi0 = res.model.pi().detach().numpy() if res.model.inertial is not None else np.zeros((res.model.n, 10))
-        save_model(out / "model.pt", res, pi0, metrics)
+        save_model(out / "model.pt", res, pi0, metrics, effort, uncertainty)
         model, ck = load_model(out / "model.pt")
         metrics["model_id"] = export_model(model, ck, robot, out / "model.onnx")
         atomic_write_text(out / "metrics.json", json.dumps(metrics, indent=2) + "\n")

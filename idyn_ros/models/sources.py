@@ -25,7 +25,9 @@ from typing import Any
 
 import numpy as np
 
+from idyn_ros.data.importers import EFFORT_UNSTATED_NOTE
 from idyn_ros.errors import DatasetError
+from idyn_ros.robots.drives import is_ur_arm
 
 # Decision: calibration offsets and overshoot stay within a few degrees; another robot's data lands tens of degrees out
 LIMIT_MARGIN = math.radians(5.0)
@@ -44,8 +46,9 @@ class Recording:
     q: np.ndarray  # (N, n)
     dq: np.ndarray  # (N, n)
     ddq: np.ndarray  # (N, n)
-    tau: np.ndarray  # (N, n)
+    tau: np.ndarray  # (N, n) Nm, or motor current A when effort_kind == "current"
     source: str = ""
+    effort_kind: str = "torque"  # "current": tau holds motor currents (UR drivers); models.current_gains converts
 
     @property
     def n_samples(self) -> int:
@@ -83,11 +86,7 @@ def _ddq_from_dq(t: np.ndarray, dq: np.ndarray) -> np.ndarray:
 
 def to_recording(ds: Any, robot: Any, source: str = "") -> Recording:
     """Reorder a ``Dataset`` to the robot's joint order and check it (names, NaNs, shapes)."""
-    if getattr(ds, "effort_kind", "torque") == "current":
-        raise DatasetError(
-            f"{source or 'dataset'}: efforts are motor currents (A), not torques; convert them with the "
-            f"drive's torque constants when importing (`idyn dataset --effort-kind torque ...`) before training"
-        )
+    effort_kind = getattr(ds, "effort_kind", "torque")
     names = list(getattr(ds, "joint_names", []) or [])
     unnamed = any(note.startswith(_UNNAMED_NOTE) for note in getattr(ds, "notes", ()))
     q = np.asarray(ds.q, dtype=np.float64)
@@ -108,7 +107,7 @@ def to_recording(ds: Any, robot: Any, source: str = "") -> Recording:
     dq = np.asarray(ds.dq, dtype=np.float64)[:, idx]
     ddq_raw = getattr(ds, "ddq", None)
     ddq = _ddq_from_dq(t, dq) if ddq_raw is None else np.asarray(ddq_raw, dtype=np.float64)[:, idx]
-    rec = Recording(t, q[:, idx], dq, ddq, np.asarray(ds.tau, dtype=np.float64)[:, idx], source)
+    rec = Recording(t, q[:, idx], dq, ddq, np.asarray(ds.tau, dtype=np.float64)[:, idx], source, effort_kind)
     for field in ("t", "q", "dq", "ddq", "tau"):
         arr = getattr(rec, field)
         bad = ~np.isfinite(arr)
@@ -120,6 +119,11 @@ def to_recording(ds: Any, robot: Any, source: str = "") -> Recording:
                 f"(e.g. `idyn dataset --drop-nonfinite`), or re-record"
             )
     _check_positions(rec.q, robot, source or "dataset", unnamed)
+    if effort_kind == "torque" and EFFORT_UNSTATED_NOTE in getattr(ds, "notes", ()) and is_ur_arm(robot.joint_names):
+        warnings.warn(f"{source or 'dataset'}: the recording does not say whether its effort is joint torque or motor "
+                      f"current, and UR drivers publish currents unless run with use_currents_as_efforts:=false; "
+                      f"taken as torque [Nm]: pass --effort-kind current if these are currents", TrainingWarning,
+                      stacklevel=3)
     if unnamed:
         warnings.warn(f"{source or 'dataset'}: no joint names; its {robot.n} columns are taken as "
                       f"{robot.joint_names[0]}..{robot.joint_names[-1]} of robot '{robot.name}' by position",
@@ -148,10 +152,11 @@ def _check_positions(q: np.ndarray, robot: Any, source: str, unnamed: bool) -> N
     warnings.warn(f"{what}; check joint offsets and units (rad)", TrainingWarning, stacklevel=4)
 
 
-def load_recordings(paths: Sequence[str | Path], robot: Any) -> list[Recording]:
+def load_recordings(paths: Sequence[str | Path], robot: Any, effort_kind: str | None = None) -> list[Recording]:
     """Load each path (anything ``idyn_ros.data.load_dataset`` reads) in the robot's joint order.
 
-    Files without joint names (e.g. FloBaRoID npz) get the robot's names by column position.
+    Files without joint names (e.g. FloBaRoID npz) get the robot's names by column position;
+    ``effort_kind`` (torque | current) overrides what the files say their effort is.
     """
     from idyn_ros.data import load_dataset
 
@@ -160,7 +165,7 @@ def load_recordings(paths: Sequence[str | Path], robot: Any) -> list[Recording]:
         path = Path(p)
         if not path.exists():
             raise DatasetError(f"{path}: no such file or folder")
-        ds = load_dataset(path, joint_names=list(robot.joint_names))
+        ds = load_dataset(path, joint_names=list(robot.joint_names), effort_kind=effort_kind)
         out.append(to_recording(ds, robot, source=str(path)))
     return out
 

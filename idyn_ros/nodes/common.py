@@ -52,16 +52,16 @@ def load_robot(robot: str, prefix: str = "") -> tuple[Any, Any]:
     return spec, RobotModel.from_robot(robot, prefix=prefix)
 
 
-def declare_and_load(node: Any, cls: type) -> tuple[Any, Any, Any]:
+def declare_and_load(node: Any, cls: type, check: Any = None) -> tuple[Any, Any, Any]:
     """Declare ``cls``'s parameters on ``node``, load its robot, validate, and keep validating at run time.
 
     The shared start of every non-lifecycle node. Returns (NodeParameters, RobotSpec, RobotModel); raises
-    ``ParameterError`` naming every invalid parameter.
+    ``ParameterError`` naming every invalid parameter. ``check``: a cross-field check (``NodeParameters``).
     """
     from idyn_ros.nodes.ros_parameters import NodeParameters
 
     joints: list[int] = []
-    params = NodeParameters(node, cls, joints=lambda: joints[0] if joints else None)
+    params = NodeParameters(node, cls, joints=lambda: joints[0] if joints else None, check=check)
     spec, robot = load_robot(params.value.robot, params.value.prefix)
     joints.append(robot.n)
     params.value = params.read()  # per-joint lengths are checked now that the joint count is known

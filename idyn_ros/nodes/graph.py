@@ -13,7 +13,12 @@ Decisions (one line each):
   plant that waits for a command is not "stale input"; the real-time plant and hardware use the monotonic clock;
 - gravity: on hardware the vendor adds g(q) (``subtract_gravity``); the wrench observer then takes the measured
   effort, because the command lacks g(q) (``torque_source: effort``);
-- an empty launch argument sets nothing: the parameter files decide.
+- an empty launch argument sets nothing: the parameter files decide;
+- observer only: buffer + wrench observer on the measured effort; on hardware the vendor driver's own launch runs the
+  arm (its trajectory controllers move it; a CB3 executes no torques), so no robot-side process starts here; in mock
+  the robot side starts without the effort controller; gazebo and mujoco need our torques to hold the arm (refused);
+- effort unit on hardware: what the driver reports (``effort_unit``, from the UR xacro argument
+  ``use_currents_as_efforts`` in the launch file): motor currents [A] or joint torques.
 """
 
 from __future__ import annotations
@@ -28,6 +33,10 @@ from idyn_ros.parameters import PRESET_NAMES, params_class, robot_file
 
 OUR_NODES: tuple[str, ...] = ("joint_state_buffer", "feedforward", "controller", "doomed", "wrench_observer",
                               "reference")
+#: ``observer_only``: an arm that takes no torque commands from us (a CB3 UR, or a position-controlled one) still gets
+#: the external wrench: only these nodes start, and nothing publishes effort commands.
+OBSERVER_NODES: tuple[str, ...] = ("joint_state_buffer", "wrench_observer")
+OBSERVER_MODES: tuple[str, ...] = ("hardware", "mock")  # the arm moves without our torques there
 MODES: tuple[str, ...] = ("hardware", "mock", "gazebo", "mujoco")
 CLOCKS: tuple[str, ...] = ("lockstep", "realtime")
 
@@ -47,6 +56,8 @@ class GraphSettings:
     nodes: tuple[str, ...] = OUR_NODES
     params_files: tuple[str, ...] = ()  # user parameter files, after config/<robot>.yaml
     overrides: Mapping[str, Any] = field(default_factory=dict)  # more parameters, for every node declaring them
+    observer_only: bool = False  # only OBSERVER_NODES, no torque commands (see the module docstring)
+    effort_unit: str = ""  # hardware: what /joint_states effort is (torque | current); '' = the files' effort_unit
 
     def __post_init__(self) -> None:
         from idyn_ros.robots import get_robot
@@ -64,6 +75,13 @@ class GraphSettings:
         unknown_nodes = [n for n in self.nodes if n not in OUR_NODES]
         if unknown_nodes:
             problems.append(f"unknown nodes {unknown_nodes}; ours are {list(OUR_NODES)}")
+        if self.observer_only and self.mode not in OBSERVER_MODES:
+            problems.append(f"observer_only:=true needs an arm that moves without our torques: mode "
+                            f"{' or '.join(OBSERVER_MODES)}, not {self.mode} (its simulated joints take only torques)")
+        if self.observer_only and not self.active_nodes:
+            problems.append(f"observer_only:=true runs {list(OBSERVER_NODES)}, but nodes={list(self.nodes)} has none")
+        if self.effort_unit not in ("", "torque", "current"):
+            problems.append(f"effort_unit {self.effort_unit!r} is not torque or current")
         missing = [f for f in self.params_files if not Path(f).is_file()]
         if missing:
             problems.append(f"parameter file(s) not found: {missing}")
@@ -82,10 +100,28 @@ class GraphSettings:
         return [robot_file(self.robot), *(Path(f) for f in self.params_files)]
 
     @property
+    def active_nodes(self) -> tuple[str, ...]:
+        """Our nodes that start: ``nodes``, or their observer part with ``observer_only``."""
+        return tuple(n for n in self.nodes if n in OBSERVER_NODES) if self.observer_only else tuple(self.nodes)
+
+    @property
     def processes(self) -> list[str]:
         """Process names: the plant (mode mujoco), then ``composed`` or one per node."""
-        ours = ["composed"] if self.composed else list(self.nodes)
+        ours = ["composed"] if self.composed else list(self.active_nodes)
         return (["plant"] if self.mode == "mujoco" and self.plant else []) + ours
+
+    def robot_side(self) -> list[str]:
+        """The ros2_control side that starts with us: robot_state_publisher, ros2_control_node and the spawned
+        controllers (hardware and mock; gazebo adds its own), none on hardware with ``observer_only``."""
+        if self.mode not in ("hardware", "mock", "gazebo"):
+            return []
+        if self.observer_only and self.mode == "hardware":
+            return []
+        from idyn_ros.robots import get_robot
+
+        effort = [] if self.observer_only else [get_robot(self.robot).effort_controller]
+        spawned = ["joint_state_broadcaster", *effort]
+        return ["robot_state_publisher"] + (["ros2_control_node"] if self.mode != "gazebo" else []) + spawned
 
     def clock_mode(self) -> str:
         """The embedded plant's clock: the launch argument, else what the files say."""
@@ -118,7 +154,9 @@ def node_overrides(s: GraphSettings, node: str) -> dict[str, Any]:
             if s.gains:
                 out["gain_preset"] = s.gains
         if node == "wrench_observer":
-            out["torque_source"] = "effort" if s.mode == "hardware" else "command"
+            out["torque_source"] = "effort" if s.mode == "hardware" or s.observer_only else "command"
+            if s.mode == "hardware" and s.effort_unit:
+                out["effort_unit"] = s.effort_unit
     out.update({k: v for k, v in s.overrides.items() if k in declared or (k == "use_sim_time" and node != "plant")})
     return {k: v for k, v in out.items() if k in declared or k == "use_sim_time"}
 

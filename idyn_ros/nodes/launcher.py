@@ -46,8 +46,8 @@ class Launcher:
         cmds: dict[str, list[str]] = {}
         for name in s.processes:
             if name == "composed":
-                cmds[name] = [py, "-m", "idyn_ros.nodes.composed", "--nodes", ",".join(s.nodes),
-                              "--executor", self.executor, *self._ros_args(list(s.nodes), None)]
+                cmds[name] = [py, "-m", "idyn_ros.nodes.composed", "--nodes", ",".join(s.active_nodes),
+                              "--executor", self.executor, *self._ros_args(list(s.active_nodes), None)]
             else:
                 cmds[name] = [py, "-m", f"idyn_ros.nodes.{name}", *self._ros_args([name], name)]
         return cmds

@@ -9,11 +9,16 @@ Two estimators from ``idyn_ros.control.wrench`` (conventions and equations there
     inertial parameters + its friction and residual parts when a model with an RBD part is loaded,
     else the nominal RBD. Both run in ``idyn_ros.control.wrench.WrenchObserver``, which experiments use too.
 Outputs (geometry_msgs/WrenchStamped, wrench applied BY the environment at the flange origin):
-``wrench_topic`` (primary, base axes), ``<wrench_topic>/tool`` (primary, flange axes),
-``<wrench_topic>/direct`` and ``<wrench_topic>/momentum`` (base axes); tau_ext as
-sensor_msgs/JointState effort on ``external_torque_topic``.
+``wrench_topic`` (primary after the trust stage of ``idyn_ros.control.wrench_trust``: re-zeroed at rest,
+reduced rank near singularities; base axes), ``<wrench_topic>/tool`` (the same, flange axes),
+``<wrench_topic>/sigma`` (its 1-sigma per flange axis; inf for a direction it cannot see),
+``<wrench_topic>/contact`` (std_msgs/Bool), ``<wrench_topic>/direct`` and ``<wrench_topic>/momentum`` (raw, base
+axes); tau_ext after the bias as sensor_msgs/JointState effort on ``external_torque_topic``. Service ``~/rezero``
+(std_srvs/Trigger) zeros the estimate at the next state. ``idyn wrench`` replays a recording through the same
+classes.
 Actuator torque: ``torque_source`` command (the effort command topic; exact in simulation) or
-effort (/joint_states effort, e.g. measured joint torques on hardware).
+effort (/joint_states effort: joint torques, or motor currents on a UR, converted with the model's gains by
+``idyn_ros.control.effort``; the node says which on start-up).
 """
 
 from __future__ import annotations
@@ -25,8 +30,10 @@ import numpy as np
 from rclpy.node import Node
 
 from idyn_ros.control import state_estimation as se
+from idyn_ros.control.effort import EffortToTorque
 from idyn_ros.control.feedforward import FeedforwardComputer
 from idyn_ros.control.wrench import WrenchObserver
+from idyn_ros.control.wrench_trust import TrustedWrench, TrustSettings
 from idyn_ros.nodes import hot_loop
 from idyn_ros.nodes.common import (
     COMMAND_OUT,
@@ -39,16 +46,44 @@ from idyn_ros.nodes.common import (
     stamp_to_ns,
 )
 from idyn_ros.parameters import WrenchObserverParams
+from idyn_ros.robots.drives import torque_constants
+
+
+def trust_settings(v: WrenchObserverParams) -> TrustSettings:
+    """The trust stage's settings from the node's parameters (ParameterError for an inconsistent pair)."""
+    from idyn_ros.errors import ParameterError
+
+    try:
+        return TrustSettings(min_singular_value=v.min_singular_value, damping=v.pinv_damping,
+                             contact_model=v.contact_model, point_moment_nm=v.point_moment_nm,
+                             auto_rezero=v.auto_rezero, rest_velocity=v.rest_velocity, rest_time=v.rest_time,
+                             pose_tolerance=v.pose_tolerance, settle_time=v.settle_time,
+                             contact_on_sigma=v.contact_on_sigma,
+                             contact_off_sigma=v.contact_off_sigma)
+    except ValueError as exc:
+        raise ParameterError(str(exc)) from None
+
+
+def _settings_problem(v: WrenchObserverParams) -> str | None:
+    """A parameter set the trust stage refuses (e.g. a release threshold above the contact threshold), or None."""
+    from idyn_ros.errors import ParameterError
+
+    try:
+        trust_settings(v)
+    except ParameterError as exc:
+        return str(exc)
+    return None
 
 
 class WrenchObserverNode(Node):
     def __init__(self, name: str = "wrench_observer", **kwargs: Any) -> None:
         from geometry_msgs.msg import WrenchStamped
         from sensor_msgs.msg import JointState
-        from std_msgs.msg import Float64MultiArray
+        from std_msgs.msg import Bool, Float64MultiArray
+        from std_srvs.srv import Trigger
 
         super().__init__(name, **kwargs)
-        self.params, self.spec, self.robot = declare_and_load(self, WrenchObserverParams)
+        self.params, self.spec, self.robot = declare_and_load(self, WrenchObserverParams, check=_settings_problem)
         v = self.params.value
         n = self.n = self.robot.n
         self.diag = Diagnostics(self, f"idyn: {self.get_name()}", v.robot)
@@ -59,6 +94,22 @@ class WrenchObserverNode(Node):
                 self.get_logger().error(f"wrench observer model: {model.fallback_reason}")
                 self.diag.set(Diagnostics.ERROR, model.fallback_reason, publish=True)
         self.observer = WrenchObserver(self.robot, v.rate_hz, model, v.observer_gain, v.accel_cutoff_hz)
+        self.effort = None
+        if v.torque_source == "effort":
+            data = torque_constants(v.robot)
+            self.effort = EffortToTorque(v.effort_unit, n, model.effort_metadata if model is not None else None,
+                                         v.torque_constants, None if data is None else data.as_array())
+            self.get_logger().info(self.effort.describe())
+            if self.effort.warning:
+                self.get_logger().warning(self.effort.warning)
+        trusted_model = self.observer.model
+        unc = trusted_model.uncertainty if trusted_model is not None else None
+        sigma = np.asarray(v.tau_sigma) if v.tau_sigma else (
+            np.asarray(unc["tau_sigma_nm"]) if unc and unc.get("tau_sigma_nm") else None)
+        sigma_rest = np.asarray(v.tau_sigma_rest) if v.tau_sigma_rest else (
+            np.asarray(unc["tau_sigma_rest_nm"]) if unc and unc.get("tau_sigma_rest_nm") else None)
+        self.trust = TrustedWrench(self.observer.rbd, trust_settings(v), sigma, sigma_rest)
+        self.get_logger().info(self.trust.describe())
         self._apply_tunables(v)
         self.params.on_change.append(self._apply_tunables)
         self.filter = se.JointStateFilter(self.robot.joint_names, v.rate_hz)
@@ -73,7 +124,11 @@ class WrenchObserverNode(Node):
         self.pub_tool = self.create_publisher(WrenchStamped, f"{topic}/tool", MONITOR)
         self.pub_direct = self.create_publisher(WrenchStamped, f"{topic}/direct", MONITOR)
         self.pub_momentum = self.create_publisher(WrenchStamped, f"{topic}/momentum", MONITOR)
+        self.pub_sigma = self.create_publisher(WrenchStamped, f"{topic}/sigma", MONITOR)
+        self.pub_contact = self.create_publisher(Bool, f"{topic}/contact", MONITOR)
         self.pub_tau = self.create_publisher(JointState, v.external_torque_topic, MONITOR)
+        self._contact_msg = Bool()
+        self.create_service(Trigger, "~/rezero", self._srv_rezero)
         self._w = WrenchStamped()
         self._jt = JointState(name=list(self.robot.joint_names))
         hot_loop.subscribe(self, JointState, v.joint_states_topic, self._on_joint_state, HOT_IN)
@@ -86,6 +141,14 @@ class WrenchObserverNode(Node):
         fc = v.lowpass_cutoff_hz
         alpha = 1.0 - math.exp(-2 * math.pi * fc / v.rate_hz) if fc > 0 else 1.0
         self.observer.set_tunables(v.observer_gain, v.pinv_damping, v.deadband_force, v.deadband_torque, alpha)
+        self.trust.set_settings(trust_settings(v))
+        self.trust.bias.contact_expected = v.contact_expected
+
+    def _srv_rezero(self, _request: Any, response: Any) -> Any:
+        self.trust.rezero()
+        response.success = True
+        response.message = "the estimate is zeroed at the next joint state"
+        return response
 
     def _on_command(self, msg: Any) -> None:
         if len(msg.data) == self.n:
@@ -100,7 +163,7 @@ class WrenchObserverNode(Node):
         if v.torque_source == "effort":
             if not np.all(np.isfinite(f.effort)):
                 return
-            self.tau_applied[:] = f.effort
+            self.effort.torque(f.effort, out=self.tau_applied)
         elif not self._have_tau:
             return
         else:  # the latest command answers the previous state, so it acted over the last period
@@ -118,14 +181,14 @@ class WrenchObserverNode(Node):
         stamp = msg.header.stamp
         self._publish(self.pub_direct, stamp, self.frame_base, base_d)
         self._publish(self.pub_momentum, stamp, self.frame_base, base_m)
-        if v.primary == "momentum":
-            base, tool, tau = base_m, obs.map_momentum.tool, obs.tau_momentum
-        else:
-            base, tool, tau = base_d, obs.map_direct.tool, obs.tau_direct
-        self._publish(self.pub, stamp, self.frame_base, base)
-        self._publish(self.pub_tool, stamp, self.frame_tool, tool)
+        est = self.trust.update(f.stamp_ns, q, f.dq, obs.tau_momentum if v.primary == "momentum" else obs.tau_direct)
+        self._publish(self.pub, stamp, self.frame_base, est.base)
+        self._publish(self.pub_tool, stamp, self.frame_tool, est.tool)
+        self._publish(self.pub_sigma, stamp, self.frame_tool, est.sigma_tool)
+        self._contact_msg.data = bool(est.contact)
+        self.pub_contact.publish(self._contact_msg)
         self._jt.header.stamp = stamp
-        self._jt.effort = as_array(tau)
+        self._jt.effort = as_array(est.tau_ext)
         self.pub_tau.publish(self._jt)
 
     def _publish(self, pub: Any, stamp: Any, frame: str, w: np.ndarray) -> None:
@@ -138,9 +201,23 @@ class WrenchObserverNode(Node):
         pub.publish(m)
 
     def _on_diagnostics(self) -> None:
+        est = self.trust.out
+        values = {"rank": est.rank, "contact": est.contact, "contact_score": f"{est.contact_score:.2f}",
+                  "zeroed": est.zeroed, "at_rest": est.at_rest,
+                  "effort": self.effort.describe() if self.effort is not None else "effort not used (torque_source "
+                                                                                      "command)"}
+        if est.singular:
+            values["unobservable_tool"] = "; ".join(" ".join(f"{x:+.2f}" for x in u) for u in est.unobservable_tool)
         if self.diag.level != Diagnostics.ERROR:
-            self.diag.set(Diagnostics.OK if self.filter.samples else Diagnostics.STALE,
-                          "observing" if self.filter.samples else "waiting for /joint_states")
+            if not self.filter.samples:
+                self.diag.set(Diagnostics.STALE, "waiting for /joint_states", **values)
+            elif est.singular:
+                self.diag.set(Diagnostics.WARN, f"near a singularity: {6 - est.rank} wrench direction(s) not "
+                              f"estimated (see unobservable_tool)", **values)
+            else:
+                self.diag.set(Diagnostics.OK, "observing", **values)
+        else:
+            self.diag.values.update({k: str(x) for k, x in values.items()})
         self.diag.publish()
 
 

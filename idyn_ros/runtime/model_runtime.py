@@ -89,6 +89,18 @@ class ModelRuntime:
         # (model kinds without RBD; artifacts exported before armature was identified: zeros)
         self.armature = None if self.inertial is None else np.asarray(params.get("armature") or np.zeros(n),
                                                                         dtype=np.float64)
+        # what the training data's effort was: {"kind": "torque"} or {"kind": "current", "torque_constants": k Nm/A,
+        # ...} (models.current_gains); artifacts from before this entry were trained on torques
+        self.effort = meta.get("effort") or {"kind": "torque", "unit": "Nm"}
+        self.torque_constants = None
+        if self.effort.get("kind") == "current":
+            k = np.asarray(self.effort.get("torque_constants") or (), dtype=np.float64)
+            if k.shape != (n,) or not np.all(np.isfinite(k)) or np.any(k <= 0):
+                raise ModelArtifactError(f"{self.path.name}: trained on motor currents but its torque constants "
+                                         f"{k.tolist()} are not {n} gains > 0 Nm/A; re-export it")
+            self.torque_constants = k
+        # per-joint 1-sigma of the model's torque [Nm] from its validation residuals (None: not recorded)
+        self.uncertainty = meta.get("uncertainty")
         has_residual = meta["model_kind"] not in ("rbd", "rbd-friction")
         needs_rbd_input = "tau_rbd" in self._residual_inputs(model) if has_residual else False
         if rbd_backend == "pinocchio" and params.get("inertial") is not None:

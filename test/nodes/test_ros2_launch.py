@@ -99,8 +99,17 @@ def _render(robot, **arguments):
             key = entity._Node__node_executable if isinstance(entity._Node__node_executable, str) else None
             name = key or "".join(s.perform(context) for s in entity._Node__node_executable)
             nodes.setdefault(name, []).append({"params": [yaml.safe_load(Path(p).read_text()) for p in params],
-                                               "files": params, "cmd": entity.cmd})
+                                               "files": params, "cmd": entity.cmd,
+                                               "args": [_perform(part, context) for part in entity.cmd[1:]]})
     return nodes
+
+
+def _perform(part, context):
+    """One command-line word of a launch Node, substituted (ours and text; others as their description)."""
+    try:
+        return "".join(s.perform(context) for s in part)
+    except Exception:  # e.g. a package lookup of a package not installed here
+        return " ".join(s.describe() for s in part)
 
 
 @needs_launch
@@ -216,3 +225,45 @@ def test_stopping_ros2_launch_itself_leaves_nothing_and_the_safe_torque_applied(
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
+
+
+def test_ur5_observer_only_on_hardware_starts_the_buffer_and_the_observer_and_nothing_that_commands():
+    pytest.importorskip("launch_ros")
+    nodes = _render("ur5", mode="hardware", observer_only="true")
+    assert set(nodes) == {"joint_state_buffer", "wrench_observer"}, sorted(nodes)  # the driver's launch runs the arm
+    wrench = nodes["wrench_observer"][0]["params"][0]["/wrench_observer"]["ros__parameters"]
+    assert wrench["torque_source"] == "effort" and wrench["effort_unit"] == "current"  # the xacro default: currents
+    composed = _render("ur5", mode="hardware", observer_only="true", composed="true")
+    assert set(composed) == {"composed"}
+    args = composed["composed"][0]["args"]
+    assert args[args.index("--nodes") + 1] == "joint_state_buffer,wrench_observer", args
+    assert set(composed["composed"][0]["params"][0]) >= {"/joint_state_buffer", "/wrench_observer"}
+    assert "/controller" not in composed["composed"][0]["params"][0]
+
+
+def test_ur5_observer_only_in_mock_keeps_the_robot_side_but_spawns_no_effort_controller():
+    pytest.importorskip("launch_ros")
+    nodes = _render("ur5", mode="mock", observer_only="true")
+    assert {"robot_state_publisher", "ros2_control_node", "joint_state_buffer", "wrench_observer"} <= set(nodes)
+    spawned = [c["args"][0] for c in nodes["spawner"]]
+    assert spawned == ["joint_state_broadcaster"], spawned
+    assert "controller" not in nodes and "feedforward" not in nodes
+
+
+@pytest.mark.parametrize("mode", ["mujoco", "gazebo"])
+def test_observer_only_is_refused_where_the_arm_needs_our_torques(mode):
+    pytest.importorskip("launch_ros")
+    with pytest.raises(Exception, match="observer_only"):
+        _render("ur5", mode=mode, observer_only="true")
+
+
+def test_use_currents_as_efforts_reaches_the_wrench_observer():
+    pytest.importorskip("launch_ros")
+    for value, unit in (("true", "current"), ("false", "torque")):
+        nodes = _render("ur5", mode="hardware", use_currents_as_efforts=value)
+        wrench = nodes["wrench_observer"][0]["params"][0]["/wrench_observer"]["ros__parameters"]
+        assert wrench["effort_unit"] == unit
+        urdf = next(iter(nodes["ros2_control_node"][0]["params"][0].values()))["ros__parameters"]["robot_description"]
+        assert f'<param name="use_currents_as_efforts">{value}</param>' in urdf
+    panda = _render("panda", mode="hardware")["wrench_observer"][0]["params"][0]["/wrench_observer"]
+    assert "effort_unit" not in panda["ros__parameters"]  # no such argument: the files' (auto) decide

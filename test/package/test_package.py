@@ -122,6 +122,11 @@ def test_controller_manager_config_matches_robot(robot: str) -> None:
     spec = get_robot(robot)
     config = yaml.safe_load((ROOT / "config" / f"{robot}_controllers.yaml").read_text())
     manager = config["controller_manager"]["ros__parameters"]
-    assert manager[spec.effort_controller]["type"] == "effort_controllers/JointGroupEffortController"
+    # ur5: ur_robot_driver's forward_effort_controller, a forward command controller on the effort interface
+    forward = robot == "ur5"
+    assert manager[spec.effort_controller]["type"] == ("forward_command_controller/ForwardCommandController" if forward
+                                                       else "effort_controllers/JointGroupEffortController")
+    if forward:
+        assert config[spec.effort_controller]["ros__parameters"]["interface_name"] == "effort"
     assert manager["joint_state_broadcaster"]["type"] == "joint_state_broadcaster/JointStateBroadcaster"
     assert tuple(config[spec.effort_controller]["ros__parameters"]["joints"]) == spec.joint_names

@@ -1,0 +1,120 @@
+"""Replay a recording through the wrench observer (the node's classes) and score it against a force/torque sensor.
+
+  idyn wrench --model M.onnx --data SRC -o OUT.npz [--ft-topic T] [--plot P.png] [--json]
+
+SRC: a rosbag2 bag (folder, .mcap, .db3) or a dataset .npz. Each joint state is fed with its header stamp to the
+direct residual and the momentum observer (idyn_ros.control.wrench) and the trust stage (bias re-zeroed at rest,
+uncertainty, contact detection, reduced rank near singularities: idyn_ros.control.wrench_trust), as the
+wrench_observer node runs them with torque_source effort. Efforts are converted to torque with the model's gains
+when they are motor currents (a UR driver's default).
+
+OUT.npz: t [s] (joint-state header stamps; t_ns the same in integer ns), wrench (N, 6) = [fx fy fz tx ty tz]
+applied by the environment to the robot at the flange origin in flange axes (tool0 on a UR), wrench_base (N, 6)
+the same in base axes, frame; also sigma (1-sigma per flange axis), contact, contact_score, rank, at_rest,
+rezeroed, tau_ext, wrench_direct, and with --ft-topic the sensor and vendor wrenches on the same stamps
+(sign-normalised, flange axes, bias kept).
+
+Scoring (--ft-topic): every signal minus its mean over the initial rest window (--bias-window), forces only,
+per-axis RMSE and correlation against the sensor, for ours and for the vendor's own estimate when the bag has
+one (--vendor-topic, default ur_robot_driver's /force_torque_sensor_broadcaster/wrench, which reports the wrench
+the robot applies: --vendor-sign -1). Rate: the recording's own (median stamp spacing) unless --rate resamples.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+HELP = "replay a recording through the wrench observer; score it against an F/T sensor (RMSE, plot)"
+
+EPILOG = """examples:
+  idyn wrench --model runs/ur5/model.onnx --data ur5_ft/Movement_No10_Standstill_ForceSensor_Fx \\
+      -o no10.npz --ft-topic /ft_sensor/wrench --plot no10.png
+  idyn wrench --model runs/ur5/model.onnx --data ur5_ft/Movement_No1 --rate 125 -o no1.npz --json
+"""
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    from idyn_ros.control.wrench_trust import CONTACT_MODELS, TrustSettings
+    from idyn_ros.experiments.wrench_replay import BIAS_WINDOW_S, VENDOR_TOPIC
+
+    d = TrustSettings()
+    parser.epilog = EPILOG
+    parser.add_argument("--model", required=True, metavar="M.onnx", help="exported model (idyn train)")
+    parser.add_argument("--data", required=True, metavar="SRC", help="rosbag2 bag or dataset .npz")
+    parser.add_argument("-o", "--output", required=True, metavar="OUT.npz", help="estimates (see above)")
+    parser.add_argument("--robot", help="robot preset or URDF (default: the model's)")
+    parser.add_argument("--topic", help="joint-state topic (default /joint_states)")
+    parser.add_argument("--rate", type=float, help="resample the joint states to this rate [Hz] and run the "
+                        "observer and model at it (default: the recording's rate)")
+    parser.add_argument("--effort-unit", choices=("auto", "torque", "current"), default="auto",
+                        help="what the joint-state effort is (default auto: what the recording says, else what "
+                             "the model was trained on)")
+    parser.add_argument("--primary", choices=("momentum", "direct"), default="momentum",
+                        help="which observer feeds the trust stage and OUT.npz wrench (default momentum)")
+    parser.add_argument("--observer-gain", type=float, default=50.0, help="K_O of the momentum observer [1/s]")
+    parser.add_argument("--contact-model", choices=CONTACT_MODELS, default=d.contact_model,
+                        help="wrench: any wrench at the flange; point: a contact near the flange (little moment, "
+                             "forces estimated with redundancy)")
+    parser.add_argument("--point-moment", type=float, default=d.point_moment_nm, metavar="NM",
+                        help="point contact: 1-sigma moment it transmits at the flange [Nm]")
+    parser.add_argument("--no-auto-rezero", action="store_true", help="no automatic re-zero at rest")
+    parser.add_argument("--ft-topic", help="WrenchStamped topic of an F/T sensor to score against")
+    parser.add_argument("--ft-sign", type=float, choices=(1.0, -1.0), default=1.0,
+                        help="+1 (default): the sensor reports the wrench applied to it (environment on robot)")
+    parser.add_argument("--vendor-topic", default=VENDOR_TOPIC, help=f"the vendor's estimate (default {VENDOR_TOPIC}"
+                        "; '' for none)")
+    parser.add_argument("--vendor-sign", type=float, choices=(1.0, -1.0), default=-1.0,
+                        help="-1 (default): the vendor reports the wrench the robot applies (ur_robot_driver)")
+    parser.add_argument("--bias-window", type=float, default=BIAS_WINDOW_S, metavar="S",
+                        help=f"seconds at the start, arm at rest and free, whose mean is each signal's bias "
+                             f"(default {BIAS_WINDOW_S:g})")
+    parser.add_argument("--plot", metavar="P.png", help="forces over time: sensor, vendor, ours with 2-sigma")
+    parser.add_argument("--json", action="store_true", help="print the summary as JSON")
+
+
+def run(args: argparse.Namespace) -> int:
+    from idyn_ros.control.wrench_trust import TrustSettings
+    from idyn_ros.experiments import wrench_replay as wr
+    from idyn_ros.models.artifact import read_metadata
+
+    robot = wr.robot_for(read_metadata(args.model), args.robot)  # a damaged or foreign file stops here, said once
+    settings = TrustSettings(contact_model=args.contact_model, point_moment_nm=args.point_moment,
+                             auto_rezero=not args.no_auto_rezero)
+    rep = wr.replay(args.model, args.data, robot, args.rate, args.effort_unit, settings, args.observer_gain,
+                    primary=args.primary, topic=args.topic)
+    summary, arrays = wr.score(rep, args.data, args.ft_topic, args.vendor_topic or None, args.ft_sign,
+                               args.vendor_sign, args.bias_window, robot)
+    summary["notes"] = rep.notes
+    path = rep.save(args.output, arrays)
+    summary["output"] = str(path)
+    if args.plot:
+        summary["plot"] = str(wr.plot(rep, summary, arrays, args.plot, bias_window_s=args.bias_window))
+    if args.json:
+        print(json.dumps(summary, indent=2, default=float))
+    else:
+        _print(summary)
+    return 0
+
+
+def _print(s: dict) -> None:
+    out = sys.stdout
+    for note in s["notes"]:
+        print(f"note: {note}", file=out)
+    ours = s["ours"]
+    print(f"ours: |f| RMS {ours['force_rms_n']:.2f} N after the bias window, contact {ours['contact_fraction']:.0%} "
+          f"of the time, {ours['rezeros']} re-zero(s), min rank {ours['min_rank']}", file=out)
+    for who in ("ours", "direct_residual", "vendor"):
+        v = s.get(who, {}).get("vs_sensor")
+        if v:
+            r, c = v["rmse_n"], v["corr"]
+            print(f"{who:>15} vs sensor: RMSE x {r['x']:.2f} y {r['y']:.2f} z {r['z']:.2f} N (mean "
+                  f"{v['rmse_mean_n']:.2f}); corr x {c['x']:.2f} y {c['y']:.2f} z {c['z']:.2f}", file=out)
+    if "vendor" in s and "vs_sensor" not in s["vendor"]:
+        print(f"vendor: |f| RMS {s['vendor']['force_rms_n']:.2f} N after the bias window", file=out)
+    if "rmse_ratio_ours_to_vendor" in s:
+        print(f"RMSE ours / vendor: {s['rmse_ratio_ours_to_vendor']:.2f}", file=out)
+    if "warning" in s:
+        print(f"warning: {s['warning']}", file=out)
+    print(f"wrote {s['output']}" + (f" and {s['plot']}" if "plot" in s else ""), file=out)

@@ -1,0 +1,363 @@
+"""An external-wrench estimate a user can trust: re-zeroing at rest, an uncertainty, contact detection and a
+reduced-rank estimate that says where it is blind, after the residual observers of ``control.wrench``.
+
+What users ask vendors for, and what each part here answers:
+- drifting estimates at rest, pose-dependent bias: ``BiasTracker`` re-zeros the external joint torque at rest
+  (a request, e.g. the node's ``~/rezero`` service, or automatically: see its docstring), in joint space,
+  because the bias is the model's error at this pose and that lives in joint torques;
+- "how far can I trust it": ``TrustedWrench`` carries a per-axis 1-sigma from the model's validation residuals
+  (``models.uncertainty``: the RMSE while moving or away from the last re-zero's pose; near that pose the rest
+  spread, blended towards the RMSE as a joint speeds up to ``BLEND_SPEEDS`` x ``rest_velocity``);
+- contact detection: ``ContactDetector``, the force's Mahalanobis distance against that sigma, with hysteresis;
+- silent zeroing near singularities: ``ContactWrenchMapper`` drops the wrench directions the joint torques cannot
+  see (singular values of J below ``min_singular_value``), estimates the rest, and reports the rank and the
+  dropped directions instead of shrinking them quietly (a damped inverse does that).
+
+Conventions as ``control.wrench``: the wrench the environment applies to the robot at the flange origin,
+[f (N); m (Nm)], base axes (LOCAL_WORLD_ALIGNED) and flange axes (``tool``). J is used as is: 1 Nm of moment weighs
+as 1 N of force (a characteristic length of 1 m, about a UR5's reach), in the singular values and the fit.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from idyn_ros.dynamics import RobotModel
+
+CONTACT_MODELS = ("wrench", "point")
+#: Without a model uncertainty (no model, or an artifact from before it was recorded): 5 % of each joint's effort
+#: limit while moving, a fifth of that after a re-zero at rest (decision; says so in ``TrustedWrench.describe``).
+FALLBACK_SIGMA_OF_LIMIT = 0.05
+FALLBACK_REST_FRACTION = 0.2
+#: Near the re-zeroed pose a joint's sigma goes from the rest spread (still) to the moving RMSE (at this many times
+#: rest_velocity and faster), quadratically in speed (decision: a push that makes a compliant arm yield slowly
+#: stays judged against the rest spread; a motion against the model's whole error).
+BLEND_SPEEDS = 10.0
+
+
+@dataclass(frozen=True)
+class TrustSettings:
+    """The tunables (the wrench_observer node's parameters of the same names)."""
+
+    min_singular_value: float = 0.05  # singular values of J below this: direction dropped and flagged
+    damping: float = 0.0  # isotropic prior (the old damped pseudo-inverse's mu); 0 = none
+    contact_model: str = "wrench"  # wrench: any [f; m]; point: contact near the flange, moment ~ point_moment_nm
+    point_moment_nm: float = 1.0  # 1-sigma of the moment a point contact transmits at the flange origin
+    auto_rezero: bool = True
+    rest_velocity: float = 0.01  # rad/s: every joint slower -> still (leaves still above twice this)
+    rest_time: float = 0.5  # s still before the arm counts as at rest, and the averaging window of a re-zero
+    pose_tolerance: float = 0.05  # rad: this close (every joint) to the last re-zero's pose is the same pose
+    settle_time: float = 2.0  # s: a "contact" that stays still this long at rest is settled friction: zeroed (0 = off)
+    # contact when the force is this many sigma from zero, released below contact_off_sigma (hysteresis). Decision:
+    # 6 / 3, not a Gaussian 3-4: sigma comes from contact-free data and misses the share of a push that static
+    # friction keeps in the joints afterwards (on the simulated UR5: 4-5 sigma after 5-20 N pushes; the threshold
+    # sweep of experiments/wrench_trust_eval.py: 0 % false alarms from 6 sigma on, 5 N still detected up to 8)
+    contact_on_sigma: float = 6.0
+    contact_off_sigma: float = 3.0
+
+    def __post_init__(self) -> None:
+        if self.contact_model not in CONTACT_MODELS:
+            raise ValueError(f"contact_model {self.contact_model!r} is not one of {list(CONTACT_MODELS)}")
+        if not 0 < self.contact_off_sigma <= self.contact_on_sigma:
+            raise ValueError(f"need 0 < contact_off_sigma ({self.contact_off_sigma}) <= contact_on_sigma "
+                             f"({self.contact_on_sigma}): the release threshold is the lower one")
+
+
+def block_rotate(R: np.ndarray, v: np.ndarray) -> np.ndarray:
+    """[R^T f; R^T m] of a 6-vector (base axes -> flange axes)."""
+    return np.concatenate([R.T @ v[:3], R.T @ v[3:]])
+
+
+class ContactWrenchMapper:
+    """tau_ext (n,) -> wrench (6,) by weighted least squares on the observable subspace of J^T, with its covariance.
+
+    ``map(q, tau, sigma)``: rows weighted by 1/sigma_j^2 (joints the model predicts badly count less); with
+    ``contact_model="point"`` the moment gets a zero-mean prior of ``point_moment_nm`` (a push near the tool
+    transmits little moment, so 6 joint torques estimate 3 forces with redundancy). Directions with a singular
+    value below ``min_singular_value`` are not estimated (zero) and listed in ``unobservable``.
+    """
+
+    def __init__(self, rbd: RobotModel, settings: TrustSettings = TrustSettings()) -> None:
+        self.rbd = rbd
+        self.settings = settings
+        self.P = np.zeros((6, rbd.n))  # F = P tau at the last map()
+        self.cov = np.zeros((6, 6))  # covariance of F (base axes)
+        self.rank = 6
+        self.unobservable = np.zeros((0, 6))  # base-axes unit wrenches not estimated
+        self.singular_values = np.zeros(min(6, rbd.n))
+        self.R = np.eye(3)
+
+    def map(self, q: np.ndarray, tau: np.ndarray, sigma: np.ndarray) -> np.ndarray:
+        J, self.R = self.rbd.flange_jacobian(q)
+        U, s, _ = np.linalg.svd(J, full_matrices=True)
+        self.singular_values = s
+        keep = np.zeros(6, dtype=bool)
+        keep[: len(s)] = s >= self.settings.min_singular_value
+        Ur = U[:, keep]
+        self.rank = int(keep.sum())
+        self.unobservable = U[:, ~keep].T
+        w = 1.0 / np.maximum(sigma, 1e-9) ** 2
+        scale = float(np.mean(w))  # information in units of the mean joint, so damping keeps its old meaning
+        H = (J * (w / scale)) @ J.T
+        H[np.diag_indices(6)] += self.settings.damping ** 2
+        if self.settings.contact_model == "point":
+            H[3:, 3:] += np.eye(3) / (scale * self.settings.point_moment_nm ** 2)
+        Hr = Ur.T @ H @ Ur
+        Hr_inv = np.linalg.inv(Hr) if self.rank else np.zeros((0, 0))
+        self.P = Ur @ Hr_inv @ Ur.T @ (J * (w / scale))
+        self.cov = Ur @ Hr_inv @ Ur.T / scale
+        return self.P @ tau
+
+
+class RestDetector:
+    """Still = every |dq_j| below ``rest_velocity``; at rest = still for ``rest_time`` s (left above twice the
+    velocity: hysteresis, so encoder noise near the threshold does not flicker it)."""
+
+    def __init__(self, settings: TrustSettings) -> None:
+        self.settings = settings
+        self.still_since_ns = -1
+        self.at_rest = False
+
+    def update(self, stamp_ns: int, dq: np.ndarray) -> bool:
+        speed = float(np.max(np.abs(dq))) if len(dq) else 0.0
+        limit = self.settings.rest_velocity * (2.0 if self.still_since_ns >= 0 else 1.0)
+        if speed >= limit:
+            self.still_since_ns = -1
+            self.at_rest = False
+            return False
+        if self.still_since_ns < 0:
+            self.still_since_ns = stamp_ns
+        self.at_rest = (stamp_ns - self.still_since_ns) * 1e-9 >= self.settings.rest_time
+        return self.at_rest
+
+
+class ContactDetector:
+    """contact when the force's Mahalanobis distance exceeds ``contact_on_sigma``; released below
+    ``contact_off_sigma``."""
+
+    def __init__(self, settings: TrustSettings) -> None:
+        self.settings = settings
+        self.contact = False
+        self.score = 0.0
+
+    def update(self, force: np.ndarray, cov_force: np.ndarray) -> bool:
+        self.score = float(np.sqrt(max(force @ np.linalg.pinv(cov_force, rcond=1e-9, hermitian=True) @ force, 0.0)))
+        limit = self.settings.contact_off_sigma if self.contact else self.settings.contact_on_sigma
+        self.contact = self.score > limit
+        return self.contact
+
+
+class BiasTracker:
+    """The external joint torque's bias, re-zeroed on request or automatically at rest.
+
+    Automatic (``auto_rezero``, unless contact is expected): each full ``rest_time`` window at rest ends with
+    ``bias = mean of the window`` when the estimate was steady over it (force spread within the release
+    threshold) and no contact was detected in it, except at a new pose: at rest away from the last re-zero's pose
+    (more than ``pose_tolerance`` on some joint) the old bias is stale (it is pose-dependent), so the detector
+    cannot be trusted there, and the window is taken as contact-free if no contact was detected on the way there
+    (from leaving the last rest, contact at that moment included: a push that deflects a compliant arm to a new
+    rest keeps its contact). A contact that begins during a contact-free motion and holds into the new rest is
+    absorbed: say so beforehand (``contact_expected``). Settled friction: after a push, static friction can keep
+    part of it in the joints, an offset that looks like a light contact forever; a flagged contact that stays
+    steady for ``settle_time`` at rest is taken as that and zeroed (decision: a hand held perfectly still on the
+    tool that long is absorbed too; 0 turns it off). A request (``request()``) zeros at the next update.
+    """
+
+    def __init__(self, n: int, settings: TrustSettings) -> None:
+        self.settings = settings
+        self.bias = np.zeros(n)
+        self.zeroed = False
+        self.zeroed_at_ns = -1
+        self.q_zero = np.full(n, np.nan)  # pose of the last re-zero
+        self.contact_expected = False
+        self._contact_in_motion = False  # contact detected since leaving the last rest (or at that moment)
+        self._steady_contact_s = 0.0  # how long a flagged contact has stayed steady at rest
+        self._was_at_rest = False
+        self._requested = False
+        self._sum = np.zeros(n)
+        self._fsum = np.zeros(3)
+        self._fsq = np.zeros(3)
+        self._count = 0
+        self._start_ns = -1
+        self._contact_seen = False
+
+    def request(self) -> None:
+        self._requested = True
+
+    def _reset_window(self) -> None:
+        self._sum[:] = 0.0
+        self._fsum[:] = 0.0
+        self._fsq[:] = 0.0
+        self._count = 0
+        self._start_ns = -1
+        self._contact_seen = False
+
+    def same_pose(self, q: np.ndarray) -> bool:
+        """Whether ``q`` is the pose of the last re-zero (within ``pose_tolerance``)."""
+        return self.zeroed and bool(np.all(np.abs(q - self.q_zero) <= self.settings.pose_tolerance))
+
+    def update(self, stamp_ns: int, q: np.ndarray, at_rest: bool, tau_raw: np.ndarray, force_raw: np.ndarray,
+               contact: bool, sigma_force_rest: np.ndarray) -> bool:
+        """One sample; True when the bias was (re)set now."""
+        leaving = self._was_at_rest and not at_rest
+        self._was_at_rest = at_rest
+        if self._requested:
+            self._requested = False
+            self._set(stamp_ns, q, tau_raw)
+            self._reset_window()
+            return True
+        if not at_rest:
+            self._contact_in_motion = contact if leaving else (self._contact_in_motion or contact)
+            self._steady_contact_s = 0.0
+            self._reset_window()
+            return False
+        if self._start_ns < 0:
+            self._start_ns = stamp_ns
+        self._sum += tau_raw
+        self._fsum += force_raw
+        self._fsq += force_raw * force_raw
+        self._count += 1
+        self._contact_seen |= contact
+        if (stamp_ns - self._start_ns) * 1e-9 < self.settings.rest_time:
+            return False
+        mean_f = self._fsum / self._count
+        spread = np.sqrt(np.maximum(self._fsq / self._count - mean_f * mean_f, 0.0))
+        steady = bool(np.all(spread <= self.settings.contact_off_sigma * sigma_force_rest))
+        fresh = not self.same_pose(q) and not self._contact_in_motion  # a new pose reached without contact
+        span = (stamp_ns - self._start_ns) * 1e-9
+        self._steady_contact_s = self._steady_contact_s + span if steady and self._contact_seen else 0.0
+        settled = 0 < self.settings.settle_time <= self._steady_contact_s
+        ok = (self.settings.auto_rezero and not self.contact_expected and steady
+              and (fresh or settled or not self._contact_seen))
+        mean = self._sum / self._count
+        self._reset_window()
+        if ok:
+            self._set(stamp_ns, q, mean)
+        return ok
+
+    def _set(self, stamp_ns: int, q: np.ndarray, tau: np.ndarray) -> None:
+        self._contact_in_motion = False
+        self._steady_contact_s = 0.0
+        self.bias[:] = tau
+        self.zeroed = True
+        self.zeroed_at_ns = stamp_ns
+        self.q_zero[:] = q
+
+
+@dataclass
+class WrenchEstimate:
+    """One trusted estimate (arrays owned by the ``TrustedWrench`` and reused by its next update)."""
+
+    base: np.ndarray = field(default_factory=lambda: np.zeros(6))  # [f N; m Nm], base axes
+    tool: np.ndarray = field(default_factory=lambda: np.zeros(6))  # the same in flange axes
+    sigma_tool: np.ndarray = field(default_factory=lambda: np.zeros(6))  # 1-sigma per flange axis (inf: dropped)
+    tau_ext: np.ndarray = field(default_factory=lambda: np.zeros(0))  # external joint torque after the bias, Nm
+    contact: bool = False
+    contact_score: float = 0.0  # the force's distance from zero, in sigma
+    rank: int = 6
+    singular: bool = False  # some wrench direction is not estimated (near a singularity)
+    unobservable_tool: np.ndarray = field(default_factory=lambda: np.zeros((0, 6)))  # flange-axes unit wrenches
+    at_rest: bool = False
+    zeroed: bool = False
+    rezeroed: bool = False  # this update set a new bias
+
+
+class TrustedWrench:
+    """The trust stage of the wrench observer: bias, mapping, uncertainty, contact (module doc).
+
+    Args:
+        rbd: the observers' robot model (``WrenchObserver.rbd``).
+        tau_sigma: per-joint 1-sigma of the model torque while moving (Nm; the artifact's ``tau_sigma_nm``).
+        tau_sigma_rest: after a re-zero at rest (``tau_sigma_rest_nm``); None: ``FALLBACK_REST_FRACTION`` of it.
+    """
+
+    def __init__(self, rbd: RobotModel, settings: TrustSettings = TrustSettings(),
+                 tau_sigma: np.ndarray | None = None, tau_sigma_rest: np.ndarray | None = None) -> None:
+        n = rbd.n
+        self.settings = settings
+        self.sigma_source = "the model's validation residuals"
+        if tau_sigma is None:
+            tau_sigma = FALLBACK_SIGMA_OF_LIMIT * np.asarray(rbd.effort_limit, dtype=np.float64)
+            self.sigma_source = f"{FALLBACK_SIGMA_OF_LIMIT:.0%} of the effort limits (no model uncertainty)"
+        if tau_sigma_rest is None:
+            tau_sigma_rest = FALLBACK_REST_FRACTION * np.asarray(tau_sigma, dtype=np.float64)
+            self.sigma_source += f"; at rest {FALLBACK_REST_FRACTION:g} of that (no rest spread recorded)"
+        self.tau_sigma = np.asarray(tau_sigma, dtype=np.float64).reshape(n)
+        self.tau_sigma_rest = np.asarray(tau_sigma_rest, dtype=np.float64).reshape(n)
+        self.mapper = ContactWrenchMapper(rbd, settings)
+        self.rest = RestDetector(settings)
+        self.detector = ContactDetector(settings)
+        self.bias = BiasTracker(n, settings)
+        self.out = WrenchEstimate(tau_ext=np.zeros(n))
+        self._raw_force = np.zeros(3)
+        self._sigma = self.tau_sigma.copy()
+        self._rest_var = np.minimum(self.tau_sigma_rest, self.tau_sigma) ** 2
+        self._model_var = self.tau_sigma**2
+
+    @classmethod
+    def from_model(cls, rbd: RobotModel, model: Any, settings: TrustSettings = TrustSettings()) -> TrustedWrench:
+        """With the uncertainty a loaded ``FeedforwardComputer`` carries (its artifact's), if any."""
+        unc = getattr(model, "uncertainty", None) if model is not None else None
+        sig = np.asarray(unc["tau_sigma_nm"]) if unc and unc.get("tau_sigma_nm") else None
+        rest = np.asarray(unc["tau_sigma_rest_nm"]) if unc and unc.get("tau_sigma_rest_nm") else None
+        return cls(rbd, settings, sig, rest)
+
+    def describe(self) -> str:
+        s = self.settings
+        return (f"trust: sigma from {self.sigma_source}; contact at {s.contact_on_sigma:g} sigma (released at "
+                f"{s.contact_off_sigma:g}); auto re-zero {'on' if s.auto_rezero else 'off'} after {s.rest_time:g} s "
+                f"below {s.rest_velocity:g} rad/s; contact model {s.contact_model}; directions with singular value "
+                f"< {s.min_singular_value:g} dropped and flagged")
+
+    def set_settings(self, settings: TrustSettings) -> None:
+        """New tunables (a parameter change); the bias and the rest/contact states stay."""
+        self.settings = settings
+        for part in (self.mapper, self.rest, self.detector, self.bias):
+            part.settings = settings
+
+    def rezero(self) -> None:
+        """Zero the estimate at the next update (the node's ``~/rezero`` service)."""
+        self.bias.request()
+
+    def update(self, stamp_ns: int, q: np.ndarray, dq: np.ndarray, tau_ext: np.ndarray) -> WrenchEstimate:
+        """One estimate from the observer's external joint torque ``tau_ext`` (Nm) at state (q, dq)."""
+        out = self.out
+        at_rest = self.rest.update(stamp_ns, dq)
+        sigma = self._sigma
+        if self.bias.same_pose(q):
+            blend = np.minimum(1.0, (np.abs(dq) / (BLEND_SPEEDS * self.settings.rest_velocity)) ** 2)
+            np.sqrt(self._rest_var + (self._model_var - self._rest_var) * blend, out=sigma)
+        else:
+            sigma[:] = self.tau_sigma
+        np.subtract(tau_ext, self.bias.bias, out=out.tau_ext)
+        out.base[:] = self.mapper.map(q, out.tau_ext, sigma)
+        cov = self.mapper.cov
+        contact = self.detector.update(out.base[:3], cov[:3, :3])
+        np.dot(self.mapper.P[:3], tau_ext, out=self._raw_force)
+        rest_cov = self.mapper.P[:3] @ np.diag(self.tau_sigma_rest**2) @ self.mapper.P[:3].T
+        out.rezeroed = self.bias.update(stamp_ns, q, at_rest, tau_ext, self._raw_force, contact,
+                                        np.sqrt(np.maximum(np.diag(rest_cov), 0.0)))
+        if out.rezeroed:  # the new bias applies from this sample on
+            np.subtract(tau_ext, self.bias.bias, out=out.tau_ext)
+            out.base[:] = self.mapper.P @ out.tau_ext
+            contact = self.detector.update(out.base[:3], cov[:3, :3])
+        R = self.mapper.R
+        out.tool[:] = block_rotate(R, out.base)
+        T = np.zeros((6, 6))
+        T[:3, :3] = T[3:, 3:] = R.T
+        var = np.diag(T @ cov @ T.T).copy()
+        if self.mapper.rank < 6:  # a dropped direction's component along an axis is unknown
+            dropped = (T @ self.mapper.unobservable.T) ** 2  # (6, k)
+            var[dropped.sum(1) > 1e-6] = np.inf
+        out.sigma_tool[:] = np.sqrt(np.maximum(var, 0.0))
+        out.contact = contact
+        out.contact_score = self.detector.score
+        out.rank = self.mapper.rank
+        out.singular = self.mapper.rank < min(6, self.mapper.rbd.n)
+        out.unobservable_tool = (T @ self.mapper.unobservable.T).T
+        out.at_rest = at_rest
+        out.zeroed = self.bias.zeroed
+        return out

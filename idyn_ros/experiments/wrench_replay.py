@@ -1,0 +1,343 @@
+"""Replay a recording through the wrench_observer node's classes, and score the estimate against an F/T sensor.
+
+``replay`` feeds each joint state (its header stamp, as the node receives it) to ``control.wrench.WrenchObserver``
+(direct residual and momentum observer) and ``control.wrench_trust.TrustedWrench`` (bias, uncertainty, contact,
+rank), exactly as ``nodes/wrench_observer.py`` does with ``torque_source: effort``; ``score`` compares the result
+with a sensor and with the vendor's own estimate. ``idyn wrench`` is the command around both.
+
+Decisions (one line each, stated in the output too):
+- rate: the recording's (median stamp spacing) configures the observer and the model runtime, which refuses an
+  artifact trained at another rate; ``rate_hz`` resamples the joint states onto that grid first (linear);
+- effort: what the recording says it is, else what the model was trained on (``control.effort``);
+- conventions: every wrench is made "environment on robot" at the flange, in flange axes; a sensor's axes are taken
+  parallel to the flange (its frame_id says where it sits), a vendor estimate in a base frame is rotated;
+- bias at rest: each signal (sensor, vendor, ours) minus its own mean over the same initial rest window, then
+  scored after that window; torques are not scored (the sensor and the flange are different points);
+- time: the sensor is linearly interpolated onto the joint-state stamps (its stamps on the robot clock, as
+  recorded); the lag of best correlation within +-0.2 s is reported, not applied.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from idyn_ros.errors import DatasetError, ParameterError
+
+VENDOR_TOPIC = "/force_torque_sensor_broadcaster/wrench"  # ur_robot_driver's TCP force (the UR's own estimate)
+BIAS_WINDOW_S = 1.0
+MAX_LAG_S = 0.2
+CONTACT_FORCE_N = 2.0  # sensor |f| above which a sample counts as "in contact" for the per-contact scores
+MOVING_RAD_S = 0.1  # a joint faster than this in the bias window: the arm moves from the start
+SETTLED_S = (0.1, 0.2)  # s after the first estimate: the momentum observer (1/K_O = 20 ms) has settled
+
+
+@dataclass
+class Replay:
+    """What the observer estimated at each joint state (arrays (N, ...), NaN before the first estimate)."""
+
+    t_ns: np.ndarray
+    wrench: np.ndarray  # flange axes, env on robot [f N; m Nm] (primary, after the trust stage)
+    wrench_base: np.ndarray
+    sigma: np.ndarray  # 1-sigma per flange axis
+    contact: np.ndarray
+    contact_score: np.ndarray
+    rank: np.ndarray
+    at_rest: np.ndarray
+    rezeroed: np.ndarray
+    tau_ext: np.ndarray
+    direct: np.ndarray  # flange axes, the direct residual through the same trust stage settings, no bias
+    q: np.ndarray
+    speed: np.ndarray  # max |dq| per state, rad/s
+    frame: str
+    rate_hz: float
+    notes: list[str] = field(default_factory=list)
+
+    def save(self, path: str | Path, extra: dict[str, Any] | None = None) -> Path:
+        """OUT.npz: t [s] (header stamps; t_ns the same exactly), wrench, wrench_base, frame and the rest (atomic)."""
+        from idyn_ros.data.atomic import atomic_writer
+
+        path = Path(path)
+        arrays = {"t": self.t_ns * 1e-9, "t_ns": self.t_ns, "wrench": self.wrench, "wrench_base": self.wrench_base,
+                  "frame": np.array(self.frame), "sigma": self.sigma, "contact": self.contact,
+                  "contact_score": self.contact_score, "rank": self.rank, "at_rest": self.at_rest,
+                  "rezeroed": self.rezeroed, "tau_ext": self.tau_ext, "wrench_direct": self.direct,
+                  "rate_hz": np.array(self.rate_hz), "notes": np.array(self.notes, dtype=str)}
+        arrays.update(extra or {})
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with atomic_writer(path) as f:
+            np.savez(f, **arrays)
+        return path
+
+
+def robot_for(meta: dict[str, Any], robot: Any) -> Any:
+    """The RobotModel: ``robot`` (a preset, a URDF path, a RobotModel) when given, else the artifact's (``meta``)."""
+    from idyn_ros.dynamics import RobotModel
+    from idyn_ros.robots.spec import ROBOT_NAMES
+
+    if robot is not None:
+        return robot if hasattr(robot, "pin_model") else RobotModel.from_robot(str(robot))
+    name = str(meta.get("robot", ""))
+    if name in ROBOT_NAMES:
+        return RobotModel.from_robot(name)
+    return RobotModel.from_urdf(meta["urdf"], name=name)
+
+
+def replay(model_path: str | Path, source: str | Path, robot: Any = None, rate_hz: float | None = None,
+           effort_unit: str = "auto", settings: Any = None, observer_gain: float = 50.0,
+           accel_cutoff_hz: float = 20.0, primary: str = "momentum", topic: str | None = None) -> Replay:
+    """Run the observer over ``source`` (bag or dataset .npz) with the artifact ``model_path`` (module doc)."""
+    from idyn_ros.control.effort import EffortToTorque
+    from idyn_ros.control.feedforward import FeedforwardComputer
+    from idyn_ros.control.wrench import WrenchObserver
+    from idyn_ros.control.wrench_trust import TrustedWrench, TrustSettings
+    from idyn_ros.data.wrenches import read_joint_states
+    from idyn_ros.models.artifact import read_metadata
+    from idyn_ros.robots.drives import torque_constants
+
+    meta = read_metadata(model_path)
+    robot_model = robot_for(meta, robot)
+    series = read_joint_states(source, robot_model.joint_names, topic)
+    notes = [f"joint states: {series.source}, {len(series.t_ns)} messages, header stamps"]
+    t_ns, q, dq, effort = series.t_ns, series.q, series.dq, series.effort
+    if len(t_ns) < 3:
+        raise DatasetError(f"{source}: {len(t_ns)} joint states; a replay needs at least 3")
+    if rate_hz is None:
+        rate = series.rate_hz
+        notes.append(f"rate {rate:.4g} Hz = the recording's median stamp spacing")
+    else:
+        if not (math.isfinite(rate_hz) and rate_hz > 0):
+            raise ParameterError(f"--rate must be a positive number of Hz, got {rate_hz}")
+        rate = float(rate_hz)
+        grid = np.arange(t_ns[0], t_ns[-1] + 1, round(1e9 / rate), dtype=np.int64)
+        x, xg = (t_ns - t_ns[0]).astype(np.float64), (grid - t_ns[0]).astype(np.float64)
+
+        def resample(a: np.ndarray) -> np.ndarray:
+            return np.stack([np.interp(xg, x, a[:, j]) for j in range(a.shape[1])], axis=1)
+
+        q, dq, effort, t_ns = resample(q), resample(dq), resample(effort), grid
+        notes.append(f"rate {rate:g} Hz (--rate): joint states resampled linearly from {series.rate_hz:.4g} Hz; "
+                     f"t is that grid")
+    model = FeedforwardComputer(robot_model, model_path, "none", rate)
+    unit = series.effort_kind if effort_unit == "auto" and series.effort_kind else effort_unit
+    data = torque_constants(robot_model.name)
+    conv = EffortToTorque(unit, robot_model.n, model.effort_metadata, (), None if data is None else data.as_array())
+    notes.append(conv.describe() + (f" (the recording says: {series.effort_kind})" if series.effort_kind else ""))
+    if conv.warning:
+        notes.append("warning: " + conv.warning)
+    observer = WrenchObserver(robot_model, rate, model, observer_gain, accel_cutoff_hz)
+    observer.set_tunables(observer_gain, 0.0, 0.0, 0.0, 1.0)
+    settings = settings or TrustSettings()
+    trust = TrustedWrench.from_model(observer.rbd, model, settings)
+    direct_trust = TrustedWrench.from_model(observer.rbd, model, settings)
+    notes.append(trust.describe())
+    N, n = len(t_ns), robot_model.n
+    out = Replay(t_ns, *(np.full((N, 6), np.nan) for _ in range(3)), np.zeros(N, bool), np.zeros(N),
+                 np.zeros(N, int), np.zeros(N, bool), np.zeros(N, bool), np.full((N, n), np.nan),
+                 np.full((N, 6), np.nan), q, np.abs(dq).max(1), robot_model.flange_frame, rate, notes)
+    observer.warm_up(q[0])
+    tau = np.zeros(n)
+    for k in range(N):
+        conv.torque(effort[k], out=tau)
+        if not observer.update(int(t_ns[k]), q[k], dq[k], tau):
+            continue
+        tau_ext = observer.tau_momentum if primary == "momentum" else observer.tau_direct
+        est = trust.update(int(t_ns[k]), q[k], dq[k], tau_ext)
+        out.wrench[k], out.wrench_base[k], out.sigma[k] = est.tool, est.base, est.sigma_tool
+        out.contact[k], out.contact_score[k], out.rank[k] = est.contact, est.contact_score, est.rank
+        out.at_rest[k], out.rezeroed[k], out.tau_ext[k] = est.at_rest, est.rezeroed, est.tau_ext
+        other = observer.tau_direct if primary == "momentum" else observer.tau_momentum
+        out.direct[k] = direct_trust.update(int(t_ns[k]), q[k], dq[k], other).tool
+    return out
+
+
+def _in_flange_axes(w: np.ndarray, frame_id: str, rep: Replay, robot_model: Any) -> tuple[np.ndarray, str]:
+    """A wrench series (N, 6) in flange axes: base-frame ones rotated with the recorded q (see module doc)."""
+    base_like = frame_id in ("base", "base_link", "world") or frame_id.endswith(("/base", "/base_link"))
+    if not base_like:
+        return w, f"frame_id '{frame_id}': axes taken parallel to the flange ({rep.frame})"
+    out = np.empty_like(w)
+    for k in range(len(w)):
+        R = robot_model.frame_placement(rep.q[k], rep.frame)[:3, :3]
+        if frame_id.endswith("base"):  # UR 'base' is base_link turned by pi about z (urdf/ur5.urdf.xacro)
+            R = np.diag([-1.0, -1.0, 1.0]) @ R
+        out[k, :3], out[k, 3:] = R.T @ w[k, :3], R.T @ w[k, 3:]
+    return out, f"frame_id '{frame_id}': rotated into the flange axes with the recorded joint positions"
+
+
+def _bias_window(rep: Replay, seconds: float) -> np.ndarray:
+    """Mask of the initial rest window, ``seconds`` long: from our first automatic re-zero when it comes within
+    3 ``seconds`` of the first estimate (so our own start-up re-zero does not fall inside it), else from the first
+    estimate. The arm should be still and free there (``score`` reports the speed and the sensor's level); when it
+    moves from the start (faster than ``MOVING_RAD_S``), the window is ``SETTLED_S`` right after the observer has
+    settled: each signal zeroed at the start, as the UR's own estimate is in the recordings."""
+    valid = np.isfinite(rep.wrench[:, 0])
+    if not valid.any():
+        raise DatasetError("the observer produced no estimate (fewer than 2 joint states?)")
+    t0 = rep.t_ns[np.argmax(valid)]
+    if rep.rezeroed.any() and rep.t_ns[np.argmax(rep.rezeroed)] - t0 <= 3 * seconds * 1e9:
+        t0 = rep.t_ns[np.argmax(rep.rezeroed)]
+    window = valid & (rep.t_ns >= t0) & (rep.t_ns < t0 + int(seconds * 1e9))
+    if rep.speed[window].max() > MOVING_RAD_S:
+        start = t0 + int(SETTLED_S[0] * 1e9)
+        window = valid & (rep.t_ns >= start) & (rep.t_ns < t0 + int(SETTLED_S[1] * 1e9))
+    return window
+
+
+def axis_scores(est: np.ndarray, ref: np.ndarray) -> dict[str, Any]:
+    """Per-axis force RMSE [N] and correlation of ``est`` vs ``ref`` (N, 3), plus their means."""
+    err = est - ref
+    rmse = np.sqrt(np.mean(err**2, axis=0))
+    corr = [float(np.corrcoef(est[:, c], ref[:, c])[0, 1]) if est[:, c].std() > 0 and ref[:, c].std() > 0
+            else float("nan") for c in range(3)]
+    return {"rmse_n": dict(zip("xyz", rmse.tolist(), strict=True)), "rmse_mean_n": float(rmse.mean()),
+            "rmse_norm_n": float(np.sqrt(np.mean((err**2).sum(1)))),
+            "corr": dict(zip("xyz", corr, strict=True))}
+
+
+def _lag(est: np.ndarray, ref: np.ndarray, rate: float) -> float:
+    """Lag (s) of the best correlation of |f| within +-MAX_LAG_S; > 0: the estimate comes later."""
+    a, b = np.linalg.norm(est, axis=1), np.linalg.norm(ref, axis=1)
+    a, b = a - a.mean(), b - b.mean()
+    m = int(MAX_LAG_S * rate)
+    best, lag = -np.inf, 0
+    for s in range(-m, m + 1):
+        x, y = (a[s:], b[: len(b) - s]) if s >= 0 else (a[: len(a) + s], b[-s:])
+        c = float(x @ y)
+        if c > best:
+            best, lag = c, s
+    return lag / rate
+
+
+def score(rep: Replay, source: str | Path, ft_topic: str | None, vendor_topic: str | None = VENDOR_TOPIC,
+          ft_sign: float = 1.0, vendor_sign: float = -1.0, bias_window_s: float = BIAS_WINDOW_S,
+          robot: Any = None) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+    """Scores of the replay against the sensor (and the vendor's estimate): (summary, arrays for OUT.npz).
+
+    ``ft_sign``/``vendor_sign``: +1 if the topic reports the wrench the environment applies to the robot, -1 if
+    the robot's on the environment (ur_robot_driver's TCP force). Without ``ft_topic`` only the vendor estimate and
+    the false-alarm level (force magnitude RMS after the bias window) are reported.
+    """
+    from idyn_ros.data.wrenches import read_wrenches
+    from idyn_ros.dynamics import RobotModel
+
+    robot_model = robot if hasattr(robot, "pin_model") else (RobotModel.from_robot(robot) if robot else None)
+    topics = [t for t in (ft_topic, vendor_topic) if t]
+    found = read_wrenches(source, topics) if topics and Path(source).suffix != ".npz" else {}
+    if ft_topic and ft_topic not in found:
+        from idyn_ros.data.wrenches import available_topics
+
+        raise DatasetError(f"{source}: no WrenchStamped messages on {ft_topic}; topics: "
+                           + ", ".join(f"{k} ({v})" for k, v in available_topics(source).items()))
+    window = _bias_window(rep, bias_window_s)
+    scored = np.isfinite(rep.wrench[:, 0]) & (rep.t_ns >= rep.t_ns[window][-1])
+    ours = rep.wrench[:, :3] - np.nanmean(rep.wrench[window, :3], axis=0)
+    summary: dict[str, Any] = {
+        "conventions": {
+            "wrench": f"applied by the environment to the robot at the flange origin, {rep.frame} axes",
+            "sensor_sign": "+1: sensor reports environment on robot" if ft_sign > 0 else "-1: robot on environment",
+            "vendor_sign": "+1: environment on robot" if vendor_sign > 0 else "-1: vendor reports robot on "
+                                                                              "environment (negated)",
+            "bias": f"each signal minus its mean over an initial rest window of {bias_window_s:g} s (from our "
+                    f"first automatic re-zero if that comes first; if the arm moves from the start, "
+                    f"{SETTLED_S[0]:g}-{SETTLED_S[1]:g} s: zeroed at the start); scored after that window",
+            "time": "sensor interpolated linearly onto the joint-state stamps (recorded clock alignment)",
+            "compared": "forces only (sensor origin and flange origin differ: torques are not comparable)"},
+        "samples_scored": int(scored.sum()), "rate_hz": rep.rate_hz,
+        "bias_window_max_speed_rad_s": float(rep.speed[window].max()),
+        "bias_window_s": [float((rep.t_ns[window][0] - rep.t_ns[0]) * 1e-9),
+                          float((rep.t_ns[window][-1] - rep.t_ns[0]) * 1e-9)],
+        "ours": {"force_rms_n": float(np.sqrt(np.mean((ours[scored] ** 2).sum(1)))),
+                 "contact_fraction": float(rep.contact[scored].mean()),
+                 "min_rank": int(rep.rank[np.isfinite(rep.wrench[:, 0])].min()),
+                 "rezeros": int(rep.rezeroed.sum())},
+    }
+    arrays: dict[str, np.ndarray] = {}
+    refs: dict[str, np.ndarray] = {}
+    for name, topic, sign in (("sensor", ft_topic, ft_sign), ("vendor", vendor_topic, vendor_sign)):
+        if not topic or topic not in found:
+            continue
+        series = found[topic]
+        w = sign * series.at(rep.t_ns)
+        if robot_model is not None:
+            w, frame_note = _in_flange_axes(w, series.frame_id, rep, robot_model)
+        else:
+            frame_note = f"frame_id '{series.frame_id}': axes taken parallel to the flange"
+        arrays[name] = w
+        f = w[:, :3] - w[window, :3].mean(0)
+        refs[name] = f
+        summary[name] = {"topic": topic, "frame": frame_note, "messages": len(series.t_ns),
+                         "force_rms_n": float(np.sqrt(np.mean((f[scored] ** 2).sum(1))))}
+    if "sensor" in refs:
+        sensor = refs["sensor"]
+        quiet = float(np.linalg.norm(sensor[window], axis=1).max())
+        summary["sensor"]["max_force_in_bias_window_n"] = quiet
+        if quiet > CONTACT_FORCE_N:
+            summary["warning"] = (f"the sensor reads up to {quiet:.1f} N in the bias window: the arm may not be free "
+                                  f"there; pass --bias-window")
+        in_contact = scored & (np.linalg.norm(sensor, axis=1) > CONTACT_FORCE_N)
+        summary["ours"]["vs_sensor"] = axis_scores(ours[scored], sensor[scored])
+        summary["ours"]["vs_sensor_in_contact"] = axis_scores(ours[in_contact], sensor[in_contact])
+        summary["ours"]["lag_s"] = _lag(ours[scored], sensor[scored], rep.rate_hz)
+        direct = rep.direct[:, :3] - np.nanmean(rep.direct[window, :3], axis=0)
+        summary["direct_residual"] = {"vs_sensor": axis_scores(direct[scored], sensor[scored])}
+        if "vendor" in refs:
+            vendor = refs["vendor"]
+            summary["vendor"]["vs_sensor"] = axis_scores(vendor[scored], sensor[scored])
+            summary["vendor"]["vs_sensor_in_contact"] = axis_scores(vendor[in_contact], sensor[in_contact])
+            summary["vendor"]["lag_s"] = _lag(vendor[scored], sensor[scored], rep.rate_hz)
+            summary["rmse_ratio_ours_to_vendor"] = (summary["ours"]["vs_sensor"]["rmse_mean_n"]
+                                                    / summary["vendor"]["vs_sensor"]["rmse_mean_n"])
+        summary["samples_in_contact"] = int(in_contact.sum())
+    return summary, arrays
+
+
+def plot(rep: Replay, summary: dict[str, Any], arrays: dict[str, np.ndarray], path: str | Path,
+         title: str = "", bias_window_s: float = BIAS_WINDOW_S) -> Path:
+    """Forces in flange axes over time: sensor, vendor, ours with its 2-sigma band and contact flags."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    window = _bias_window(rep, bias_window_s)
+    t = (rep.t_ns - rep.t_ns[0]) * 1e-9
+    ours = rep.wrench[:, :3] - np.nanmean(rep.wrench[window, :3], axis=0)
+    fig, axes = plt.subplots(4, 1, sharex=True, figsize=(12, 10), constrained_layout=True,
+                             gridspec_kw={"height_ratios": [3, 3, 3, 1]})
+    for c, ax in enumerate(axes[:3]):
+        if "sensor" in arrays:
+            s = arrays["sensor"][:, c] - arrays["sensor"][window, c].mean()
+            ax.plot(t, s, color="k", lw=1.4, label="F/T sensor")
+        if "vendor" in arrays:
+            v = arrays["vendor"][:, c] - arrays["vendor"][window, c].mean()
+            ax.plot(t, v, color="C3", lw=0.9, label="UR controller's estimate")
+        ax.plot(t, ours[:, c], color="C0", lw=0.9, label="ours (momentum observer)")
+        band = 2 * np.where(np.isfinite(rep.sigma[:, c]), rep.sigma[:, c], np.nan)
+        ax.fill_between(t, ours[:, c] - band, ours[:, c] + band, color="C0", alpha=0.15, lw=0, label="ours +-2 sigma")
+        label = f"f{'xyz'[c]} [N]"
+        if "vs_sensor" in summary.get("ours", {}):
+            o = summary["ours"]["vs_sensor"]["rmse_n"]["xyz"[c]]
+            v = summary.get("vendor", {}).get("vs_sensor", {}).get("rmse_n", {}).get("xyz"[c])
+            label += f"\nRMSE ours {o:.1f}" + (f", UR {v:.1f}" if v is not None else "")
+        ax.set_ylabel(label)
+        ax.grid(alpha=0.3)
+        ax.axvspan(t[window][0], t[window][-1], color="0.85", zorder=0)
+    axes[0].legend(loc="upper left", fontsize=8, ncol=4)
+    axes[3].fill_between(t, 0, rep.contact.astype(float), step="post", color="C1", alpha=0.6, label="contact")
+    axes[3].plot(t, rep.at_rest.astype(float) * 0.5, color="C2", lw=1, label="at rest")
+    axes[3].plot(t[rep.rezeroed], np.full(rep.rezeroed.sum(), 0.75), "v", color="k", ms=4, label="re-zero")
+    axes[3].set_yticks([])
+    axes[3].legend(loc="upper left", fontsize=8, ncol=3)
+    axes[3].set_xlabel("t [s] (grey: bias window)")
+    axes[0].set_title(title or f"external force at the flange, {rep.frame} axes (environment on robot)")
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path
+

@@ -1,0 +1,176 @@
+"""The trust stage of the wrench observer (control/wrench_trust.py) and effort -> torque (control/effort.py)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from idyn_ros.control.wrench_trust import ContactWrenchMapper, TrustedWrench, TrustSettings
+from idyn_ros.errors import ParameterError
+
+
+@pytest.fixture(scope="module")
+def ur5():
+    from idyn_ros.dynamics import RobotModel
+
+    return RobotModel.from_robot("ur5")
+
+
+Q0 = np.array([0.0, -1.571, 1.571, -1.571, -1.571, 0.0])
+WRIST_SINGULAR = np.array([0.0, -1.571, 1.571, -1.571, 0.0, 0.0])  # wrist_2 at 0: joints 4 and 6 aligned
+
+
+def test_effort_to_torque_says_where_its_gains_come_from():
+    from idyn_ros.control.effort import EffortToTorque
+
+    model = {"kind": "current", "torque_constants": [2.0, 3.0]}
+    conv = EffortToTorque("auto", 2, model)
+    np.testing.assert_allclose(conv.torque(np.array([1.0, 2.0])), [2.0, 6.0])
+    out = np.zeros(2)
+    conv.torque(np.array([1.0, 1.0]), out=out)
+    np.testing.assert_allclose(out, [2.0, 3.0])
+    assert "model's metadata" in conv.describe() and not conv.warning
+    assert EffortToTorque("auto", 2, {"kind": "torque"}).unit == "torque"
+    assert "torque_constants parameter" in EffortToTorque("current", 2, model, (5.0, 5.0)).describe()
+    fallback = EffortToTorque("current", 2, None, (), np.array([1.0, 1.0]))
+    assert "robot data" in fallback.describe() and fallback.warning
+    assert EffortToTorque("torque", 2, model).warning  # a current model fed torques: said, not hidden
+    with pytest.raises(ParameterError, match="no gains"):
+        EffortToTorque("current", 2, None)
+    with pytest.raises(ParameterError, match="2 finite gains"):
+        EffortToTorque("current", 2, None, (1.0, -1.0))
+
+
+def test_mapper_recovers_a_wrench_and_says_where_it_is_blind(ur5):
+    F = np.array([3.0, -2.0, 5.0, 0.4, -0.3, 0.2])
+    sigma = np.array([2.0, 2.0, 1.5, 0.5, 0.5, 0.5])
+    m = ContactWrenchMapper(ur5)
+    J, _ = ur5.flange_jacobian(Q0)
+    np.testing.assert_allclose(m.map(Q0, J.T @ F, sigma), F, atol=1e-9)
+    assert m.rank == 6 and m.unobservable.shape == (0, 6)
+    J, _ = ur5.flange_jacobian(WRIST_SINGULAR)
+    est = m.map(WRIST_SINGULAR, J.T @ F, sigma)
+    assert m.rank == 5
+    u = m.unobservable[0]
+    assert np.abs(J.T @ u).max() < 1e-9  # a wrench the joints do not feel
+    np.testing.assert_allclose(est, F - (F @ u) * u, atol=1e-9)  # the rest estimated, not shrunk
+
+
+def test_point_contact_model_uses_the_redundancy_against_model_errors(ur5):
+    f = np.array([0.0, 0.0, -20.0])
+    J, _ = ur5.flange_jacobian(Q0)
+    tau = J.T @ np.concatenate([f, np.zeros(3)])
+    sigma = np.full(6, 1.0)
+    wrench = ContactWrenchMapper(ur5, TrustSettings(contact_model="wrench"))
+    point = ContactWrenchMapper(ur5, TrustSettings(contact_model="point", point_moment_nm=0.1))
+    errors = np.random.default_rng(0).normal(0.0, 1.0, (200, 6))  # joint torque errors of 1 Nm (= sigma)
+    rms = [np.sqrt(np.mean([np.sum((m.map(Q0, tau + e, sigma)[:3] - f) ** 2) for e in errors]))
+           for m in (wrench, point)]
+    assert rms[1] < 0.8 * rms[0], rms  # 6 torques for 3 forces instead of 6 wrench components
+    np.testing.assert_allclose(point.map(Q0, tau, sigma)[:3], f, atol=1e-6)  # exact without error
+
+
+def _feed(trust, ur5, seconds, tau, q=Q0, dq=None, t0=0.0, rate=500.0):
+    """Run the trust stage on a constant external torque ``tau`` (Nm) at pose ``q``; returns the last estimate."""
+    dq = np.zeros(6) if dq is None else dq
+    est = None
+    for k in range(int(seconds * rate)):
+        est = trust.update(round((t0 + k / rate) * 1e9), q, dq, tau)
+    return est
+
+
+def _push(ur5, force_n, q=Q0):
+    J, _ = ur5.flange_jacobian(q)
+    return J.T @ np.array([0.0, 0.0, force_n, 0.0, 0.0, 0.0])
+
+
+def test_auto_rezero_at_rest_removes_the_bias_and_keeps_a_contact(ur5):
+    bias = np.array([1.0, -2.0, 0.5, 0.2, -0.1, 0.05])  # the model's error at this pose
+    trust = TrustedWrench(ur5, tau_sigma=np.full(6, 1.0), tau_sigma_rest=np.full(6, 0.05))
+    est = _feed(trust, ur5, 0.4, bias)
+    assert not est.zeroed  # not yet at rest long enough
+    est = _feed(trust, ur5, 1.0, bias, t0=0.4)
+    assert est.zeroed and np.abs(est.tau_ext).max() < 1e-12 and not est.contact
+    est = _feed(trust, ur5, 1.5, bias + _push(ur5, -10.0), t0=1.4)  # a push at the same pose, < settle_time
+    assert est.contact and est.zeroed  # detected, and not re-zeroed away
+    np.testing.assert_allclose(est.base[2], -10.0, atol=1e-6)
+
+
+def test_settled_friction_request_and_expected_contact(ur5):
+    sigma, rest = np.full(6, 1.0), np.full(6, 0.05)
+    trust = TrustedWrench(ur5, TrustSettings(settle_time=1.0), sigma, rest)
+    _feed(trust, ur5, 1.2, np.zeros(6))
+    est = _feed(trust, ur5, 3.0, _push(ur5, -3.0), t0=1.2)  # a small steady offset that stays: settled friction
+    assert est.zeroed and not est.contact and abs(est.base[2]) < 1e-6
+    est = trust.update(round(5e9), Q0, np.zeros(6), _push(ur5, -8.0))
+    assert est.contact
+    trust.rezero()  # the node's ~/rezero service
+    est = trust.update(round(5.002e9), Q0, np.zeros(6), _push(ur5, -8.0))
+    assert est.rezeroed and abs(est.base[2]) < 1e-9
+    expecting = TrustedWrench(ur5, TrustSettings(), sigma, rest)
+    expecting.bias.contact_expected = True
+    assert not _feed(expecting, ur5, 2.0, _push(ur5, -8.0)).zeroed
+
+
+def test_a_new_pose_reached_without_contact_is_rezeroed_with_contact_it_is_not(ur5):
+    sigma, rest = np.full(6, 1.0), np.full(6, 0.05)
+    q1 = Q0 + 0.2
+    for contact_on_the_way, expect_zeroed in ((False, True), (True, False)):
+        trust = TrustedWrench(ur5, TrustSettings(), sigma, rest)
+        _feed(trust, ur5, 1.2, np.zeros(6))
+        on_the_way = _push(ur5, -15.0) if contact_on_the_way else np.zeros(6)
+        _feed(trust, ur5, 0.2, on_the_way, t0=1.2)  # the push detected at rest ...
+        _feed(trust, ur5, 0.5, on_the_way, q=(Q0 + q1) / 2, dq=np.full(6, 0.4), t0=1.4)  # ... then moving
+        bias_there = np.full(6, 0.7) + on_the_way  # another pose, another bias (+ the push, if it holds)
+        est = _feed(trust, ur5, 1.2, bias_there, q=q1, t0=1.9)
+        assert est.zeroed and (np.abs(est.tau_ext).max() < 1e-9) == expect_zeroed, contact_on_the_way
+
+
+def test_sigma_is_inf_along_a_dropped_direction_and_the_estimate_is_flagged(ur5):
+    trust = TrustedWrench(ur5, tau_sigma=np.full(6, 1.0))
+    J, _ = ur5.flange_jacobian(WRIST_SINGULAR)
+    est = _feed(trust, ur5, 0.1, J.T @ np.array([0.0, 0.0, -5.0, 0.0, 0.0, 0.0]), q=WRIST_SINGULAR)
+    assert est.singular and est.rank == 5 and est.unobservable_tool.shape == (1, 6)
+    assert np.isinf(est.sigma_tool).any() and np.isfinite(est.sigma_tool).any()
+
+
+def test_settings_refuse_a_release_above_the_contact_threshold():
+    with pytest.raises(ValueError, match="release"):
+        TrustSettings(contact_on_sigma=2.0, contact_off_sigma=3.0)
+    with pytest.raises(ValueError, match="contact_model"):
+        TrustSettings(contact_model="surface")
+
+
+@pytest.fixture(scope="module")
+def plant_pushes():
+    from idyn_ros.experiments import wrench_trust_eval
+
+    return wrench_trust_eval.evaluate("ur5")
+
+
+@pytest.mark.slow
+def test_plant_bias_after_a_rezero(plant_pushes):
+    p = plant_pushes
+    assert p["first_auto_rezero_s"] <= 1.5  # at rest from the start: zeroed after 2 x rest_time
+    assert p["bias_before_rezero_n"] > 2.0  # the nominal model's error on the true plant, seen as a force
+    assert p["bias_after_auto_rezero_n"] < 0.15 * p["bias_before_rezero_n"]
+    assert p["bias_after_requested_rezero_n"] < 0.5
+
+
+@pytest.mark.slow
+def test_plant_detection_rate_against_false_alarms(plant_pushes):
+    rates = {p["force_n"]: p["detection_rate"] for p in plant_pushes["pushes"]}
+    assert rates[5.0] >= 0.9 and rates[10.0] >= 0.95 and rates[20.0] >= 0.95
+    assert plant_pushes["false_alarm_rate"] <= 0.05
+    sweep = plant_pushes["thresholds"]  # the trade-off: false alarms fall as the threshold rises, 5 N goes last
+    assert [s["false_alarm_rate"] for s in sweep] == sorted((s["false_alarm_rate"] for s in sweep), reverse=True)
+    assert sweep[0]["false_alarm_rate"] > 0.05 and sweep[-1]["detection_rate"]["5_n"] < 0.5
+
+
+@pytest.mark.slow
+def test_plant_singular_pose_is_flagged_and_the_rest_estimated():
+    from idyn_ros.experiments import wrench_trust_eval
+
+    s = wrench_trust_eval.singular("ur5")
+    assert s["rank"] == 5 and s["singular_flag"] and s["sigma_inf_axes"] >= 1
+    assert s["observable_force_rmse_n"] < 0.5 * s["applied_force_n"]
