@@ -15,6 +15,7 @@ NODES = [
     "doomed",
     "wrench_observer",
     "reference",
+    "payload_identifier",
     "plant",
     "recorder",
 ]

@@ -360,6 +360,33 @@ class ReferenceParams(CommonParams):
 
 
 @dataclass(frozen=True)
+class PayloadIdentifierParams(CommonParams):
+    """The ``~/identify_payload`` service (``idyn_ros.nodes.payload_identifier``); not in the default graph."""
+
+    excitation_path: str = param("", "payload excitation .npz (`idyn excite --payload`); '' = design one at start "
+                                 "(design_budget s of optimiser time)", read_only=True)
+    design_budget: float = param(20.0, "s of optimiser time when excitation_path is empty", lo=1.0, hi=3600.0,
+                                 read_only=True)
+    reference_node: str = param("/reference", "the reference node whose ~/joint_trajectory plays the excitation",
+                                read_only=True)
+    set_payload_services: tuple[str, ...] = param(
+        ("/controller/set_payload", "/feedforward/set_payload", "/wrench_observer/set_payload"),
+        "idyn_ros/SetPayload services an identification with apply=true sends the result to")
+    baseline_path: str = param("", "bare-arm recording (.npz) the payload is identified against; a call with "
+                               "record_baseline=true writes it ('' = kept in memory); without one, model_path is the "
+                               "bare arm")
+    result_path: str = param("", "JSON written after each identification: result, standard deviations, vendor forms "
+                             "('' = none)")
+    move_speed: float = param(0.2, "fraction of the velocity/acceleration limits of the move to the excitation's "
+                              "start", lo=0.01, hi=1.0)
+    settle_s: float = param(1.0, "s held at the excitation's start before it plays", lo=0.0, hi=60.0)
+    point_rate_hz: float = param(100.0, "JointTrajectory points per second sent to the reference node", lo=10.0,
+                                 hi=1000.0)
+    wall_timeout: float = param(600.0, "s (wall) an identification may take before it is abandoned", lo=1.0,
+                                hi=86400.0)
+
+
+@dataclass(frozen=True)
 class PlantParams(RobotParams):
     """The embedded MuJoCo plant (``idyn_ros.nodes.plant``), standing in for ros2_control + the robot."""
 
@@ -409,6 +436,7 @@ NODES: dict[str, type[NodeParams]] = {
     "doomed": DoomedParams,
     "wrench_observer": WrenchObserverParams,
     "reference": ReferenceParams,
+    "payload_identifier": PayloadIdentifierParams,
     "plant": PlantParams,
     "recorder": RecorderParams,
 }

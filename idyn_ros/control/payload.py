@@ -234,3 +234,37 @@ def rms_error(est: PayloadEstimate, truth: Any) -> dict[str, float]:
     return {"mass_error_kg": float(dm), "mass_error_pct": float(100 * dm / true.mass) if true.mass else math.nan,
             "com_error_m": float(np.linalg.norm(np.subtract(p.com, true.com))),
             "inertia_error_kgm2": float(np.abs(np.subtract(p.inertia, true.inertia)).max())}
+
+
+def excitation_plan(q_now: np.ndarray, excitation: Any, limits: Any, rate_hz: float, move_speed: float = 0.2,
+                    settle_s: float = 1.0, end_hold_s: float = 0.5) -> tuple[np.ndarray, ...]:
+    """What the payload_identifier node sends the reference node: a min-jerk move from ``q_now`` to the excitation's
+    start (at ``move_speed`` x the velocity/acceleration limits), ``settle_s`` held there, the excitation
+    (``sample(t)``/``duration``, or ``evaluate(t)``/``period``), ``end_hold_s`` held at its end.
+
+    Returns (t, q, dq, ddq): points at ``rate_hz`` from the first period on (t > 0: the reference node starts from
+    its current reference, joint_trajectory_controller style).
+    """
+    from idyn_ros.data.trajectories import min_jerk, min_jerk_duration
+
+    def sample(t: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        if hasattr(excitation, "evaluate"):
+            return excitation.evaluate(t)
+        rows = [excitation.sample(float(x)) for x in t]
+        return tuple(np.array([r[i] for r in rows]) for i in range(3))
+
+    duration = float(getattr(excitation, "duration", None) or excitation.period)
+    q_start = sample(np.zeros(1))[0][0]
+    move = min_jerk_duration(q_now, q_start, move_speed * np.asarray(limits.velocity),
+                             move_speed * np.asarray(limits.acceleration))
+    total = move + settle_s + duration + end_hold_s
+    t = np.arange(1, math.floor(total * rate_hz) + 1) / rate_hz
+    q, dq, ddq = min_jerk(q_now, q_start, move, t)
+    inside = (t >= move + settle_s) & (t <= move + settle_s + duration)
+    if inside.any():
+        q[inside], dq[inside], ddq[inside] = sample(t[inside] - move - settle_s)
+    after = t > move + settle_s + duration
+    if after.any():
+        q_end = sample(np.array([duration]))[0][0]
+        q[after], dq[after], ddq[after] = q_end, 0.0, 0.0
+    return t, q, dq, ddq

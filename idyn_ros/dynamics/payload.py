@@ -195,6 +195,11 @@ class PayloadTorque:
         np.subtract(self.loaded.rnea(q, dq, ddq), self.bare.rnea(q, dq, ddq), out=self.out)
         return self.out
 
+    def gravity(self, q: np.ndarray) -> np.ndarray:
+        """The payload's gravity torque (n,) Nm."""
+        np.subtract(self.loaded.gravity(q), self.bare.gravity(q), out=self.out)
+        return self.out
+
 
 def payload_torque(model: Any, payload: Any, q: np.ndarray, dq: np.ndarray, ddq: np.ndarray) -> np.ndarray:
     """J^T Y phi (N, n) for (N, n) states: the torque the drives add for ``payload``."""

@@ -28,6 +28,7 @@ from idyn_ros.parameters import PRESET_NAMES, params_class, robot_file
 
 OUR_NODES: tuple[str, ...] = ("joint_state_buffer", "feedforward", "controller", "doomed", "wrench_observer",
                               "reference")
+OPTIONAL_NODES: tuple[str, ...] = ("payload_identifier",)  # started only when named (``nodes``)
 MODES: tuple[str, ...] = ("hardware", "mock", "gazebo", "mujoco")
 CLOCKS: tuple[str, ...] = ("lockstep", "realtime")
 
@@ -61,15 +62,15 @@ class GraphSettings:
             problems.append(f"clock {self.clock!r} is not one of {list(CLOCKS)}")
         if self.clock and self.mode != "mujoco":
             problems.append(f"clock:={self.clock} only applies to mode mujoco (the embedded plant), not {self.mode}")
-        unknown_nodes = [n for n in self.nodes if n not in OUR_NODES]
+        unknown_nodes = [n for n in self.nodes if n not in OUR_NODES + OPTIONAL_NODES]
         if unknown_nodes:
-            problems.append(f"unknown nodes {unknown_nodes}; ours are {list(OUR_NODES)}")
+            problems.append(f"unknown nodes {unknown_nodes}; ours are {list(OUR_NODES + OPTIONAL_NODES)}")
         missing = [f for f in self.params_files if not Path(f).is_file()]
         if missing:
             problems.append(f"parameter file(s) not found: {missing}")
         if self.model and not Path(self.model).is_file():
             problems.append(f"model {self.model} not found")
-        declared = {p.name for n in (*OUR_NODES, "plant") for p in params_class(n).table()}
+        declared = {p.name for n in (*OUR_NODES, *OPTIONAL_NODES, "plant") for p in params_class(n).table()}
         undeclared = sorted(set(self.overrides) - declared - {"use_sim_time"})
         if undeclared:
             problems.append(f"no node has parameter(s) {undeclared} (see docs/parameters.md)")

@@ -153,3 +153,27 @@ def test_cli_excite_payload_writes_the_condition_number(tmp_path, capsys: pytest
         assert str(f["objective"]) == "payload"
         assert float(f["cond_optimized"]) < float(f["cond_initial"])
         assert float(f["period"]) == 10.0
+
+
+def test_excitation_plan_moves_in_settles_plays_and_holds() -> None:
+    model = RobotModel.from_robot("panda")
+    lim = JointLimits.from_model(model)
+    traj = _trajectory(model, 2)
+    q_now = 0.5 * (lim.lower + lim.upper) - 0.2
+    t, q, dq, ddq = cp.excitation_plan(q_now, traj, lim, 100.0, move_speed=0.2, settle_s=1.0, end_hold_s=0.5)
+    assert t[0] == pytest.approx(0.01) and np.all(np.diff(t) > 0)
+    start = traj.evaluate(np.zeros(1))[0][0]
+    from idyn_ros.data.trajectories import min_jerk_duration
+
+    move = min_jerk_duration(q_now, start, 0.2 * lim.velocity, 0.2 * lim.acceleration)
+    assert t[-1] == pytest.approx(move + 1.0 + traj.period + 0.5, abs=0.011)
+    settle = (t > move + 0.05) & (t < move + 0.95)
+    np.testing.assert_allclose(q[settle], np.tile(start, (settle.sum(), 1)), atol=1e-9)
+    inside = (t > move + 1.0 + 0.1) & (t < move + 1.0 + traj.period - 0.1)
+    expected = traj.evaluate(t[inside] - move - 1.0)
+    for got, want in zip((q[inside], dq[inside], ddq[inside]), expected, strict=True):
+        np.testing.assert_allclose(got, want, atol=1e-12)
+    np.testing.assert_allclose(dq[-10:], 0.0)
+    np.testing.assert_allclose(q[-1], q[-10])
+    move_part = t < move
+    assert np.all(np.abs(dq[move_part]) <= 0.2 * lim.velocity + 1e-9)
