@@ -414,6 +414,9 @@ class PlantParams(RobotParams):
                                          read_only=True)
     diagnostics_period: float = param(1.0, "s (wall) between /diagnostics messages", lo=0.01, hi=60.0,
                                       read_only=True)
+    ft_sensor_topic: str = param("", "publish a flange force/torque sensor on this topic (geometry_msgs/WrenchStamped, "
+                                 "flange frame, what the attached payload and contact apply to the flange; "
+                                 "idyn_ros/sim/ft_sensor.py); '' = no sensor", read_only=True)
 
 
 @dataclass(frozen=True)

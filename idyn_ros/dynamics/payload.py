@@ -116,13 +116,15 @@ def regressor(w: np.ndarray, alpha: np.ndarray, a: np.ndarray, g: np.ndarray) ->
 
 @dataclass
 class FlangeMotion:
-    """Flange kinematics per sample, flange axes: w, alpha, a (classical), g (gravity) (N, 3); J (N, 6, n) LOCAL."""
+    """Flange kinematics per sample, flange axes: w, alpha, a (classical), g (gravity) (N, 3); J (N, 6, n) LOCAL;
+    R (N, 3, 3) the flange's orientation in the base frame."""
 
     w: np.ndarray
     alpha: np.ndarray
     a: np.ndarray
     g: np.ndarray
     J: np.ndarray
+    R: np.ndarray
 
     def regressor(self) -> np.ndarray:
         """Y (N, 6, 10)."""
@@ -135,7 +137,8 @@ def flange_motion(model: Any, q: np.ndarray, dq: np.ndarray, ddq: np.ndarray, fr
     m, d = model.pin_model, model.data
     fid = m.getFrameId(frame or model.flange_frame)
     N = q.shape[0]
-    out = FlangeMotion(np.empty((N, 3)), np.empty((N, 3)), np.empty((N, 3)), np.empty((N, 3)), np.empty((N, 6, m.nv)))
+    out = FlangeMotion(np.empty((N, 3)), np.empty((N, 3)), np.empty((N, 3)), np.empty((N, 3)), np.empty((N, 6, m.nv)),
+                       np.empty((N, 3, 3)))
     g_world = np.array(m.gravity.linear)
     local = pin.ReferenceFrame.LOCAL
     for k in range(N):
@@ -146,7 +149,8 @@ def flange_motion(model: Any, q: np.ndarray, dq: np.ndarray, ddq: np.ndarray, fr
         out.w[k] = v.angular
         out.alpha[k] = acc.angular
         out.a[k] = acc.linear
-        out.g[k] = d.oMf[fid].rotation.T @ g_world
+        out.R[k] = d.oMf[fid].rotation
+        out.g[k] = out.R[k].T @ g_world
         pin.computeJointJacobians(m, d, q[k])
         out.J[k] = pin.getFrameJacobian(m, d, fid, local)
     return out
