@@ -16,6 +16,7 @@ NODES = [
     "wrench_observer",
     "reference",
     "payload_identifier",
+    "gripper_compensation",
     "plant",
     "recorder",
 ]

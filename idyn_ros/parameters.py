@@ -387,6 +387,30 @@ class PayloadIdentifierParams(CommonParams):
 
 
 @dataclass(frozen=True)
+class GripperCompensationParams(CommonParams):
+    """Gripper compensation of a flange F/T sensor (``idyn_ros.nodes.gripper_compensation``); not in the default
+    graph."""
+
+    ft_topic: str = param("/ft_sensor/wrench", "the F/T sensor (geometry_msgs/WrenchStamped, flange frame, what the "
+                          "tool side applies to the flange)", read_only=True)
+    compensated_topic: str = param("", "reading minus the gripper's predicted wrench ('' = <ft_topic>/compensated); "
+                                   "the prediction goes to <ft_topic>/gripper", read_only=True)
+    gripper_model_path: str = param("", "model of the robot WITH its gripper (.onnx, e.g. delan-lstm); '' = the "
+                                    "RBD-only form from gripper_mass/com/inertia", read_only=True)
+    arm_model_path: str = param("", "model of the bare arm (.onnx) subtracted from the gripper model; '' = the nominal "
+                                "URDF's RNEA", read_only=True)
+    gripper_mass: float = param(0.0, "kg, the gripper's nominal (CAD) mass for the RBD-only form", lo=0.0, hi=1000.0,
+                                read_only=True)
+    gripper_com: tuple[float, ...] = param((0.0, 0.0, 0.0), "m, its CoM in the flange frame", lo=-10.0, hi=10.0,
+                                           read_only=True)
+    gripper_inertia: tuple[float, ...] = param((0.0,) * 6, "kg m^2, ixx ixy ixz iyy iyz izz about its CoM", lo=-100.0,
+                                               hi=100.0, read_only=True)
+    pinv_damping: float = param(0.01, "mu of the damped pseudo-inverse of J^T", lo=0.0, hi=10.0)
+    accel_cutoff_hz: float = param(20.0, "Hz; low-pass of the acceleration and of the reading", lo=0.1, hi=5000.0,
+                                   below_nyquist=True, read_only=True)
+
+
+@dataclass(frozen=True)
 class PlantParams(RobotParams):
     """The embedded MuJoCo plant (``idyn_ros.nodes.plant``), standing in for ros2_control + the robot."""
 
@@ -440,6 +464,7 @@ NODES: dict[str, type[NodeParams]] = {
     "wrench_observer": WrenchObserverParams,
     "reference": ReferenceParams,
     "payload_identifier": PayloadIdentifierParams,
+    "gripper_compensation": GripperCompensationParams,
     "plant": PlantParams,
     "recorder": RecorderParams,
 }

@@ -33,6 +33,7 @@ TOPICS: dict[str, str] = {
     "sim": "embedded plant: step cost, lockstep speed, real-time jitter",
     "latency": "joint state -> command latency at 1 kHz, composed and separate processes",
     "experiments": "tracking table (Table III analogue), DOOMED sweep, wrench observer on the plant",
+    "payload": "payload identification (plant, offline CLI, closed loop vs DOOMED) and gripper compensation",
 }
 
 

@@ -28,7 +28,7 @@ from idyn_ros.parameters import PRESET_NAMES, params_class, robot_file
 
 OUR_NODES: tuple[str, ...] = ("joint_state_buffer", "feedforward", "controller", "doomed", "wrench_observer",
                               "reference")
-OPTIONAL_NODES: tuple[str, ...] = ("payload_identifier",)  # started only when named (``nodes``)
+OPTIONAL_NODES: tuple[str, ...] = ("payload_identifier", "gripper_compensation")  # started only when named (``nodes``)
 MODES: tuple[str, ...] = ("hardware", "mock", "gazebo", "mujoco")
 CLOCKS: tuple[str, ...] = ("lockstep", "realtime")
 

@@ -93,3 +93,51 @@ def test_identify_payload_service_on_the_plant(tmp_path):
     assert np.linalg.norm([reply.com.x - 0.05, reply.com.y + 0.04, reply.com.z - 0.06]) < 0.01
     assert "applied to /controller/set_payload" in reply.message
     assert "franka_set_load" in reply.vendor_json and result.is_file()
+
+
+def test_gripper_compensation_node_publishes_reading_minus_gripper(rclpy_context):
+    """At rest the RBD-only form predicts the gripper's weight; the node publishes reading - prediction."""
+    import rclpy
+    from geometry_msgs.msg import WrenchStamped
+    from rclpy.executors import SingleThreadedExecutor
+    from rclpy.parameter import Parameter
+    from sensor_msgs.msg import JointState
+
+    from idyn_ros.dynamics import RobotModel
+    from idyn_ros.dynamics.payload import flange_motion
+    from idyn_ros.nodes.common import COMMAND_OUT, MONITOR
+    from idyn_ros.nodes.gripper_compensation import GripperCompensationNode
+
+    node = GripperCompensationNode(context=rclpy_context, parameter_overrides=[
+        Parameter("robot", value="ur5"), Parameter("gripper_mass", value=1.0),
+        Parameter("gripper_com", value=[0.0, 0.0, 0.05])])
+    peer = rclpy.create_node("ft_peer", context=rclpy_context)
+    js_pub = peer.create_publisher(JointState, "/joint_states", COMMAND_OUT)
+    ft_pub = peer.create_publisher(WrenchStamped, "/ft_sensor/wrench", COMMAND_OUT)
+    got: list = []
+    peer.create_subscription(WrenchStamped, "/ft_sensor/wrench/compensated", got.append, MONITOR)
+    exe = SingleThreadedExecutor(context=rclpy_context)
+    for n in (node, peer):
+        exe.add_node(n)
+    q = np.array([0.3, -1.2, 1.4, -1.0, -1.5, 0.2])
+    model = RobotModel.from_robot("ur5")
+    weight = 1.0 * flange_motion(model, q, np.zeros(6), np.zeros(6)).g[0]  # m g in flange axes: what it pulls with
+    reading = WrenchStamped()
+    reading.header.frame_id = "tool0"
+    reading.wrench.force.x, reading.wrench.force.y, reading.wrench.force.z = (float(v) + 0.5 * (i == 0)
+                                                                              for i, v in enumerate(weight))
+    deadline = time.monotonic() + 5.0
+    k = 0
+    while not got and time.monotonic() < deadline:
+        ft_pub.publish(reading)
+        js = JointState(name=list(model.joint_names), position=q.tolist(), velocity=[0.0] * 6, effort=[0.0] * 6)
+        js.header.stamp.sec, js.header.stamp.nanosec = 1 + k // 1000, (k % 1000) * 1_000_000
+        js_pub.publish(js)
+        k += 1
+        for _ in range(5):
+            exe.spin_once(timeout_sec=0.002)
+    assert got and got[-1].header.frame_id == "tool0"
+    comp = got[-1].wrench.force
+    assert (comp.x, comp.y, comp.z) == pytest.approx((0.5, 0.0, 0.0), abs=0.02)  # only the extra 0.5 N is left
+    node.destroy_node()
+    peer.destroy_node()
