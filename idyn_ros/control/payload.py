@@ -9,6 +9,8 @@ One pipeline for ``idyn payload identify``, ``idyn excite --payload``, the paylo
   rows recorded with it. The arm's columns are eliminated by projection (``solve_payload``'s nuisance), so what the
   payload is fitted to is the difference the payload makes at the flange body. The same excitation played twice
   makes the arm's rows nearly identical and its errors (friction shape, unmodelled dynamics) cancel;
+- from a flange F/T sensor (``identify_from_wrench``): F = -Y phi directly, no arm model needed (a tool, e.g. the
+  gripper of the compensation, identified while it moves without contact);
 - with a trained bare-arm model (``.onnx``): the payload is fitted to tau - model(q, dq, ddq), the model run over
   each recording at its own rate (recurrent state carried), with one constant offset per joint left free
   (decision: torque-sensor offsets drift between the model's training data and today);
@@ -129,6 +131,26 @@ def identify_with_model(model: Any, with_payload: Sequence[Any], predict: Callab
     nuisance = _offset_columns(len(res_all), model.n) if offsets else None
     est = _correlated_noise(solve_payload(Ap_all, res_all, nuisance), rate_hz, cutoff_hz)
     est.info.update(mode="model", rate_hz=rate_hz, cutoff_hz=cutoff_hz, offsets=offsets)
+    return est
+
+
+def identify_from_wrench(model: Any, recordings: Sequence[Any], wrenches: Sequence[np.ndarray],
+                         rate_hz: float = DEFAULT_RATE_HZ, cutoff_hz: float = DEFAULT_CUTOFF_HZ) -> PayloadEstimate:
+    """A tool's parameters from a flange F/T sensor while it moves without contact: the reading is what the tool applies
+    to the flange, F = -Y(w, alpha, a, g) phi (+ a constant sensor bias, left free), one row per wrench component
+    (the classical F/T identification; ``sim/ft_sensor.py`` for the convention). ``wrenches``: (N, 6) per recording,
+    [f N; m Nm] in the flange frame, sampled with the recording's states."""
+    from idyn_ros.dynamics.payload import flange_motion
+
+    Ap, F = [], []
+    for rec, w in zip(recordings, wrenches, strict=True):
+        _, (q, dq, ddq, wf) = _lowpass_decimate(rec.t, (rec.q, rec.dq, rec.ddq, np.asarray(w, dtype=float)), rate_hz,
+                                                cutoff_hz)
+        Ap.append(-flange_motion(model, q, dq, ddq).regressor())
+        F.append(wf)
+    A, b = np.concatenate(Ap), np.concatenate(F)
+    est = _correlated_noise(solve_payload(A, b, _offset_columns(len(b), 6)), rate_hz, cutoff_hz)
+    est.info.update(mode="wrench", rate_hz=rate_hz, cutoff_hz=cutoff_hz)
     return est
 
 

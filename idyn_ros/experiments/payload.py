@@ -218,7 +218,8 @@ def offline_section(robots: Sequence[str] = ROBOTS, train_minutes: float = 3.0) 
         without = d / "without.npz"
         if not without.is_file():
             synthetic_dataset(robot, traj, None, seed=1).save(without)
-        # the bare arm's training data: two arm excitations (other trajectories) and the payload excitation
+        # the bare arm's training data: the payload excitation without payload and an arm excitation; validation:
+        # another arm excitation (the payload runs are never in it)
         train_files = [without]
         model = RobotModel.from_robot(robot)
         full = JointLimits.from_model(model)
@@ -234,7 +235,8 @@ def offline_section(robots: Sequence[str] = ROBOTS, train_minutes: float = 3.0) 
             from idyn_ros.cli import main
 
             with contextlib.redirect_stdout(io.StringIO()):
-                code = main(["train", "--robot", robot, "--data", *map(str, train_files[1:]), "--val", str(without),
+                code = main(["train", "--robot", robot, "--data", *map(str, train_files[:-1]), "--val",
+                             str(train_files[-1]),
                              "--model", "hybrid", "--mode", "2s", "--out", str(onnx.parent),
                              "--max-minutes", str(train_minutes), "--no-progress"])
             if code != 0:
@@ -250,8 +252,9 @@ def offline_section(robots: Sequence[str] = ROBOTS, train_minutes: float = 3.0) 
                 "model": _compare(_cli_json([*base, "--model", str(onnx)]), payload),
             }
         out[robot] = {"payloads": rows, "bare_arm_model": {"kind": "hybrid 2s (SDP rbd-friction + LSTM residual)",
-                                                           "train": [p.name for p in train_files[1:]],
-                                                           "val": without.name, "path": str(onnx)},
+                                                           "train": [p.name for p in train_files[:-1]],
+                                                           "val": train_files[-1].name, "path": str(onnx),
+                                                           "train_minutes": train_minutes},
                       "commands": {"reference": f"idyn payload identify --robot {robot} --data {d}/with_<name>.npz "
                                                 f"--reference {without} --json",
                                    "model": f"idyn payload identify --robot {robot} --data {d}/with_<name>.npz "
@@ -387,6 +390,27 @@ def _train_delan_lstm(robot: str, files: Sequence[Path], out: Path, minutes: flo
     return onnx
 
 
+def _gripper_from_ft(robot: str, model: Any) -> Any:
+    """The classical alternative to a learned model: the gripper's parameters from the F/T sensor itself, while the
+    payload excitation plays without contact (``control.payload.identify_from_wrench``)."""
+    from idyn_ros.control.payload import identify_from_wrench
+    from idyn_ros.experiments.models_cache import excitation_controller
+    from idyn_ros.models.sources import Recording, _ddq_from_dq
+    from idyn_ros.sim import Plant
+    from idyn_ros.sim.ft_sensor import FlangeForceTorqueSensor
+    from idyn_ros.sim.loop import FourierReference, run_episode
+
+    plant = Plant(robot, "true")
+    plant.set_payload(GRIPPER_TRUE)
+    sensor = FlangeForceTorqueSensor(plant, seed=11)
+    log: list[tuple[float, np.ndarray, np.ndarray, np.ndarray]] = []
+    run_episode(plant, excitation_controller(robot, model), FourierReference(excitation(robot)), hold=0.5,
+                on_tick=lambda k, st, _c: log.append((st.t, st.q, st.dq, sensor.read())))
+    t = np.array([x[0] for x in log])
+    q, dq, w = (np.array([x[i] for x in log]) for i in (1, 2, 3))
+    return identify_from_wrench(model, [Recording(t, q, dq, _ddq_from_dq(t, dq), np.zeros_like(q))], [w])
+
+
 def gripper_section(robot: str = "ur5", train_minutes: float = 6.0, n_data: int = 5) -> dict[str, Any]:
     """Compensated F/T RMS while moving without contact: raw, RBD-only (CAD gripper), DeLaN + LSTM (two arms)."""
     from idyn_ros.control.feedforward import FeedforwardComputer
@@ -415,8 +439,10 @@ def gripper_section(robot: str = "ur5", train_minutes: float = 6.0, n_data: int 
     def learned(path: Path) -> Any:
         return FeedforwardComputer(model, path, "none", 1000.0)
 
+    ft_identified = _gripper_from_ft(robot, model)
     variants = {
         "rbd_only_cad": GripperCompensation(model, 1000.0, gripper=GRIPPER_CAD),
+        "rbd_ft_identified": GripperCompensation(model, 1000.0, gripper=ft_identified.payload),
         "learned_minus_nominal_arm": GripperCompensation(model, 1000.0, learned(rg_path)),
         "learned_minus_learned_arm": GripperCompensation(model, 1000.0, learned(rg_path), learned(r_path)),
         "rbd_true_gripper_bound": GripperCompensation(model, 1000.0, gripper=GRIPPER_TRUE),
@@ -457,8 +483,9 @@ def gripper_section(robot: str = "ur5", train_minutes: float = 6.0, n_data: int 
     print(f"[payload] gripper {robot}: " + ", ".join(f"{k} {v['force_rms_n']:.2f} N / {v['torque_rms_nm']:.3f} Nm"
                                                       for k, v in rows.items()), flush=True)
     return {"robot": robot, "rms": rows, "gripper_true": _payload_json(GRIPPER_TRUE),
-            "gripper_cad": _payload_json(GRIPPER_CAD), "sensor_noise": {"force_n": sensor.noise[0],
-                                                                        "torque_nm": sensor.noise[3]},
+            "gripper_cad": _payload_json(GRIPPER_CAD),
+            "gripper_identified_from_ft": _errors(ft_identified, GRIPPER_TRUE),
+            "sensor_noise": {"force_n": sensor.noise[0], "torque_nm": sensor.noise[3]},
             "models": {"robot_plus_gripper": str(rg_path), "bare_arm": str(r_path), "kind": "delan-lstm",
                        "train_minutes_each": train_minutes, "data": f"{n_data} excitations x 10 s per model "
                                                                     "(last one validation)"},

@@ -177,3 +177,19 @@ def test_excitation_plan_moves_in_settles_plays_and_holds() -> None:
     np.testing.assert_allclose(q[-1], q[-10])
     move_part = t < move
     assert np.all(np.abs(dq[move_part]) <= 0.2 * lim.velocity + 1e-9)
+
+
+def test_identify_from_wrench_needs_no_arm_model() -> None:
+    """A tool from F/T readings alone: F = -Y phi + a constant bias (left free) + noise."""
+    from idyn_ros.dynamics.payload import flange_motion, payload_phi
+
+    model = RobotModel.from_robot("ur5")
+    t = np.arange(0.0, 8.0, 1e-3)
+    q, dq, ddq = _trajectory(model, 4).evaluate(t)
+    rec = Recording(t, q, dq, _ddq_from_dq(t, dq), np.zeros_like(q), "synthetic")
+    wrench = -(flange_motion(model, q, dq, ddq).regressor() @ payload_phi(TRUTH))
+    wrench += np.array([0.5, -0.3, 0.2, 0.01, 0.0, -0.02])  # sensor bias
+    wrench += np.random.default_rng(0).normal(size=wrench.shape) * np.repeat([0.05, 0.002], 3)
+    est = cp.identify_from_wrench(model, [rec], [wrench])
+    err = cp.rms_error(est, TRUTH)
+    assert abs(err["mass_error_pct"]) < 0.5 and err["com_error_m"] < 0.001 and est.info["mode"] == "wrench"
