@@ -26,7 +26,7 @@ UR MoveIt config), position limits shrunk by 2 deg and velocity/acceleration by 
 
 --payload: minimise instead the condition number of the payload regressor J^T Y (columns scaled to a typical
 payload: 1 kg, 0.1 m, 0.01 kg m^2), wrist-rich: the last three joints swing over up to +-2 rad, the others
-+-0.5 rad about the centre of their range, at up to half the velocity and acceleration limits, 5 deg from the
++-0.5 rad about the centre of their range, at up to half the velocity and acceleration limits, 10 deg from the
 position limits; --harmonics/--period default to 5 and 10 s (idyn_ros/control/payload.py).
 """
 
