@@ -15,6 +15,8 @@ NODES = [
     "doomed",
     "wrench_observer",
     "reference",
+    "payload_identifier",
+    "gripper_compensation",
     "plant",
     "recorder",
 ]

@@ -21,6 +21,7 @@ COMMANDS: tuple[str, ...] = (
     "dataset",
     "excite",
     "identify",
+    "payload",
     "train",
     "evaluate",
     "wrench",

@@ -400,6 +400,57 @@ class ReferenceParams(CommonParams):
 
 
 @dataclass(frozen=True)
+class PayloadIdentifierParams(CommonParams):
+    """The ``~/identify_payload`` service (``idyn_ros.nodes.payload_identifier``); not in the default graph."""
+
+    excitation_path: str = param("", "payload excitation .npz (`idyn excite --payload`); '' = design one at start "
+                                 "(design_budget s of optimiser time)", read_only=True)
+    design_budget: float = param(20.0, "s of optimiser time when excitation_path is empty", lo=1.0, hi=3600.0,
+                                 read_only=True)
+    reference_node: str = param("/reference", "the reference node whose ~/joint_trajectory plays the excitation",
+                                read_only=True)
+    set_payload_services: tuple[str, ...] = param(
+        ("/controller/set_payload", "/feedforward/set_payload", "/wrench_observer/set_payload"),
+        "idyn_ros/SetPayload services an identification with apply=true sends the result to")
+    baseline_path: str = param("", "bare-arm recording (.npz) the payload is identified against; a call with "
+                               "record_baseline=true writes it ('' = kept in memory); without one, model_path is the "
+                               "bare arm")
+    result_path: str = param("", "JSON written after each identification: result, standard deviations, vendor forms "
+                             "('' = none)")
+    move_speed: float = param(0.2, "fraction of the velocity/acceleration limits of the move to the excitation's "
+                              "start", lo=0.01, hi=1.0)
+    settle_s: float = param(1.0, "s held at the excitation's start before it plays", lo=0.0, hi=60.0)
+    point_rate_hz: float = param(100.0, "JointTrajectory points per second sent to the reference node", lo=10.0,
+                                 hi=1000.0)
+    wall_timeout: float = param(600.0, "s (wall) an identification may take before it is abandoned", lo=1.0,
+                                hi=86400.0)
+
+
+@dataclass(frozen=True)
+class GripperCompensationParams(CommonParams):
+    """Gripper compensation of a flange F/T sensor (``idyn_ros.nodes.gripper_compensation``); not in the default
+    graph."""
+
+    ft_topic: str = param("/ft_sensor/wrench", "the F/T sensor (geometry_msgs/WrenchStamped, flange frame, what the "
+                          "tool side applies to the flange)", read_only=True)
+    compensated_topic: str = param("", "reading minus the gripper's predicted wrench ('' = <ft_topic>/compensated); "
+                                   "the prediction goes to <ft_topic>/gripper", read_only=True)
+    gripper_model_path: str = param("", "model of the robot WITH its gripper (.onnx, e.g. delan-lstm); '' = the "
+                                    "RBD-only form from gripper_mass/com/inertia", read_only=True)
+    arm_model_path: str = param("", "model of the bare arm (.onnx) subtracted from the gripper model; '' = the nominal "
+                                "URDF's RNEA", read_only=True)
+    gripper_mass: float = param(0.0, "kg, the gripper's nominal (CAD) mass for the RBD-only form", lo=0.0, hi=1000.0,
+                                read_only=True)
+    gripper_com: tuple[float, ...] = param((0.0, 0.0, 0.0), "m, its CoM in the flange frame", lo=-10.0, hi=10.0,
+                                           read_only=True)
+    gripper_inertia: tuple[float, ...] = param((0.0,) * 6, "kg m^2, ixx ixy ixz iyy iyz izz about its CoM", lo=-100.0,
+                                               hi=100.0, read_only=True)
+    pinv_damping: float = param(0.01, "mu of the damped pseudo-inverse of J^T", lo=0.0, hi=10.0)
+    accel_cutoff_hz: float = param(20.0, "Hz; low-pass of the acceleration and of the reading", lo=0.1, hi=5000.0,
+                                   below_nyquist=True, read_only=True)
+
+
+@dataclass(frozen=True)
 class PlantParams(RobotParams):
     """The embedded MuJoCo plant (``idyn_ros.nodes.plant``), standing in for ros2_control + the robot."""
 
@@ -427,6 +478,9 @@ class PlantParams(RobotParams):
                                          read_only=True)
     diagnostics_period: float = param(1.0, "s (wall) between /diagnostics messages", lo=0.01, hi=60.0,
                                       read_only=True)
+    ft_sensor_topic: str = param("", "publish a flange force/torque sensor on this topic (geometry_msgs/WrenchStamped, "
+                                 "flange frame, what the attached payload and contact apply to the flange; "
+                                 "idyn_ros/sim/ft_sensor.py); '' = no sensor", read_only=True)
 
 
 @dataclass(frozen=True)
@@ -449,6 +503,8 @@ NODES: dict[str, type[NodeParams]] = {
     "doomed": DoomedParams,
     "wrench_observer": WrenchObserverParams,
     "reference": ReferenceParams,
+    "payload_identifier": PayloadIdentifierParams,
+    "gripper_compensation": GripperCompensationParams,
     "plant": PlantParams,
     "recorder": RecorderParams,
 }

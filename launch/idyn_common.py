@@ -52,7 +52,7 @@ from idyn_ros.robots.render import xacro_argument_defaults
 from launch import LaunchDescription, Substitution
 
 PACKAGE = "idyn_ros"
-OWN_ARGS = ("mode", "model", "gains", "prefix", "composed", "clock", "params_file", "observer_only")
+OWN_ARGS = ("mode", "model", "gains", "prefix", "composed", "clock", "params_file", "observer_only", "nodes")
 NOT_XACRO = ("mode", "prefix", "controllers_file")  # set by the graph description, not by the user
 TRUE = ("true", "1", "yes")
 
@@ -65,6 +65,7 @@ def _settings(context, robot):
         composed=get("composed").lower() in TRUE,
         params_files=tuple(f.strip() for f in get("params_file").split(",") if f.strip()),
         observer_only=get("observer_only").lower() in TRUE,
+        nodes=tuple(n.strip() for n in get("nodes").split(",") if n.strip()) or graph.OUR_NODES,
         effort_unit="" if currents is None else ("current" if currents.lower() in TRUE else "torque"))
 
 
@@ -165,6 +166,9 @@ def generate(robot):
         DeclareLaunchArgument("observer_only", default_value="false", choices=["true", "false"],
                               description="only joint_state_buffer + wrench_observer, no torque commands (an arm that "
                                           "takes none from us, e.g. a CB3 UR; modes hardware and mock)"),
+        DeclareLaunchArgument("nodes", default_value="",
+                              description=f"our nodes to start, comma-separated ('' = {','.join(graph.OUR_NODES)}); "
+                                          f"optional: {','.join(graph.OPTIONAL_NODES)}"),
         *[DeclareLaunchArgument(name, default_value=default, description=f"xacro argument of urdf/{robot}.urdf.xacro")
           for name, default in xacro_defaults.items()],
         # ---- the robot side
@@ -187,7 +191,7 @@ def generate(robot):
         # ---- our nodes: separate processes, or one
         *[Node(package=PACKAGE, executable=name, name=name, namespace="", output="screen",
                parameters=[NodeParameters(robot, [name])], condition=_starts(robot, name), additional_env=env)
-          for name in graph.OUR_NODES],
+          for name in graph.OUR_NODES + graph.OPTIONAL_NODES],
         Node(package=PACKAGE, executable="composed", output="screen", arguments=["--nodes", ActiveNodes(robot)],
              parameters=[NodeParameters(robot)], condition=_starts(robot, "composed"), additional_env=env),
     ]

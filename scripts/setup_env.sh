@@ -73,7 +73,8 @@ install_launch_stack() {
 install_ament_layout() {
   local lib="$VENV/lib/idyn_ros" share="$VENV/share/idyn_ros"
   mkdir -p "$lib" "$share"
-  for node in joint_state_buffer feedforward controller doomed wrench_observer reference plant recorder composed; do
+  for node in joint_state_buffer feedforward controller doomed wrench_observer reference payload_identifier \
+      gripper_compensation plant recorder composed; do
     printf '#!%s\nimport sys\nfrom idyn_ros.nodes.%s import main\nsys.exit(main())\n' "$VENV/bin/python" "$node" \
       > "$lib/$node"
     chmod +x "$lib/$node"

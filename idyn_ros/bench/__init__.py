@@ -34,6 +34,7 @@ TOPICS: dict[str, str] = {
     "latency": "joint state -> command latency at 1 kHz, composed and separate processes",
     "experiments": "tracking table (Table III analogue), DOOMED sweep, wrench observer on the plant",
     "ur5": "UR5 real data: current gains, torque model, wrench vs F/T sensor and the UR's own estimate, false alarms",
+    "payload": "payload identification (plant, offline CLI, closed loop vs DOOMED) and gripper compensation",
 }
 
 

@@ -326,6 +326,38 @@ def _ur5(d: dict) -> Lines:
     return out
 
 
+def _payload(d: dict) -> Lines:
+    goal = d.get("goal", {})
+    out = [f"Payload identification (goal: mass within {fmt(goal.get('mass_pct'))} %, CoM within "
+           f"{fmt(goal.get('com_mm'))} mm); errors per robot and payload.", ""]
+    rows = [[robot, name, r["mass_error_pct"], r["com_error_mm"], r["inertia_error_kgm2"],
+             r["estimate"]["consistency"]["solve"]]
+            for robot, v in d.get("plant", {}).items() for name, r in v["payloads"].items()]
+    if rows:
+        out += ["On the plant (true profile), reference run + payload run of the payload excitation:", "",
+                *table(["robot", "payload", "mass error [%]", "CoM error [mm]", "inertia error [kg m^2]", "solve"],
+                       rows)]
+    rows = [[robot, name, mode, r[mode]["mass_error_pct"], r[mode]["com_error_mm"], r[mode]["inertia_error_kgm2"]]
+            for robot, v in d.get("offline", {}).items() for name, r in v["payloads"].items()
+            for mode in ("reference", "model")]
+    if rows:
+        out += ["Offline: the CLI on generated .npz files (1 % torque noise, friction; `--reference` or `--model` "
+                "of a trained bare-arm model):", "",
+                *table(["robot", "payload", "mode", "mass error [%]", "CoM error [mm]", "inertia error [kg m^2]"],
+                       rows)]
+    cl = {k: v for k, v in d.get("closed_loop", {}).items() if not k.startswith("_")}
+    if cl:
+        keys = ("without_compensation", "identified", "doomed", "identified_and_doomed", "true_payload_known")
+        out += ["Closed loop, medium gains, 2 kg payload: joint RMSE [deg].", "",
+                *table(["robot", *keys], [[robot, *(v["rmse_deg"].get(k) for k in keys)] for robot, v in cl.items()])]
+    g = d.get("gripper")
+    if g:
+        out += [f"Gripper compensation ({g.get('robot')}): F/T wrench RMS while moving without contact.", "",
+                *table(["compensation", "force RMS [N]", "torque RMS [Nm]", "force p99 [N]"],
+                       [[k, v["force_rms_n"], v["torque_rms_nm"], v["force_p99_n"]] for k, v in g["rms"].items()])]
+    return out
+
+
 def _generic(d: dict) -> Lines:
     """Any other result file: its numeric leaves (a new file shows up before it has a renderer)."""
     rows: list[list[Any]] = []
@@ -356,6 +388,7 @@ RENDERERS: list[tuple[str, str, str, Callable[[dict], Lines]]] = [
     ("doomed_sweep.json", "experiments", "DOOMED: unmodelled payload", _doomed),
     ("wrench_observer.json", "experiments", "Wrench observer", _wrench),
     ("ur5_wrench.json", "ur5", "UR5 on real data: currents, torque model, wrench vs F/T sensor", _ur5),
+    ("payload.json", "payload", "Payload identification and gripper compensation", _payload),
 ]
 
 

@@ -17,11 +17,17 @@ examples:
   idyn excite --robot panda --harmonics 5 --period 20 -o panda_excite.npz
   idyn excite --robot iiwa14 --seed 3 --budget 120 -o iiwa_excite.npz
   idyn excite --robot ur5 --fine-motion --scaffolds 8 -o ur5_fine.npz     (random fine motion instead)
+  idyn excite --robot panda --payload -o panda_payload.npz   (for `idyn payload identify`)
 
 output .npz: t (s), q_d (rad), dq_d (rad/s), ddq_d (rad/s^2) sampled at --rate over one period,
 joint_names, robot, and the coefficients (q0, a, b, period, omega_f) so the series can be
 evaluated at any rate. Acceleration limits: idyn_ros/data/limits.py (Panda datasheet, Drake iiwa14,
 UR MoveIt config), position limits shrunk by 2 deg and velocity/acceleration by 10 % for the design.
+
+--payload: minimise instead the condition number of the payload regressor J^T Y (columns scaled to a typical
+payload: 1 kg, 0.1 m, 0.01 kg m^2), wrist-rich: the last three joints swing over up to +-2 rad, the others
++-0.5 rad about the centre of their range, at up to half the velocity and acceleration limits, 10 deg from the
+position limits; --harmonics/--period default to 5 and 10 s (idyn_ros/control/payload.py).
 """
 
 
@@ -30,7 +36,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--robot", required=True, help="preset (panda, iiwa14, ur5) or URDF path")
     parser.add_argument("-o", "--output", required=True, metavar="OUT.npz", help="trajectory file to write")
     parser.add_argument("--harmonics", type=int, default=5, help="number of harmonics L (default 5)")
-    parser.add_argument("--period", type=float, default=20.0, help="period in s (default 20: w_f = 0.1 pi rad/s)")
+    parser.add_argument("--period", type=float, default=None,
+                        help="period in s (default 20: w_f = 0.1 pi rad/s; --payload: 10)")
     parser.add_argument("--seed", type=int, default=0, help="random initial guess / fine-motion seed (default 0)")
     parser.add_argument("--budget", type=float, default=60.0, help="optimiser time budget in s (default 60)")
     parser.add_argument("--rate", type=float, default=1000.0, help="output sample rate in Hz (default 1000)")
@@ -45,6 +52,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "--fine-motion", action="store_true", help="write a random fine-motion trajectory (Callar 2021 RFMA) instead"
     )
     parser.add_argument("--scaffolds", type=int, default=10, help="fine motion: number of scaffold poses (default 10)")
+    parser.add_argument("--payload", action="store_true",
+                        help="design for payload identification (well-conditioned payload regressor, wrist-rich)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -60,6 +69,12 @@ def run(args: argparse.Namespace) -> int:
         acc = np.full(model.n, acc[0])
     limits = JointLimits.from_model(model, acceleration=acc)
     extra: dict[str, np.ndarray] = {}
+    if args.payload and args.fine_motion:
+        from idyn_ros.errors import ParameterError
+
+        raise ParameterError("--payload designs a Fourier excitation; it cannot be combined with --fine-motion")
+    if args.period is None:
+        args.period = 10.0 if args.payload else 20.0
     if args.fine_motion:
         traj = fine_motion(limits, n_scaffolds=args.scaffolds, seed=args.seed)
         t = np.arange(0.0, traj.duration, 1.0 / args.rate)
@@ -67,36 +82,43 @@ def run(args: argparse.Namespace) -> int:
         check = check_limits(q, dq, ddq, limits)
         print(f"fine motion: {args.scaffolds} scaffolds, {traj.duration:.1f} s")
     else:
-        with tqdm(total=round(args.budget), desc="optimising cond(Y_b)", unit="s") as bar:
+        desc = "optimising cond(J^T Y)" if args.payload else "optimising cond(Y_b)"
+        with tqdm(total=round(args.budget), desc=desc, unit="s") as bar:
 
             def progress(elapsed: float, cond: float) -> None:
                 bar.set_postfix_str(f"best cond {cond:.1f}")
                 bar.update(max(0, min(round(elapsed), bar.total) - bar.n))
 
-            result = optimize_excitation(
-                model,
-                limits,
-                harmonics=args.harmonics,
-                period=args.period,
-                seed=args.seed,
-                time_budget_s=args.budget,
-                progress=progress,
-            )
+            if args.payload:
+                from idyn_ros.control.payload import design_excitation
+
+                result = design_excitation(model, limits, harmonics=args.harmonics, period=args.period,
+                                           seed=args.seed, time_budget_s=args.budget, progress=progress)
+            else:
+                result = optimize_excitation(
+                    model,
+                    limits,
+                    harmonics=args.harmonics,
+                    period=args.period,
+                    seed=args.seed,
+                    time_budget_s=args.budget,
+                    progress=progress,
+                )
         traj = result.trajectory
         t = np.arange(0.0, traj.period, 1.0 / args.rate)
         q, dq, ddq = traj.evaluate(t)
         check = check_limits(q, dq, ddq, limits)
+        what = "payload regressor (10 parameters, scaled)" if args.payload else f"base parameters: {result.n_base}"
+        print(f"{what}; optimiser: {result.evaluations} evaluations in {result.seconds:.1f} s ({result.stopped_by})")
+        name = "cond(J^T Y)" if args.payload else "cond(Y_b)"
         print(
-            f"base parameters: {result.n_base}; optimiser: {result.evaluations} evaluations in "
-            f"{result.seconds:.1f} s ({result.stopped_by})"
-        )
-        print(
-            f"condition number cond(Y_b): random initial guess {result.cond_initial:.1f} -> "
+            f"condition number {name}: random initial guess {result.cond_initial:.1f} -> "
             f"optimised {result.cond_optimized:.1f}"
         )
         extra = {k: v for k, v in traj.coefficients().items()}
         extra["cond_initial"] = np.array(result.cond_initial)
         extra["cond_optimized"] = np.array(result.cond_optimized)
+        extra["objective"] = np.array("payload" if args.payload else "base_parameters")
     print(
         f"limits at {args.rate:g} Hz ({t.size} samples), worst use: position {100 * check['position']:.1f} %, "
         f"velocity {100 * check['velocity']:.1f} %, acceleration {100 * check['acceleration']:.1f} % -> "

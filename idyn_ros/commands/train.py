@@ -22,6 +22,7 @@ Model kinds:
   mlp-hybrid    RBD + friction (SDP) + stateless MLP residual, two-stage
   lstm          black-box LSTM (no physics)
   delan         Deep Lagrangian Network + friction (closed-form derivatives, exported like the others)
+  delan-lstm    DeLaN first, then a residual LSTM on [q, dq, ddq, tau_DeLaN] with it frozen (Doenges 2025)
   lip-gp        Gaussian process with the Lagrangian-inspired polynomial kernel (Giacomuzzo et al.);
                 se-gp, gip-gp, lse-gp are its baselines (--max-samples subsamples the training data).
                 With --val the noise start (std/10 or /1000) is chosen on it; per-joint noise gets a floor
@@ -39,8 +40,8 @@ import sys
 import warnings
 from collections.abc import Iterator
 
-HELP = "train a model (rbd, rbd-friction, hybrid, hybrid-r, mlp-hybrid, lstm, delan, *-gp) -> DIR/model.onnx"
-NN_KINDS = ("rbd", "rbd-friction", "hybrid", "hybrid-r", "mlp-hybrid", "lstm", "delan")
+HELP = "train a model (rbd, rbd-friction, hybrid, hybrid-r, mlp-hybrid, lstm, delan[-lstm], *-gp) -> DIR/model.onnx"
+NN_KINDS = ("rbd", "rbd-friction", "hybrid", "hybrid-r", "mlp-hybrid", "lstm", "delan", "delan-lstm")
 GP_KINDS = ("lip-gp", "se-gp", "gip-gp", "lse-gp")  # == idyn_ros.models.gp.GP_KINDS (test checks)
 
 EPILOG = """examples:

@@ -90,6 +90,7 @@ class Controller:
         self.ff = feedforward if feedforward is not None else FeedforwardComputer(
             robot, params.model_path or None, params.fallback, params.rate_hz, params.warmup_ticks)
         self.feedback_model = feedback_model if feedback_model is not None else self.ff.feedback_model()
+        self._feedback_bare, self._hold_model = self.feedback_model, robot  # without a payload (set_payload)
         self.filter = se.JointStateFilter(self.joint_names, params.rate_hz, max_gap_periods=params.stale_periods)
         self.watchdog = Watchdog(self.period)
         self.limiter = law.TorqueLimiter(robot.effort_limit, -1.0, self.period)
@@ -168,6 +169,21 @@ class Controller:
         self._saturation_ticks = round(params.saturation_timeout / self.period) if params.saturation_timeout else 0
         self._adaptation_timeout_ns = round(params.adaptation_timeout * 1e9)
         self.params = params
+
+    def set_payload(self, payload: Any) -> None:
+        """A payload fixed to the flange (``Payload``; None or mass 0: none) enters the feedforward, the feedback's
+        M(q) and the safe hold's g(q) at once. Decision: the g(q) subtracted where the robot adds its own stays the
+        bare arm's, since the vendor compensates only the load configured there (leave that at the tool without this
+        payload). Safe from another thread than ``update`` (whole-object swaps)."""
+        self.ff.set_payload(payload)
+        p = self.ff.payload
+        self.feedback_model = self._feedback_bare if p is None else self._feedback_bare.with_payload(p)
+        self._hold_model = self.robot if p is None else self.robot.with_payload(p)
+
+    @property
+    def payload(self) -> Any:
+        """The payload the controller includes (``Payload``) or None."""
+        return self.ff.payload
 
     # ------------------------------------------------------------------ lifecycle
     def activate(self) -> None:
@@ -317,7 +333,7 @@ class Controller:
 
     def _safe_torque(self, q: np.ndarray, dq: np.ndarray, out: np.ndarray) -> np.ndarray:
         """The robot's safe torque at the last trusted state (damping hold, + g(q) unless the robot adds it)."""
-        gravity = None if self.subtract_gravity or self.safe_mode == "zero" else self.robot.gravity(q)
+        gravity = None if self.subtract_gravity or self.safe_mode == "zero" else self._hold_model.gravity(q)
         law.safe_torque(self.safe_mode, dq, self.safe_damping, gravity, out)
         self.tau_fb[:] = 0.0
         self.acc_fb[:] = 0.0

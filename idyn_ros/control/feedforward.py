@@ -49,6 +49,7 @@ class FeedforwardComputer:
         self.friction = np.zeros(self.n)
         self.residual = np.zeros(self.n)
         self.runtime = None
+        self._payload: Any = None  # PayloadTorque of the payload on the flange, or None (set_payload)
         self.fallback = True
         self.fallback_reason = ""
         self.model_id = f"fallback:{fallback}"
@@ -110,6 +111,22 @@ class FeedforwardComputer:
         inertials + armature when it has them, else the nominal URDF (``RobotModel.with_identified``)."""
         return self.robot.with_identified(self.inertial_parameters, self.armature)
 
+    def set_payload(self, payload: Any) -> None:
+        """Add a payload fixed to the flange (``Payload``; None or mass 0: remove it) to every following ``compute``:
+        its torque J^T Y phi (``dynamics.payload.PayloadTorque``) goes into the total and the RBD part. The learned
+        model stays the bare arm's. Safe to call from another thread than ``compute`` (one assignment)."""
+        from idyn_ros.dynamics.payload import PayloadTorque
+        from idyn_ros.robots.spec import Payload
+
+        p = None if payload is None else Payload.coerce(payload)
+        self._payload = None if p is None or p.mass == 0.0 else PayloadTorque(self.robot, p)
+
+    @property
+    def payload(self) -> Any:
+        """The payload ``compute`` includes (a ``Payload``), or None."""
+        pt = self._payload
+        return None if pt is None else pt.payload
+
     def reset(self) -> None:
         """Zero the recurrent state (the runtime's), e.g. before a warm-up."""
         if self.runtime is not None:
@@ -139,10 +156,15 @@ class FeedforwardComputer:
             self.rbd_part[:] = np.reshape(pred.rbd, -1)
             self.friction[:] = np.reshape(pred.friction, -1)
             self.residual[:] = np.reshape(pred.residual, -1)
-            return self.total
-        if self.fallback_kind == "rbd":
-            self.rbd_part[:] = self.robot.rnea(q, dq, ddq_d)
         else:
-            self.rbd_part[:] = self.robot.gravity(q)
-        self.total[:] = self.rbd_part
+            if self.fallback_kind == "rbd":
+                self.rbd_part[:] = self.robot.rnea(q, dq, ddq_d)
+            else:
+                self.rbd_part[:] = self.robot.gravity(q)
+            self.total[:] = self.rbd_part
+        pt = self._payload
+        if pt is not None:  # the payload's torque; with the "gravity" fallback its gravity only, like the rest
+            extra = pt(q, dq, ddq_d) if self.runtime is not None or self.fallback_kind == "rbd" else pt.gravity(q)
+            self.total += extra
+            self.rbd_part += extra
         return self.total

@@ -197,6 +197,21 @@ class WrenchObserver:
             m.deadband[3:] = deadband_torque
             m.alpha = lowpass_alpha
 
+    payload: Any = None  # the Payload counted as part of the robot (set_payload), None: none
+
+    def set_payload(self, payload: Any) -> None:
+        """Count a payload fixed to the flange (``Payload``; None or mass 0: none) as part of the robot, so its
+        dynamics are not reported as an external wrench: both observers' model becomes ``rbd`` with it attached
+        (a learned model's terms stay the bare arm's, see LearnedModelTerms); the observers restart at the next
+        state."""
+        from idyn_ros.robots.spec import Payload
+
+        p = None if payload is None else Payload.coerce(payload)
+        model = self.rbd if p is None or p.mass == 0.0 else self.rbd.with_payload(p)
+        self.direct.rbd = self.momentum.rbd = model
+        self.payload = None if model is self.rbd else p
+        self.reset()
+
     def warm_up(self, q: np.ndarray) -> None:
         if self.model is not None:
             self.model.warm_up(q)

@@ -179,6 +179,7 @@ def optimize_excitation(
     position_margin: float = math.radians(2.0),
     limit_scale: float = 0.9,
     progress: Callable[[float, float], None] | None = None,
+    objective: Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray] | None = None,
 ) -> ExcitationResult:
     """Fourier excitation minimising cond(Y_b) within ``limits`` (see module docstring).
 
@@ -191,6 +192,8 @@ def optimize_excitation(
             constraints (default 20 per cycle of the highest harmonic; peaks between samples are
             covered by the 10 % margin and by the 1 kHz check afterwards).
         progress: called as ``progress(elapsed_s, best_cond)`` at most every 0.5 s.
+        objective: ``objective(q, dq, ddq) -> (rows, p)`` regressor whose condition number is minimised instead of the
+            base-parameter regressor's (e.g. the payload regressor, ``idyn_ros.dynamics.payload``).
     """
     from scipy.optimize import minimize
 
@@ -206,8 +209,17 @@ def optimize_excitation(
     if np.any(half <= 0):
         raise ParameterError("position range smaller than the 2 x margin for some joint")
 
-    base = model.base_parameters()
-    cols = np.asarray(base.independent)
+    stacked = objective
+    if stacked is None:
+        base = model.base_parameters()
+        cols = np.asarray(base.independent)
+        n_columns = int(base.n_base)
+
+        def stacked(q: np.ndarray, dq: np.ndarray, ddq: np.ndarray) -> np.ndarray:
+            Y = np.asarray(model.regressor(q, dq, ddq))  # (T, n, 10 n)
+            return Y.reshape(-1, Y.shape[-1])[:, cols]
+    else:
+        n_columns = 0
     t_eval = np.linspace(0.0, period, n_eval, endpoint=False)
     Eq, Edq, Eddq = _reduced_basis(t_eval, omega, L)
 
@@ -217,8 +229,7 @@ def optimize_excitation(
     def cond_of(z: np.ndarray) -> float:
         q0, X = unpack(z)
         q, dq, ddq = q0 + Eq @ X.T, Edq @ X.T, Eddq @ X.T
-        Y = np.asarray(model.regressor(q, dq, ddq))  # (T, n, 10 n)
-        Yb = Y.reshape(-1, Y.shape[-1])[:, cols]
+        Yb = stacked(q, dq, ddq)
         # cond(Y_b) = sqrt(cond(Y_b^T Y_b)); einsum + a small eigvalsh instead of an SVD of the tall
         # matrix: threaded BLAS made that SVD ~500x slower on a loaded 2-core machine (0.5 s vs 1 ms).
         eig = np.linalg.eigvalsh(np.einsum("ki,kj->ij", Yb, Yb))
@@ -313,7 +324,7 @@ def optimize_excitation(
         initial=to_traj(z0),
         cond_initial=cond0,
         cond_optimized=cond_final,
-        n_base=int(base.n_base),
+        n_base=n_columns or int(np.shape(stacked(*traj.evaluate(np.zeros(1))))[-1]),
         evaluations=best["evals"],
         seconds=time.monotonic() - t0,
         limit_check_1khz=check,

@@ -53,6 +53,7 @@ class StepModule(nn.Module):
         self.residual = model.residual
         self.norm = model.norm
         self.with_r = cfg.kind == "hybrid-r"
+        self.with_tau_rbd = cfg.residual_sees_tau_rbd and not self.with_r  # delan-lstm: tau_DeLaN is an input
 
     def forward(self, q: torch.Tensor, dq: torch.Tensor, ddq: torch.Tensor, *state: torch.Tensor) -> Any:
         tau_rbd = self.rnea(q, dq, ddq) + self.ia * ddq if self.rnea is not None else torch.zeros_like(q)
@@ -70,6 +71,8 @@ class StepModule(nn.Module):
         if self.with_r:
             r, r_out = rotational_displacement_step(q, state[2])
             feats += [tau_rbd, r]
+        elif self.with_tau_rbd:
+            feats.append(tau_rbd)
         x = (torch.cat(feats, -1) - self.norm.x_mean) / self.norm.x_std  # (1, F)
         if self.residual.hidden:
             y, (h, c) = self.residual(x[:, None, :], (state[0], state[1]))  # LSTM, one step

@@ -18,6 +18,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
 import warnings
@@ -125,6 +126,8 @@ def _features_stats(cfg: ModelConfig, model: TorqueModel, data: Sequence[Prepare
             f = [d.q, d.dq, d.ddq]
             if cfg.kind == "hybrid-r":
                 f += [parts["tau_rbd"], d.r]
+            elif cfg.residual_sees_tau_rbd:
+                f.append(parts["tau_rbd"])
             feats.append(torch.cat(f, -1))
             targets.append(d.tau - parts["tau_rbd"] - parts["tau_friction"])
         x = torch.cat(feats)
@@ -284,6 +287,18 @@ def fit(
         model.ia.copy_(torch.as_tensor(ia0))
     if cfg.mode == "2s" or cfg.kind in ("rbd", "rbd-friction"):
         model.freeze_physics()
+    if cfg.kind == "delan-lstm" and ck is None:  # Doenges 2025 sec. 3.2: DeLaN first, frozen, then the residual LSTM
+        stage1 = fit(dataclasses.replace(cfg, kind="delan"), robot, train, val, None,
+                     None if max_minutes is None else max_minutes / 2, False, progress)
+        with torch.no_grad():
+            model.delan.load_state_dict(stage1.model.delan.state_dict())
+            model.friction.copy_(stage1.model.friction)
+        id_info = {"stage1_delan": {"stopped": stage1.stopped, "epochs": len(stage1.history),
+                                    "val": stage1.history[-1].get("val") if stage1.history else None}}
+        max_minutes = None if max_minutes is None else max_minutes / 2
+    if cfg.kind == "delan-lstm":
+        model.delan.requires_grad_(False)
+        model.friction.requires_grad_(False)
     _warn_if_little_data(cfg, model, train)
     need_y, need_r = cfg.has_rbd, cfg.kind == "hybrid-r"
     tr = [prepare(pin_model, r, need_y, need_r) for r in train]
@@ -300,7 +315,7 @@ def fit(
         result.history.append({"epoch": 0, "val": evaluate_scaled(model, va, tau_range)})
         return result
 
-    opt = torch.optim.Adam(params, lr=cfg.lr if cfg.kind != "delan" else min(cfg.lr, 1e-3),
+    opt = torch.optim.Adam(params, lr=cfg.lr if cfg.kind != "delan" else min(cfg.lr, 1e-3),  # Lutter: 1e-3
                            weight_decay=cfg.weight_decay)
     sched = torch.optim.lr_scheduler.ReduceLROnPlateau(opt, factor=0.3, patience=cfg.lr_patience)
     start_epoch, best, best_state, bad = 0, math.inf, None, 0

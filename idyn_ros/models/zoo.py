@@ -12,6 +12,8 @@ parts switched off per kind, so training, evaluation and ONNX export are written
 | mlp-hybrid   | SDP (2S)                   | LS            | MLP 21->200->200->7 (Reuss)      |
 | lstm         | -                          | -             | LSTM black box                   |
 | delan        | DeLaN (Lutter 2019)        | learned       | -                                |
+| delan-lstm   | DeLaN, trained first       | learned       | LSTM on q, dq, ddq, tau_DeLaN    |
+|              | (Doenges 2025 sec. 3.2)    | (with DeLaN)  | (Doenges eq. 19), frozen DeLaN   |
 
 ``ModelConfig`` holds everything needed to rebuild a model (stored in checkpoints and ONNX metadata).
 """
@@ -29,7 +31,7 @@ from idyn_ros.dynamics.friction import n_columns, torch_friction_torque
 from idyn_ros.models import rbd
 from idyn_ros.models.features import R_DEADBAND, R_LIMIT
 
-KINDS = ("rbd", "rbd-friction", "hybrid", "hybrid-r", "mlp-hybrid", "lstm", "delan")
+KINDS = ("rbd", "rbd-friction", "hybrid", "hybrid-r", "mlp-hybrid", "lstm", "delan", "delan-lstm")
 
 
 @dataclass
@@ -75,19 +77,26 @@ class ModelConfig:
 
     @property
     def has_friction(self) -> bool:
-        return self.kind in ("rbd-friction", "hybrid", "hybrid-r", "mlp-hybrid", "delan") and bool(
+        return self.kind in ("rbd-friction", "hybrid", "hybrid-r", "mlp-hybrid", "delan", "delan-lstm") and bool(
             self.friction_kinds
         )
 
     @property
     def residual(self) -> str:
         """none | lstm | mlp: the learned residual network."""
-        return {"hybrid": "lstm", "hybrid-r": "lstm", "lstm": "lstm", "mlp-hybrid": "mlp"}.get(self.kind, "none")
+        return {"hybrid": "lstm", "hybrid-r": "lstm", "lstm": "lstm", "mlp-hybrid": "mlp",
+                "delan-lstm": "lstm"}.get(self.kind, "none")
 
     @property
     def n_features_per_joint(self) -> int:
-        """Residual inputs per joint: q, dq, ddq (+ tau_RBD, r for hybrid-r, Callar Eq. 4.28)."""
-        return 5 if self.kind == "hybrid-r" else 3
+        """Residual inputs per joint: q, dq, ddq (+ tau_RBD, r for hybrid-r, Callar Eq. 4.28; + tau_DeLaN for
+        delan-lstm, Doenges eq. 19)."""
+        return {"hybrid-r": 5, "delan-lstm": 4}.get(self.kind, 3)
+
+    @property
+    def residual_sees_tau_rbd(self) -> bool:
+        """The residual's inputs include the physics part's torque (hybrid-r, delan-lstm)."""
+        return self.kind in ("hybrid-r", "delan-lstm")
 
 
 class Normaliser(nn.Module):
@@ -198,7 +207,7 @@ class TorqueModel(nn.Module):
         else:
             self.residual = None
         self.norm = Normaliser(n * cfg.n_features_per_joint, n)
-        self.delan = DeLaN(n, cfg.delan_dim) if cfg.kind == "delan" else None
+        self.delan = DeLaN(n, cfg.delan_dim) if cfg.kind in ("delan", "delan-lstm") else None
 
     # ---- parameters ----
     def pi(self) -> torch.Tensor:
@@ -257,6 +266,8 @@ class TorqueModel(nn.Module):
                 if r is None:
                     r, r_state = rotational_displacement(q, None if state is None else state[2])
                 feats += [tau_rbd.detach(), r.to(q.dtype)]
+            elif self.cfg.residual_sees_tau_rbd:
+                feats.append(tau_rbd.detach())
             x = (torch.cat(feats, -1) - self.norm.x_mean) / self.norm.x_std
             lstm_state = None if state is None else (state[0], state[1])
             y, hc = self.residual(x, lstm_state)

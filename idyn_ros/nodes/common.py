@@ -211,3 +211,33 @@ def run(factories: Sequence[Callable[[], Any]], argv: Sequence[str] | None = Non
         for sig in (signal.SIGINT, signal.SIGTERM):  # rclpy's shutdown put back the default (killing) handlers
             signal.signal(sig, signal.SIG_IGN)
     return 1 if errors else 0
+
+
+def payload_service(node: Any, apply: Callable[[Any], str]) -> Any:
+    """``~/set_payload`` (idyn_ros/SetPayload) on ``node``: each request becomes ``apply(Payload | None)`` (mass 0:
+    None), whose return is the reply's message; an invalid payload (``IdynError``) is refused with its reason and
+    changes nothing."""
+    from idyn_ros.srv import SetPayload
+
+    def handle(request: Any, response: Any) -> Any:
+        from idyn_ros.errors import IdynError
+        from idyn_ros.robots.spec import Payload
+
+        try:
+            c = request.com
+            payload = None if request.mass == 0.0 else Payload(float(request.mass), (c.x, c.y, c.z),
+                                                               tuple(float(v) for v in request.inertia))
+            response.message = apply(payload)
+            response.success = True
+        except IdynError as exc:
+            response.success, response.message = False, str(exc)
+        return response
+
+    return node.create_service(SetPayload, "~/set_payload", handle)
+
+
+def describe_payload(payload: Any) -> str:
+    """One line for logs and service replies."""
+    if payload is None:
+        return "no payload"
+    return (f"payload {payload.mass:.3f} kg at CoM ({', '.join(f'{1e3 * c:.1f}' for c in payload.com)}) mm")

@@ -19,13 +19,16 @@ def factories(names: list[str]) -> list[Callable[[], Any]]:
     from idyn_ros.nodes.controller import ControllerNode
     from idyn_ros.nodes.doomed import DoomedNode
     from idyn_ros.nodes.feedforward import FeedforwardNode
+    from idyn_ros.nodes.gripper_compensation import GripperCompensationNode
     from idyn_ros.nodes.joint_state_buffer import JointStateBufferNode
+    from idyn_ros.nodes.payload_identifier import PayloadIdentifierNode
     from idyn_ros.nodes.reference import ReferenceNode
     from idyn_ros.nodes.wrench_observer import WrenchObserverNode
 
     table = {"joint_state_buffer": JointStateBufferNode, "feedforward": FeedforwardNode,
              "controller": ControllerNode, "doomed": DoomedNode, "wrench_observer": WrenchObserverNode,
-             "reference": ReferenceNode}
+             "reference": ReferenceNode, "payload_identifier": PayloadIdentifierNode,
+             "gripper_compensation": GripperCompensationNode}
     unknown = [n for n in names if n not in table]
     if unknown:
         from idyn_ros.errors import ParameterError

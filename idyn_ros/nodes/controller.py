@@ -34,6 +34,8 @@ from idyn_ros.nodes.common import (
     Diagnostics,
     as_array,
     command_topic,
+    describe_payload,
+    payload_service,
     stamp_to_ns,
 )
 from idyn_ros.nodes.hot_loop import HotLoop
@@ -65,6 +67,7 @@ class ControllerNode(LifecycleNode):
         self.deadline_misses = 0
         self.compute_us_max = 0.0
         self._reported = ""
+        payload_service(self, self._set_payload)
         if autostart and self.trigger_configure() == TransitionCallbackReturn.SUCCESS:
             self.trigger_activate()
 
@@ -181,6 +184,15 @@ class ControllerNode(LifecycleNode):
         if self.diag is not None:
             self.diag.destroy()
             self.diag = None
+
+    def _set_payload(self, payload: Any) -> str:
+        """~/set_payload: the payload enters feedforward, feedback M(q) and safe hold at the next tick."""
+        if self.core is None:
+            raise IdynError("the controller is not configured; configure it first")
+        self.core.set_payload(payload)
+        message = f"{describe_payload(payload)} included from the next tick"
+        self.get_logger().info(message)
+        return message
 
     # ------------------------------------------------------------------ parameters
     def _check(self, candidate: ControllerParams) -> str | None:

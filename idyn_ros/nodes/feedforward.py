@@ -20,7 +20,15 @@ from idyn_ros.control import state_estimation as se
 from idyn_ros.control.controller import NameMap
 from idyn_ros.control.feedforward import FeedforwardComputer
 from idyn_ros.nodes import hot_loop
-from idyn_ros.nodes.common import HOT_IN, Diagnostics, as_array, declare_and_load, stamp_to_ns
+from idyn_ros.nodes.common import (
+    HOT_IN,
+    Diagnostics,
+    as_array,
+    declare_and_load,
+    describe_payload,
+    payload_service,
+    stamp_to_ns,
+)
 from idyn_ros.parameters import FeedforwardParams
 
 
@@ -51,6 +59,11 @@ class FeedforwardNode(Node):
         hot_loop.subscribe(self, JointState, v.joint_states_topic, self._on_joint_state, HOT_IN)
         hot_loop.subscribe(self, JointReference, v.reference_topic, self._on_reference, HOT_IN)
         self.create_timer(v.diagnostics_period, self.diag.publish)
+        payload_service(self, self._set_payload)
+
+    def _set_payload(self, payload: Any) -> str:
+        self.ff.set_payload(payload)
+        return f"{describe_payload(payload)} in the feedforward"
 
     def _on_reference(self, msg: Any) -> None:
         if self._ref.resolve(msg.joint_names):
@@ -87,7 +100,8 @@ class FeedforwardNode(Node):
 
         core = controller_in_process(self.context)
         if (core is None or not core.embedded or not core.params.use_feedforward or not core.active
-                or core.ff.model_id != self.ff.model_id or core.filter.stamp_ns != stamp_ns):
+                or core.ff.model_id != self.ff.model_id or core.ff.payload != self.ff.payload
+                or core.filter.stamp_ns != stamp_ns):
             return None
         return core.ff
 

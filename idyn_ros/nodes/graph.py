@@ -37,6 +37,7 @@ OUR_NODES: tuple[str, ...] = ("joint_state_buffer", "feedforward", "controller",
 #: the external wrench: only these nodes start, and nothing publishes effort commands.
 OBSERVER_NODES: tuple[str, ...] = ("joint_state_buffer", "wrench_observer")
 OBSERVER_MODES: tuple[str, ...] = ("hardware", "mock")  # the arm moves without our torques there
+OPTIONAL_NODES: tuple[str, ...] = ("payload_identifier", "gripper_compensation")  # started only when named (``nodes``)
 MODES: tuple[str, ...] = ("hardware", "mock", "gazebo", "mujoco")
 CLOCKS: tuple[str, ...] = ("lockstep", "realtime")
 
@@ -72,9 +73,9 @@ class GraphSettings:
             problems.append(f"clock {self.clock!r} is not one of {list(CLOCKS)}")
         if self.clock and self.mode != "mujoco":
             problems.append(f"clock:={self.clock} only applies to mode mujoco (the embedded plant), not {self.mode}")
-        unknown_nodes = [n for n in self.nodes if n not in OUR_NODES]
+        unknown_nodes = [n for n in self.nodes if n not in OUR_NODES + OPTIONAL_NODES]
         if unknown_nodes:
-            problems.append(f"unknown nodes {unknown_nodes}; ours are {list(OUR_NODES)}")
+            problems.append(f"unknown nodes {unknown_nodes}; ours are {list(OUR_NODES + OPTIONAL_NODES)}")
         if self.observer_only and self.mode not in OBSERVER_MODES:
             problems.append(f"observer_only:=true needs an arm that moves without our torques: mode "
                             f"{' or '.join(OBSERVER_MODES)}, not {self.mode} (its simulated joints take only torques)")
@@ -87,7 +88,7 @@ class GraphSettings:
             problems.append(f"parameter file(s) not found: {missing}")
         if self.model and not Path(self.model).is_file():
             problems.append(f"model {self.model} not found")
-        declared = {p.name for n in (*OUR_NODES, "plant") for p in params_class(n).table()}
+        declared = {p.name for n in (*OUR_NODES, *OPTIONAL_NODES, "plant") for p in params_class(n).table()}
         undeclared = sorted(set(self.overrides) - declared - {"use_sim_time"})
         if undeclared:
             problems.append(f"no node has parameter(s) {undeclared} (see docs/parameters.md)")

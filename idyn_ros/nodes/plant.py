@@ -9,6 +9,7 @@ the difference:
     subscribes /<effort_controller>/commands     std_msgs/Float64MultiArray, joint order = robot spec
     publishes  /clock                            rosgraph_msgs/Clock (lockstep mode only: sim time)
                ~/ground_truth                    idyn_ros/PlantGroundTruth (applied wrench, J^T F, payload)
+               <ft_sensor_topic>                 geometry_msgs/WrenchStamped, flange F/T sensor (when set)
                /diagnostics                      command rejects/clamps, watchdog, rate, latency; lockstep:
                                                   answer_wait (state published -> its command in, wall)
                                                   and tick (this node's command callback, wall)
@@ -118,6 +119,9 @@ class PlantNode(Node):
         # RELIABLE depth 10 like ros2_control's forward controller (SystemDefaultsQoS): in lockstep
         # every command is one tick, none may be dropped.
         self.sub_cmd = self.create_subscription(Float64MultiArray, self.command_topic, self._on_command, MONITOR)
+        self._ft = None
+        if p.ft_sensor_topic:
+            self._configure_ft_sensor(p)
         self.create_service(ApplyWrench, "~/apply_wrench", self._srv_apply_wrench)
         self.create_service(SetPayload, "~/set_payload", self._srv_set_payload)
         self.create_service(ResetJoints, "~/reset_joints", self._srv_reset_joints)
@@ -188,12 +192,33 @@ class PlantNode(Node):
             self._js.header.stamp = self.get_clock().now().to_msg()
         plant.measure(self._js_q, self._js_dq, self._js_tau)
         self.pub_js.publish(self._js)
+        if self._ft is not None:
+            self._publish_ft()
         # ground truth: every gt_every ticks while a wrench acts, else every GT_IDLE_EVERY ticks
         # (service calls publish it at once), so an idle plant does not pay a third publish per tick.
         every = self.gt_every if plant.wrench_link else GT_IDLE_EVERY
         if self.ticks % every == 0:
             self._publish_ground_truth()
         self._last_publish_wall = time.monotonic()
+
+    def _configure_ft_sensor(self, p: Any) -> None:
+        """The flange F/T sensor (idyn_ros.sim.ft_sensor) on ``ft_sensor_topic``, one reading per published state."""
+        from geometry_msgs.msg import WrenchStamped
+
+        from idyn_ros.sim.ft_sensor import FlangeForceTorqueSensor
+
+        self._ft = FlangeForceTorqueSensor(self.plant, seed=p.seed)
+        self._ft_msg = WrenchStamped()
+        self._ft_msg.header.frame_id = self.plant.flange_link
+        self.pub_ft = self.create_publisher(WrenchStamped, p.ft_sensor_topic, MONITOR)
+
+    def _publish_ft(self) -> None:
+        m = self._ft_msg
+        m.header.stamp = self._js.header.stamp
+        w = self._ft.read()
+        f, t = m.wrench.force, m.wrench.torque
+        f.x, f.y, f.z, t.x, t.y, t.z = (float(v) for v in w)
+        self.pub_ft.publish(m)
 
     def _publish_ground_truth(self) -> None:
         gt = self._gt

@@ -43,6 +43,8 @@ from idyn_ros.nodes.common import (
     as_array,
     command_topic,
     declare_and_load,
+    describe_payload,
+    payload_service,
     stamp_to_ns,
 )
 from idyn_ros.parameters import WrenchObserverParams
@@ -136,6 +138,12 @@ class WrenchObserverNode(Node):
             hot_loop.subscribe(self, Float64MultiArray, command_topic(v.command_topic, v.robot), self._on_command,
                                COMMAND_OUT)
         self.create_timer(v.diagnostics_period, self._on_diagnostics)
+        payload_service(self, self._set_payload)
+
+    def _set_payload(self, payload: Any) -> str:
+        """~/set_payload: the payload counts as part of the robot, not as contact (observers restart)."""
+        self.observer.set_payload(payload)
+        return f"{describe_payload(payload)} counted as part of the robot"
 
     def _apply_tunables(self, v: WrenchObserverParams) -> None:
         fc = v.lowpass_cutoff_hz

@@ -152,3 +152,34 @@ def test_delan_exports_and_runtime_matches(iiwa, synth, tmp_path):
     assert np.abs(got - ref["tau"]).max() < 1e-5 * max(scale, 1.0)
     assert np.abs(fric - ref["tau_friction"]).max() < 1e-5 * max(scale, 1.0)
     assert np.abs(ref["tau_friction"]).max() > 0  # friction is really in the graph
+
+
+def test_delan_lstm_trains_in_two_stages_and_exports(iiwa, synth, tmp_path):
+    """Doenges 2025 sec. 3.2: a DeLaN (+ friction) first, then an LSTM on [q, dq, ddq, tau_DeLaN] with the DeLaN frozen;
+    the artifact (recurrent state) reproduces the torch model step by step."""
+    import torch
+
+    from idyn_ros.models.sources import Recording
+    from idyn_ros.models.zoo import TorqueModel
+
+    r = synth[1]
+    short = Recording(r.t[:400], r.q[:400], r.dq[:400], r.ddq[:400], r.tau[:400])
+    cfg = ModelConfig(kind="delan-lstm", epochs=2, delan_dim=16, hidden=8, linear_dim=8, window=50, stride=50,
+                      batch=8)
+    assert cfg.n_features_per_joint == 4 and cfg.residual == "lstm"
+    res, _ = train_run(cfg, iiwa, [short], out_dir=tmp_path, progress=False)
+    assert "stage1_delan" in res.identification
+    assert not any(p.requires_grad for p in res.model.delan.parameters()) and not res.model.friction.requires_grad
+    stage1_only = TorqueModel(ModelConfig(kind="delan", delan_dim=16), iiwa.n, np.zeros((iiwa.n, 10)))
+    stage1_only.delan.load_state_dict(res.model.delan.state_dict())
+    with torch.no_grad():
+        stage1_only.friction.copy_(res.model.friction)
+    rec = synth[0]
+    ref = predict(res.model, iiwa.pin_model, rec)
+    np.testing.assert_allclose(ref["tau_rbd"], predict(stage1_only, iiwa.pin_model, rec)["tau_rbd"], atol=1e-5)
+    assert np.abs(ref["tau_residual"]).max() > 0  # the LSTM adds something
+    meta = read_metadata(tmp_path / "model.onnx")
+    assert meta["model_kind"] == "delan-lstm" and len(meta["state"]) == 2
+    rt = ModelRuntime(tmp_path / "model.onnx", iiwa)
+    got = np.array([rt.step(rec.q[t], rec.dq[t], rec.ddq[t]).total.copy() for t in range(rec.n_samples)])
+    assert np.abs(got - ref["tau"]).max() < 1e-4 * max(np.abs(ref["tau"]).max(), 1.0)

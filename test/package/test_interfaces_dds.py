@@ -78,6 +78,12 @@ SERVICE_SERVER = textwrap.dedent(
         resp.success = len(req.joint_names) == len(req.positions)
         resp.message = ",".join(req.joint_names)
         return resp
+    def identify(req, resp):
+        resp.success = req.apply and not req.record_baseline
+        resp.mass, resp.com.y, resp.inertia, resp.com_std = 2.5, -0.03, [0.1, 0.0, 0.0, 0.2, 0.0, 0.3], [1.0, 2.0, 3.0]
+        resp.solve, resp.vendor_json, resp.physically_consistent = "constrained", '{"kuka": 1}', True
+        return resp
+    node.create_service(s.IdentifyPayload, "/idyn_test/identify_payload", identify)
     node.create_service(s.ApplyWrench, "/idyn_test/apply_wrench", apply)
     node.create_service(s.SetPayload, "/idyn_test/set_payload", payload)
     node.create_service(s.ResetJoints, "/idyn_test/reset_joints", reset)
@@ -97,7 +103,8 @@ def test_every_interface_file_is_covered() -> None:
     """A new msg/ or srv/ file must be added to these tests."""
     root = Path(__file__).resolve().parents[2]
     assert {p.stem for p in (root / "msg").glob("*.msg")} == set(MESSAGE_VALUES)
-    assert {p.stem for p in (root / "srv").glob("*.srv")} == {"ApplyWrench", "SetPayload", "ResetJoints"}
+    assert {p.stem for p in (root / "srv").glob("*.srv")} == {"ApplyWrench", "SetPayload", "ResetJoints",
+                                                               "IdentifyPayload"}
 
 
 def test_custom_messages_cross_process(rclpy_context) -> None:
@@ -171,6 +178,11 @@ def test_custom_services_cross_process(rclpy_context) -> None:
         req.com.z = 0.1
         resp = call(s.SetPayload, "/idyn_test/set_payload", req)
         assert resp.success and resp.message == "1.5:0.1:[1.0, 0.0, 0.0, 2.0, 0.0, 3.0]"
+
+        resp = call(s.IdentifyPayload, "/idyn_test/identify_payload", s.IdentifyPayload.Request(apply=True))
+        assert resp.success and resp.mass == 2.5 and resp.com.y == -0.03 and list(resp.com_std) == [1.0, 2.0, 3.0]
+        assert list(resp.inertia) == [0.1, 0.0, 0.0, 0.2, 0.0, 0.3] and resp.solve == "constrained"
+        assert resp.vendor_json == '{"kuka": 1}' and resp.physically_consistent
 
         req = s.ResetJoints.Request(joint_names=["j1", "j2"], positions=[0.0, 1.0])
         resp = call(s.ResetJoints, "/idyn_test/reset_joints", req)

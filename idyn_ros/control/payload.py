@@ -1,0 +1,292 @@
+"""Payload identification from recordings: the bare arm from a reference recording or a trained model, the payload
+from what is left at the flange (the math: ``idyn_ros.dynamics.payload``), and the excitation that makes it work.
+
+One pipeline for ``idyn payload identify``, ``idyn excite --payload``, the payload_identifier node's
+``~/identify_payload`` and the experiments, so offline and online give the same numbers for the same data:
+
+- with a reference (a recording without the payload): one joint least-squares problem over both recordings, the
+  bare arm's parameters (inertial 10 n, armature n, friction) shared and left free, the payload's ten only in the
+  rows recorded with it. The arm's columns are eliminated by projection (``solve_payload``'s nuisance), so what the
+  payload is fitted to is the difference the payload makes at the flange body. The same excitation played twice
+  makes the arm's rows nearly identical and its errors (friction shape, unmodelled dynamics) cancel;
+- from a flange F/T sensor (``identify_from_wrench``): F = -Y phi directly, no arm model needed (a tool, e.g. the
+  gripper of the compensation, identified while it moves without contact);
+- with a trained bare-arm model (``.onnx``): the payload is fitted to tau - model(q, dq, ddq), the model run over
+  each recording at its own rate (recurrent state carried), with one constant offset per joint left free
+  (decision: torque-sensor offsets drift between the model's training data and today);
+- preprocessing (decision): ddq as the training data get it (``models.sources``: 5 Hz zero-phase derivative when the
+  file has none), then q, dq, ddq and tau (or the residual) through the same zero-phase low-pass (``cutoff_hz``,
+  parallel filtering), EDGE_S cut at both ends, and decimated to ``rate_hz``: the excitation is below 1 Hz, and
+  100 Hz keeps the solve small.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from idyn_ros.dynamics.payload import TYPICAL_SCALE, PayloadEstimate, joint_regressor, solve_payload
+from idyn_ros.errors import DatasetError, IdentificationError
+
+DEFAULT_RATE_HZ = 100.0
+DEFAULT_CUTOFF_HZ = 5.0
+ARM_FRICTION = ("coulomb", "viscous", "offset")
+EDGE_S = 0.5  # s dropped at both ends of a recording after zero-phase filtering (decision: filter start-up)
+# Excitation defaults (decision): 5 harmonics over 10 s (w_f = 0.2 pi rad/s) keep the arm slow enough for medium
+# gains to track while the wrist turns the payload through many orientations; shorter than the arm excitation's 20 s
+# because ten parameters need less data than ~50 base parameters.
+PAYLOAD_HARMONICS = 5
+PAYLOAD_PERIOD_S = 10.0
+# Wrist-rich by construction (decision): the last three joints may use +-WRIST_RANGE about the centre of their
+# range, the others only +-ARM_RANGE, so the payload turns through many orientations with gravity while the arm
+# stays near one pose (smaller swept volume, smaller arm torques to model); the optimiser conditions Y inside that.
+WRIST_JOINTS = 3
+WRIST_RANGE = 2.0  # rad
+ARM_RANGE = 0.5  # rad
+# Position margin of the design (decision): 10 deg instead of the arm excitation's 2, because the controller that plays
+# it does not know the payload yet and sags and overshoots more (Panda joint 6, drive PD, 3 kg: 5 deg past the plan).
+POSITION_MARGIN = math.radians(10.0)
+SPEED = 0.5  # fraction of the velocity and acceleration limits the design may use (the arm excitation data use 0.3)
+
+
+def _lowpass_decimate(t: np.ndarray, arrays: Sequence[np.ndarray], rate_hz: float,
+                      cutoff_hz: float) -> tuple[np.ndarray, list[np.ndarray]]:
+    """Zero-phase low-pass every (N, n) array alike, drop EDGE_S at both ends (the zero-phase filters' start-up, here
+    and in the ddq derivation), then keep every k-th sample (k = source rate / rate_hz)."""
+    from idyn_ros.data.filters import butter_filtfilt
+
+    src = float(1.0 / np.median(np.diff(t)))
+    out = arrays
+    if cutoff_hz < 0.5 * src and len(t) > 30:
+        out = [butter_filtfilt(a, src, cutoff_hz) for a in arrays]
+    edge = round(EDGE_S * src) if len(t) > 4 * EDGE_S * src else 0
+    keep = slice(edge, len(t) - edge, max(1, round(src / rate_hz)))
+    return t[keep], [np.asarray(a)[keep] for a in out]
+
+
+def _correlated_noise(est: PayloadEstimate, rate_hz: float, cutoff_hz: float) -> PayloadEstimate:
+    """Scale the standard deviations by sqrt(rate / (2 cutoff)): after the low-pass only 2 cutoff samples per second
+    are independent, so the white-residual formula of ``solve_payload`` would be that much too optimistic."""
+    factor = math.sqrt(max(1.0, rate_hz / (2.0 * cutoff_hz)))
+    est.mass_std *= factor
+    est.com_std = est.com_std * factor
+    est.inertia_std = est.inertia_std * factor
+    est.covariance = est.covariance * factor**2
+    est.info["std_scale_correlated_noise"] = factor
+    return est
+
+
+def arm_columns(model: Any, q: np.ndarray, dq: np.ndarray, ddq: np.ndarray,
+                friction_kinds: Sequence[str] = ARM_FRICTION) -> np.ndarray:
+    """The bare arm's unknowns as columns (N, n, 10 n + n + n B): inertial parameters, armature, friction."""
+    n = model.n
+    Y = np.asarray(model.regressor(q, dq, ddq)).reshape(len(q), n, -1)
+    armature = ddq[:, :, None] * np.eye(n)[None]
+    cols = [Y, armature]
+    if friction_kinds:
+        cols.append(np.asarray(model.friction_regressor(dq, friction_kinds)).reshape(len(q), n, -1))
+    return np.concatenate(cols, axis=2)
+
+
+def _offset_columns(N: int, n: int) -> np.ndarray:
+    return np.broadcast_to(np.eye(n)[None], (N, n, n)).copy()
+
+
+def identify_with_reference(model: Any, with_payload: Sequence[Any], reference: Sequence[Any],
+                            friction_kinds: Sequence[str] = ARM_FRICTION, rate_hz: float = DEFAULT_RATE_HZ,
+                            cutoff_hz: float = DEFAULT_CUTOFF_HZ) -> PayloadEstimate:
+    """Payload from recordings with it and without it (``models.sources.Recording``s, model joint order)."""
+    if not with_payload or not reference:
+        raise DatasetError("need at least one recording with the payload and one without it (--reference)")
+    Ap, tau, nuis = [], [], []
+    for recs, carries in ((with_payload, True), (reference, False)):
+        for rec in recs:
+            t, (q, dq, ddq, tq) = _lowpass_decimate(rec.t, (rec.q, rec.dq, rec.ddq, rec.tau), rate_hz, cutoff_hz)
+            Ap.append(joint_regressor(model, q, dq, ddq) if carries else np.zeros((len(t), model.n, 10)))
+            tau.append(tq)
+            nuis.append(arm_columns(model, q, dq, ddq, friction_kinds))
+    est = _correlated_noise(solve_payload(np.concatenate(Ap), np.concatenate(tau), np.concatenate(nuis)), rate_hz,
+                            cutoff_hz)
+    est.info.update(mode="reference", rate_hz=rate_hz, cutoff_hz=cutoff_hz, friction=list(friction_kinds))
+    return est
+
+
+def identify_with_model(model: Any, with_payload: Sequence[Any], predict: Callable[[Any], np.ndarray],
+                        rate_hz: float = DEFAULT_RATE_HZ, cutoff_hz: float = DEFAULT_CUTOFF_HZ,
+                        offsets: bool = True) -> PayloadEstimate:
+    """Payload from recordings with it and ``predict(rec) -> (N, n)`` the bare arm's torque at the recorded states."""
+    if not with_payload:
+        raise DatasetError("need at least one recording with the payload")
+    Ap, res = [], []
+    for rec in with_payload:
+        residual = rec.tau - np.asarray(predict(rec), dtype=float)
+        _, (q, dq, ddq, r) = _lowpass_decimate(rec.t, (rec.q, rec.dq, rec.ddq, residual), rate_hz, cutoff_hz)
+        Ap.append(joint_regressor(model, q, dq, ddq))
+        res.append(r)
+    Ap_all, res_all = np.concatenate(Ap), np.concatenate(res)
+    nuisance = _offset_columns(len(res_all), model.n) if offsets else None
+    est = _correlated_noise(solve_payload(Ap_all, res_all, nuisance), rate_hz, cutoff_hz)
+    est.info.update(mode="model", rate_hz=rate_hz, cutoff_hz=cutoff_hz, offsets=offsets)
+    return est
+
+
+def identify_from_wrench(model: Any, recordings: Sequence[Any], wrenches: Sequence[np.ndarray],
+                         rate_hz: float = DEFAULT_RATE_HZ, cutoff_hz: float = DEFAULT_CUTOFF_HZ) -> PayloadEstimate:
+    """A tool's parameters from a flange F/T sensor while it moves without contact: the reading is what the tool applies
+    to the flange, F = -Y(w, alpha, a, g) phi (+ a constant sensor bias, left free), one row per wrench component
+    (the classical F/T identification; ``sim/ft_sensor.py`` for the convention). ``wrenches``: (N, 6) per recording,
+    [f N; m Nm] in the flange frame, sampled with the recording's states."""
+    from idyn_ros.dynamics.payload import flange_motion
+
+    Ap, F = [], []
+    for rec, w in zip(recordings, wrenches, strict=True):
+        _, (q, dq, ddq, wf) = _lowpass_decimate(rec.t, (rec.q, rec.dq, rec.ddq, np.asarray(w, dtype=float)), rate_hz,
+                                                cutoff_hz)
+        Ap.append(-flange_motion(model, q, dq, ddq).regressor())
+        F.append(wf)
+    A, b = np.concatenate(Ap), np.concatenate(F)
+    est = _correlated_noise(solve_payload(A, b, _offset_columns(len(b), 6)), rate_hz, cutoff_hz)
+    est.info.update(mode="wrench", rate_hz=rate_hz, cutoff_hz=cutoff_hz)
+    return est
+
+
+def artifact_predictor(model: Any, path: str | Path) -> Callable[[Any], np.ndarray]:
+    """``predict(rec)`` of an exported bare-arm model: the runtime stepped over the recording at its rate, the
+    recurrent state warmed up at the first sample and carried (as the controller runs it)."""
+    from idyn_ros.control.feedforward import FeedforwardComputer
+
+    path = Path(path)
+    if not path.is_file():
+        raise DatasetError(f"model {path} not found; `idyn train ... --out DIR` writes DIR/model.onnx")
+
+    def predict(rec: Any) -> np.ndarray:
+        ff = FeedforwardComputer(model, path, "none", rec.rate_hz)
+        ff.warm_up(rec.q[0], rec.dq[0], rec.ddq[0])
+        out = np.empty_like(rec.tau)
+        for k in range(len(rec.t)):
+            out[k] = ff.compute(rec.q[k], rec.dq[k], rec.ddq[k])
+        return out
+
+    return predict
+
+
+def excitation_objective(model: Any) -> Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray]:
+    """Stacked payload regressor (rows, 10), columns scaled to a typical payload: what ``optimize_excitation``
+    conditions for ``idyn excite --payload`` (the arm is eliminated by the reference run's identical rows)."""
+
+    def objective(q: np.ndarray, dq: np.ndarray, ddq: np.ndarray) -> np.ndarray:
+        return joint_regressor(model, q, dq, ddq).reshape(-1, 10) * TYPICAL_SCALE
+
+    return objective
+
+
+def payload_limits(limits: Any, arm_range: float = ARM_RANGE, wrist_range: float = WRIST_RANGE,
+                   speed: float = SPEED) -> Any:
+    """``limits`` with the position ranges narrowed about their centres (WRIST_RANGE / ARM_RANGE above) and the
+    velocity and acceleration limits scaled by ``speed``."""
+    from idyn_ros.data.trajectories import JointLimits
+
+    n = len(limits.lower)
+    centre = 0.5 * (limits.lower + limits.upper)
+    half = np.where(np.arange(n) >= n - WRIST_JOINTS, wrist_range, arm_range)
+    return JointLimits(np.maximum(limits.lower, centre - half), np.minimum(limits.upper, centre + half),
+                       speed * limits.velocity, speed * limits.acceleration)
+
+
+def design_excitation(model: Any, limits: Any = None, harmonics: int = PAYLOAD_HARMONICS,
+                      period: float = PAYLOAD_PERIOD_S, seed: int = 0, time_budget_s: float = 60.0,
+                      progress: Callable[[float, float], None] | None = None, arm_range: float = ARM_RANGE,
+                      wrist_range: float = WRIST_RANGE, speed: float = SPEED) -> Any:
+    """A Fourier excitation (``data.trajectories.optimize_excitation``) with a well-conditioned payload regressor,
+    wrist-rich (``payload_limits``) and inside the robot's limits (checked at 1 kHz); returns the ExcitationResult
+    (``cond_initial`` / ``cond_optimized``: condition numbers of the scaled payload regressor)."""
+    from idyn_ros.data.trajectories import JointLimits, optimize_excitation
+
+    limits = payload_limits(limits if limits is not None else JointLimits.from_model(model), arm_range, wrist_range,
+                            speed)
+    return optimize_excitation(model, limits, harmonics=harmonics, period=period, seed=seed,
+                               time_budget_s=time_budget_s, position_margin=POSITION_MARGIN, progress=progress,
+                               objective=excitation_objective(model))
+
+
+class JointStateLog:
+    """Preallocated (t, q, dq, tau) samples of a run (the payload_identifier node's recording; no allocation/tick)."""
+
+    def __init__(self, n: int, capacity: int) -> None:
+        self.t = np.zeros(capacity)
+        self.q, self.dq, self.tau = np.zeros((capacity, n)), np.zeros((capacity, n)), np.zeros((capacity, n))
+        self.size = 0
+
+    def clear(self) -> None:
+        self.size = 0
+
+    def append(self, t: float, q: np.ndarray, dq: np.ndarray, tau: np.ndarray) -> bool:
+        """False once full (the caller stops recording)."""
+        k = self.size
+        if k >= len(self.t):
+            return False
+        self.t[k], self.q[k], self.dq[k], self.tau[k] = t, q, dq, tau
+        self.size = k + 1
+        return True
+
+    def recording(self, source: str = "live") -> Any:
+        """The samples as a ``models.sources.Recording`` with ddq derived exactly as for a file without ddq."""
+        from idyn_ros.models.sources import Recording, _ddq_from_dq
+
+        k = self.size
+        if k < 100:
+            raise IdentificationError(f"only {k} joint states were recorded; is /joint_states published?")
+        t = self.t[:k].copy()
+        keep = np.concatenate([[True], np.diff(t) > 0])  # duplicates (a republished state) carry no information
+        t, q, dq, tau = t[keep], self.q[:k][keep].copy(), self.dq[:k][keep].copy(), self.tau[:k][keep].copy()
+        return Recording(t, q, dq, _ddq_from_dq(t, dq), tau, source)
+
+
+def rms_error(est: PayloadEstimate, truth: Any) -> dict[str, float]:
+    """Errors of an estimate against a known ``Payload``: mass (kg and %), CoM (m, Euclidean), inertia (kg m^2,
+    largest element) - the acceptance numbers."""
+    from idyn_ros.robots.spec import Payload
+
+    p, true = est.payload, Payload.coerce(truth)
+    dm = p.mass - true.mass
+    return {"mass_error_kg": float(dm), "mass_error_pct": float(100 * dm / true.mass) if true.mass else math.nan,
+            "com_error_m": float(np.linalg.norm(np.subtract(p.com, true.com))),
+            "inertia_error_kgm2": float(np.abs(np.subtract(p.inertia, true.inertia)).max())}
+
+
+def excitation_plan(q_now: np.ndarray, excitation: Any, limits: Any, rate_hz: float, move_speed: float = 0.2,
+                    settle_s: float = 1.0, end_hold_s: float = 0.5) -> tuple[np.ndarray, ...]:
+    """What the payload_identifier node sends the reference node: a min-jerk move from ``q_now`` to the excitation's
+    start (at ``move_speed`` x the velocity/acceleration limits), ``settle_s`` held there, the excitation
+    (``sample(t)``/``duration``, or ``evaluate(t)``/``period``), ``end_hold_s`` held at its end.
+
+    Returns (t, q, dq, ddq): points at ``rate_hz`` from the first period on (t > 0: the reference node starts from
+    its current reference, joint_trajectory_controller style).
+    """
+    from idyn_ros.data.trajectories import min_jerk, min_jerk_duration
+
+    def sample(t: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        if hasattr(excitation, "evaluate"):
+            return excitation.evaluate(t)
+        rows = [excitation.sample(float(x)) for x in t]
+        return tuple(np.array([r[i] for r in rows]) for i in range(3))
+
+    duration = float(getattr(excitation, "duration", None) or excitation.period)
+    q_start = sample(np.zeros(1))[0][0]
+    move = min_jerk_duration(q_now, q_start, move_speed * np.asarray(limits.velocity),
+                             move_speed * np.asarray(limits.acceleration))
+    total = move + settle_s + duration + end_hold_s
+    t = np.arange(1, math.floor(total * rate_hz) + 1) / rate_hz
+    q, dq, ddq = min_jerk(q_now, q_start, move, t)
+    inside = (t >= move + settle_s) & (t <= move + settle_s + duration)
+    if inside.any():
+        q[inside], dq[inside], ddq[inside] = sample(t[inside] - move - settle_s)
+    after = t > move + settle_s + duration
+    if after.any():
+        q_end = sample(np.array([duration]))[0][0]
+        q[after], dq[after], ddq[after] = q_end, 0.0, 0.0
+    return t, q, dq, ddq

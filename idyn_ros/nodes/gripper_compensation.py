@@ -1,0 +1,91 @@
+"""gripper_compensation: a flange F/T sensor's reading minus the wrench its gripper is predicted to apply
+(``idyn_ros.control.gripper.GripperCompensation``: the thesis' DeLaN + LSTM robot+gripper model minus the bare arm,
+or the RBD-only form from the gripper's nominal parameters).
+
+In: /joint_states and ``ft_topic`` (WrenchStamped, flange frame). Out, per joint state (with the newest reading):
+``compensated_topic`` (reading - gripper, i.e. contact and anything grasped) and ``<ft_topic>/gripper`` (the
+prediction), both in the reading's frame. Not in the default graph (``idyn bringup --nodes ...,gripper_compensation``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from rclpy.node import Node
+
+from idyn_ros.control import state_estimation as se
+from idyn_ros.control.gripper import GripperCompensation
+from idyn_ros.nodes import hot_loop
+from idyn_ros.nodes.common import HOT_IN, MONITOR, Diagnostics, declare_and_load, stamp_to_ns
+from idyn_ros.parameters import GripperCompensationParams
+
+
+class GripperCompensationNode(Node):
+    def __init__(self, name: str = "gripper_compensation", **kwargs: Any) -> None:
+        from geometry_msgs.msg import WrenchStamped
+        from sensor_msgs.msg import JointState
+
+        from idyn_ros.control.feedforward import FeedforwardComputer
+        from idyn_ros.robots.spec import Payload
+
+        super().__init__(name, **kwargs)
+        self.params, self.spec, self.robot = declare_and_load(self, GripperCompensationParams)
+        v = self.params.value
+        self.diag = Diagnostics(self, f"idyn: {self.get_name()}", v.robot)
+        gripper_model = arm_model = gripper = None
+        if v.gripper_model_path:  # "none": a model that does not load is an error here, not a silent fallback
+            gripper_model = FeedforwardComputer(self.robot, v.gripper_model_path, "none", v.rate_hz, v.warmup_ticks)
+            if v.arm_model_path:
+                arm_model = FeedforwardComputer(self.robot, v.arm_model_path, "none", v.rate_hz, v.warmup_ticks)
+        else:
+            gripper = Payload(v.gripper_mass, tuple(v.gripper_com), tuple(v.gripper_inertia))
+        self.comp = GripperCompensation(self.robot, v.rate_hz, gripper_model, arm_model, gripper, v.pinv_damping,
+                                        v.accel_cutoff_hz)
+        self.params.on_change.append(lambda p: setattr(self.comp, "damping", p.pinv_damping))
+        self.filter = se.JointStateFilter(self.robot.joint_names, v.rate_hz)
+        self.reading = np.zeros(6)
+        self.frame = ""
+        self._have_reading = False
+        out = v.compensated_topic or f"{v.ft_topic.rstrip('/')}/compensated"
+        self.pub = self.create_publisher(WrenchStamped, out, MONITOR)
+        self.pub_gripper = self.create_publisher(WrenchStamped, f"{v.ft_topic.rstrip('/')}/gripper", MONITOR)
+        self._msg = WrenchStamped()
+        hot_loop.subscribe(self, WrenchStamped, v.ft_topic, self._on_wrench, HOT_IN)
+        hot_loop.subscribe(self, JointState, v.joint_states_topic, self._on_joint_state, HOT_IN)
+        self.create_timer(v.diagnostics_period, self.diag.publish)
+        self.diag.set(Diagnostics.OK, f"{self.comp.source} compensation", publish=True)
+
+    def _on_wrench(self, msg: Any) -> None:
+        f, t = msg.wrench.force, msg.wrench.torque
+        self.reading[:] = (f.x, f.y, f.z, t.x, t.y, t.z)
+        self.frame = msg.header.frame_id
+        self._have_reading = True
+
+    def _on_joint_state(self, msg: Any) -> None:
+        f = self.filter
+        if f.update(msg.name, msg.position, msg.velocity, msg.effort, stamp_to_ns(msg.header.stamp)) != se.OK:
+            return
+        if not self._have_reading or not self.comp.update(f.stamp_ns, f.q, f.dq, self.reading):
+            return
+        self._publish(self.pub, msg.header.stamp, self.comp.compensated)
+        self._publish(self.pub_gripper, msg.header.stamp, self.comp.predicted)
+
+    def _publish(self, pub: Any, stamp: Any, w: np.ndarray) -> None:
+        m = self._msg
+        m.header.stamp = stamp
+        m.header.frame_id = self.frame or self.robot.flange_frame
+        f, t = m.wrench.force, m.wrench.torque
+        f.x, f.y, f.z = float(w[0]), float(w[1]), float(w[2])
+        t.x, t.y, t.z = float(w[3]), float(w[4]), float(w[5])
+        pub.publish(m)
+
+
+def main(argv: list[str] | None = None) -> int:
+    from idyn_ros.nodes.common import run
+
+    return run([GripperCompensationNode], argv)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

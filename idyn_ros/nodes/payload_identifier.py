@@ -1,0 +1,251 @@
+"""payload_identifier: the ``~/identify_payload`` service (idyn_ros/IdentifyPayload), around ``control/payload.py``.
+
+One call: send the payload excitation to the reference node (its ``~/joint_trajectory``: a min-jerk move to the
+excitation's start, a settle, the excitation, a hold), record /joint_states (position, velocity, effort = measured
+joint torque) until it has played, and then either keep the run as the bare-arm reference (``record_baseline``,
+nothing attached) or identify the payload against that reference (or, without one, against the bare-arm model in
+``model_path``), reply with the result, its standard deviations and the vendor forms (Franka SetLoad, UR
+set_target_payload, KUKA load data, xacro arguments), write ``result_path``, and with ``apply`` send it to every
+``set_payload_services`` entry (controller, feedforward, wrench observer) so they include it at once.
+
+Decisions: the service callback is a coroutine (rclpy awaits it) in a reentrant callback group, so the executor
+keeps serving the joint states, the clients and other services while the excitation plays; the solve itself (a
+few s) runs in the callback. Effort
+must be joint torque: a UR driver that reports motor currents (its default) must be switched to torques
+(``use_currents_as_efforts``) first. Not in the default graph: start it with the others when needed
+(``idyn bringup --nodes ...,payload_identifier``).
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from rclpy.callback_groups import ReentrantCallbackGroup
+from rclpy.node import Node
+from rclpy.task import Future
+
+from idyn_ros.control import payload as cp
+from idyn_ros.control import state_estimation as se
+from idyn_ros.errors import IdynError
+from idyn_ros.nodes import hot_loop
+from idyn_ros.nodes.common import HOT_IN, MONITOR, Diagnostics, declare_and_load, describe_payload, stamp_to_ns
+from idyn_ros.parameters import PayloadIdentifierParams
+
+RECORD_MARGIN_S = 0.5  # s recorded after the plan should have ended (the reference starts one state late)
+CONNECT_TIMEOUT_S = 10.0  # s (wall) a call waits for the first joint state and for the reference node
+
+
+class PayloadIdentifierNode(Node):
+    def __init__(self, name: str = "payload_identifier", **kwargs: Any) -> None:
+        from sensor_msgs.msg import JointState
+        from trajectory_msgs.msg import JointTrajectory
+
+        from idyn_ros.srv import IdentifyPayload
+
+        super().__init__(name, **kwargs)
+        self.params, self.spec, self.robot = declare_and_load(self, PayloadIdentifierParams)
+        v = self.params.value
+        self.diag = Diagnostics(self, f"idyn: {self.get_name()}", v.robot)
+        self.filter = se.JointStateFilter(self.robot.joint_names, v.rate_hz)
+        from idyn_ros.data.trajectories import JointLimits
+
+        self.limits = JointLimits.from_model(self.robot)
+        self.log: cp.JointStateLog | None = None
+        self._until_ns = -1
+        self._done: Future | None = None
+        self._busy = False
+        self.baseline = None
+        self.last_result: dict[str, Any] = {}
+        self.excitation: Any = None
+        self.excitation_error = ""
+        if v.baseline_path and Path(v.baseline_path).is_file():
+            from idyn_ros.models.sources import load_recordings
+
+            self.baseline = load_recordings([v.baseline_path], self.robot)[0]
+        if v.excitation_path:
+            from idyn_ros.control.reference import load_npz_trajectory
+
+            self.excitation = load_npz_trajectory(v.excitation_path, self.robot.joint_names)
+        else:  # designing takes design_budget s: in the background, the service waits for it
+            threading.Thread(target=self._design, args=(v.design_budget,), daemon=True).start()
+        self.traj_pub = self.create_publisher(JointTrajectory, f"{v.reference_node.rstrip('/')}/joint_trajectory",
+                                              MONITOR)
+        hot_loop.subscribe(self, JointState, v.joint_states_topic, self._on_joint_state, HOT_IN)
+        # reentrant: the node's default group is mutually exclusive, and a pending service coroutine holding it
+        # would keep its own wake-up timer and the set_payload replies from ever running
+        self.group = ReentrantCallbackGroup()
+        self.create_service(IdentifyPayload, "~/identify_payload", self._srv_identify, callback_group=self.group)
+        self.create_timer(v.diagnostics_period, self.diag.publish)
+        self.diag.set(Diagnostics.OK, "ready" if self.excitation is not None else "designing the excitation",
+                      publish=True)
+
+    def _design(self, budget: float) -> None:
+        try:
+            self.excitation = cp.design_excitation(self.robot.copy(), time_budget_s=budget).trajectory
+            self.diag.set(Diagnostics.OK, "ready")
+        except Exception as exc:  # reported by the next call; the node stays up
+            self.excitation_error = f"designing the payload excitation failed: {type(exc).__name__}: {exc}"
+            self.diag.set(Diagnostics.ERROR, self.excitation_error)
+
+    # ------------------------------------------------------------------ recording
+    def _on_joint_state(self, msg: Any) -> None:
+        f = self.filter
+        if f.update(msg.name, msg.position, msg.velocity, msg.effort, stamp_to_ns(msg.header.stamp)) != se.OK:
+            return
+        log = self.log
+        if log is None or self._until_ns < 0:
+            return
+        full = not log.append(f.stamp_ns * 1e-9, f.q, f.dq, f.effort)
+        if f.stamp_ns >= self._until_ns or full:
+            self._until_ns = -1
+            self._done.set_result(full)
+
+    def _play(self) -> float:
+        """Send the plan to the reference node and start recording; returns the plan's duration (s)."""
+        from builtin_interfaces.msg import Duration
+        from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
+
+        v = self.params.value
+        t, q, dq, ddq = cp.excitation_plan(self.filter.q.copy(), self.excitation, self.limits, v.point_rate_hz,
+                                           v.move_speed, v.settle_s)
+        msg = JointTrajectory(joint_names=list(self.robot.joint_names))
+        msg.points = [JointTrajectoryPoint(positions=q[k].tolist(), velocities=dq[k].tolist(),
+                                           accelerations=ddq[k].tolist(),
+                                           time_from_start=Duration(sec=int(t[k]), nanosec=round(t[k] % 1 * 1e9)))
+                      for k in range(len(t))]
+        duration = float(t[-1])
+        self.log = cp.JointStateLog(self.robot.n, int((duration + 2 * RECORD_MARGIN_S + 1.0) * v.rate_hz * 1.2))
+        self._done = Future()
+        self._until_ns = self.filter.stamp_ns + int((duration + RECORD_MARGIN_S) * 1e9)
+        self.traj_pub.publish(msg)
+        return duration
+
+    # ------------------------------------------------------------------ the service
+    async def _srv_identify(self, request: Any, response: Any) -> Any:
+        if self._busy:
+            response.success, response.message = False, "an identification is already running"
+            return response
+        self._busy = True
+        try:
+            await self._identify(request, response)
+        except IdynError as exc:
+            response.success, response.message = False, str(exc)
+            self.diag.set(Diagnostics.WARN, str(exc), publish=True)
+        finally:
+            self._until_ns = -1
+            self._busy = False
+        return response
+
+    async def _identify(self, request: Any, response: Any) -> None:
+        v = self.params.value
+        if self.excitation is None:
+            raise IdynError(self.excitation_error or "the payload excitation is still being designed; call again")
+        if not request.record_baseline and self.baseline is None and not v.model_path:
+            raise IdynError("no bare-arm reference: call once with record_baseline=true and no payload attached, "
+                            "or set model_path to a model of the bare arm")
+        started = time.monotonic()
+        while self.filter.samples == 0 or self.traj_pub.get_subscription_count() == 0:  # a graph just started
+            if time.monotonic() - started > CONNECT_TIMEOUT_S:
+                if self.filter.samples == 0:
+                    raise IdynError(f"no joint state received on {v.joint_states_topic}")
+                raise IdynError(f"nobody subscribes to {self.traj_pub.topic_name}: is the reference node running?")
+            await _yield_once(self)
+        duration = self._play()
+        self.get_logger().info(f"playing the payload excitation ({duration:.1f} s)")
+        started = time.monotonic()
+        while not self._done.done():  # the executor serves everything else meanwhile
+            if time.monotonic() - started > v.wall_timeout:
+                raise IdynError(f"the excitation did not finish within wall_timeout={v.wall_timeout:g} s")
+            await _yield_once(self)
+        rec = self.log.recording(f"live:{v.joint_states_topic}")
+        if request.record_baseline:
+            self.baseline = rec
+            where = ""
+            if v.baseline_path:
+                self._save(rec, v.baseline_path)
+                where = f", saved to {v.baseline_path}"
+            response.success = True
+            response.message = f"bare-arm reference recorded ({len(rec.t)} samples{where})"
+            return
+        if self.baseline is not None:
+            est = cp.identify_with_reference(self.robot, [rec], [self.baseline])
+        else:
+            est = cp.identify_with_model(self.robot, [rec], cp.artifact_predictor(self.robot, v.model_path))
+        self._fill(response, est)
+        if request.apply:
+            response.message += "; " + await self._apply(est.payload)
+        if v.result_path:
+            from idyn_ros.data.atomic import atomic_write_text
+
+            atomic_write_text(v.result_path, json.dumps(self.last_result, indent=2) + "\n")
+
+    def _fill(self, response: Any, est: Any) -> None:
+        from idyn_ros.dynamics.payload import vendor_formats
+
+        p = est.payload
+        response.success = True
+        response.mass = p.mass
+        response.com.x, response.com.y, response.com.z = p.com
+        response.inertia = list(p.inertia)
+        response.mass_std = float(est.mass_std)
+        response.com_std = [float(x) for x in est.com_std]
+        response.inertia_std = [float(x) for x in est.inertia_std]
+        response.physically_consistent = est.physically_consistent
+        response.solve = est.solve
+        response.condition_number = float(est.condition_number)
+        vendor = vendor_formats(p)
+        response.vendor_json = json.dumps(vendor)
+        self.last_result = {**est.to_json(), "robot": self.robot.name, "flange_frame": self.robot.flange_frame,
+                            **vendor}
+        response.message = (f"{describe_payload(p)} (+- {est.mass_std:.3f} kg), {est.solve}, condition number "
+                            f"{est.condition_number:.0f}")
+        self.get_logger().info(response.message)
+
+    async def _apply(self, payload: Any) -> str:
+        from idyn_ros.srv import SetPayload
+
+        req = SetPayload.Request(mass=payload.mass, inertia=list(payload.inertia))
+        req.com.x, req.com.y, req.com.z = payload.com
+        done, failed = [], []
+        for name in self.params.value.set_payload_services:
+            client = self.create_client(SetPayload, name, callback_group=self.group)
+            try:
+                if not client.wait_for_service(timeout_sec=1.0):
+                    failed.append(f"{name} (not available)")
+                    continue
+                reply = await client.call_async(req)
+                (done if reply.success else failed).append(name if reply.success else f"{name} ({reply.message})")
+            finally:
+                self.destroy_client(client)
+        return (f"applied to {', '.join(done) or 'nothing'}" + (f"; NOT applied to {', '.join(failed)}" if failed
+                                                                 else ""))
+
+    def _save(self, rec: Any, path: str) -> None:
+        from idyn_ros.data.dataset import Dataset
+
+        Dataset(t=rec.t - rec.t[0], q=rec.q, dq=rec.dq, tau=rec.tau, joint_names=tuple(self.robot.joint_names),
+                robot=self.robot.name, source=rec.source).save(path)
+
+
+async def _yield_once(node: PayloadIdentifierNode) -> None:
+    """Give the executor a turn (rclpy has no sleep for coroutines): a future completed by a 20 ms timer."""
+    future = Future()
+    timer = node.create_timer(0.02, lambda: future.done() or future.set_result(None), callback_group=node.group)
+    try:
+        await future
+    finally:
+        node.destroy_timer(timer)
+
+
+def main(argv: list[str] | None = None) -> int:
+    from idyn_ros.nodes.common import run
+
+    return run([PayloadIdentifierNode], argv)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,143 @@
+"""~/set_payload on the controller, feedforward and wrench observer nodes; ~/identify_payload end to end (slow)."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pytest
+
+pytestmark = pytest.mark.ros
+
+
+def _call(exe, client, request, timeout: float = 10.0):
+    deadline = time.monotonic() + timeout
+    while not client.wait_for_service(timeout_sec=0.01):
+        exe.spin_once(timeout_sec=0.01)
+        assert time.monotonic() < deadline, f"{client.srv_name} not available"
+    future = client.call_async(request)
+    while not future.done():
+        exe.spin_once(timeout_sec=0.01)
+        assert time.monotonic() < deadline, f"{client.srv_name} did not answer"
+    return future.result()
+
+
+def test_set_payload_services_reach_the_cores(rclpy_context):
+    import rclpy
+    from rclpy.executors import SingleThreadedExecutor
+    from rclpy.parameter import Parameter
+
+    from idyn_ros.nodes.controller import ControllerNode
+    from idyn_ros.nodes.feedforward import FeedforwardNode
+    from idyn_ros.nodes.wrench_observer import WrenchObserverNode
+    from idyn_ros.robots.spec import Payload
+    from idyn_ros.srv import SetPayload
+
+    robot = [Parameter("robot", value="ur5")]
+    controller = ControllerNode(context=rclpy_context, parameter_overrides=robot)
+    feedforward = FeedforwardNode(context=rclpy_context, parameter_overrides=robot)
+    observer = WrenchObserverNode(context=rclpy_context, parameter_overrides=robot)
+    caller = rclpy.create_node("payload_caller", context=rclpy_context)
+    exe = SingleThreadedExecutor(context=rclpy_context)
+    for node in (controller, feedforward, observer, caller):
+        exe.add_node(node)
+    truth = Payload(1.2, (0.01, 0.02, 0.05), (0.002, 0.0, 0.0, 0.002, 0.0, 0.001))
+    request = SetPayload.Request(mass=truth.mass, inertia=list(truth.inertia))
+    request.com.x, request.com.y, request.com.z = truth.com
+    for name in ("/controller/set_payload", "/feedforward/set_payload", "/wrench_observer/set_payload"):
+        reply = _call(exe, caller.create_client(SetPayload, name), request)
+        assert reply.success, reply.message
+        assert "1.200 kg" in reply.message
+    assert controller.core.payload == truth and feedforward.ff.payload == truth and observer.observer.payload == truth
+    bad = SetPayload.Request(mass=1.0, inertia=[1.0, 0.0, 0.0, 0.1, 0.0, 0.1])  # triangle inequality violated
+    reply = _call(exe, caller.create_client(SetPayload, "/controller/set_payload"), bad)
+    assert not reply.success and "not physically consistent" in reply.message
+    assert controller.core.payload == truth  # a refused payload changes nothing
+    remove = _call(exe, caller.create_client(SetPayload, "/feedforward/set_payload"), SetPayload.Request(mass=0.0))
+    assert remove.success and feedforward.ff.payload is None
+    for node in (controller, feedforward, observer, caller):
+        node.destroy_node()
+
+
+@pytest.mark.slow
+def test_identify_payload_service_on_the_plant(tmp_path):
+    """Bare-arm reference, then a payload put on the plant, identified and applied to the controller over DDS."""
+    from geometry_msgs.msg import Point
+
+    from idyn_ros.bench.latency import graph
+    from idyn_ros.control.payload import design_excitation
+    from idyn_ros.dynamics import RobotModel
+    from idyn_ros.srv import IdentifyPayload, SetPayload
+
+    model = RobotModel.from_robot("ur5")
+    traj = design_excitation(model, harmonics=3, period=6.0, time_budget_s=5.0).trajectory
+    t = np.arange(0.0, traj.period, 1e-3)
+    q, dq, ddq = traj.evaluate(t)
+    excitation = tmp_path / "excite.npz"
+    np.savez(excitation, t=t, q_d=q, dq_d=dq, ddq_d=ddq, joint_names=np.array(model.joint_names))
+    result = tmp_path / "payload.json"
+    over = {"excitation_path": str(excitation), "result_path": str(result),
+            "set_payload_services": ["/controller/set_payload"]}
+    with graph("ur5", "lockstep", True, ["controller", "reference", "payload_identifier"], over,
+               profile="true") as (_runner, probe, _launcher):
+        service = "/payload_identifier/identify_payload"
+        base = probe.call(IdentifyPayload, service, IdentifyPayload.Request(record_baseline=True), timeout=600.0)
+        assert base.success, base.message
+        res = probe.call(SetPayload, "/plant/set_payload", SetPayload.Request(
+            mass=2.0, com=Point(x=0.05, y=-0.04, z=0.06), inertia=[0.01, 0.0, 0.0, 0.008, 0.0, 0.006]))
+        assert res.success
+        reply = probe.call(IdentifyPayload, service, IdentifyPayload.Request(apply=True), timeout=600.0)
+    assert reply.success, reply.message
+    assert reply.mass == pytest.approx(2.0, rel=0.03)
+    # a 6 s, 3-harmonic excitation at medium gains (the bench runs the full one): 1 cm
+    assert np.linalg.norm([reply.com.x - 0.05, reply.com.y + 0.04, reply.com.z - 0.06]) < 0.01
+    assert "applied to /controller/set_payload" in reply.message
+    assert "franka_set_load" in reply.vendor_json and result.is_file()
+
+
+def test_gripper_compensation_node_publishes_reading_minus_gripper(rclpy_context):
+    """At rest the RBD-only form predicts the gripper's weight; the node publishes reading - prediction."""
+    import rclpy
+    from geometry_msgs.msg import WrenchStamped
+    from rclpy.executors import SingleThreadedExecutor
+    from rclpy.parameter import Parameter
+    from sensor_msgs.msg import JointState
+
+    from idyn_ros.dynamics import RobotModel
+    from idyn_ros.dynamics.payload import flange_motion
+    from idyn_ros.nodes.common import COMMAND_OUT, MONITOR
+    from idyn_ros.nodes.gripper_compensation import GripperCompensationNode
+
+    node = GripperCompensationNode(context=rclpy_context, parameter_overrides=[
+        Parameter("robot", value="ur5"), Parameter("gripper_mass", value=1.0),
+        Parameter("gripper_com", value=[0.0, 0.0, 0.05])])
+    peer = rclpy.create_node("ft_peer", context=rclpy_context)
+    js_pub = peer.create_publisher(JointState, "/joint_states", COMMAND_OUT)
+    ft_pub = peer.create_publisher(WrenchStamped, "/ft_sensor/wrench", COMMAND_OUT)
+    got: list = []
+    peer.create_subscription(WrenchStamped, "/ft_sensor/wrench/compensated", got.append, MONITOR)
+    exe = SingleThreadedExecutor(context=rclpy_context)
+    for n in (node, peer):
+        exe.add_node(n)
+    q = np.array([0.3, -1.2, 1.4, -1.0, -1.5, 0.2])
+    model = RobotModel.from_robot("ur5")
+    weight = 1.0 * flange_motion(model, q, np.zeros(6), np.zeros(6)).g[0]  # m g in flange axes: what it pulls with
+    reading = WrenchStamped()
+    reading.header.frame_id = "tool0"
+    reading.wrench.force.x, reading.wrench.force.y, reading.wrench.force.z = (float(v) + 0.5 * (i == 0)
+                                                                              for i, v in enumerate(weight))
+    deadline = time.monotonic() + 5.0
+    k = 0
+    while not got and time.monotonic() < deadline:
+        ft_pub.publish(reading)
+        js = JointState(name=list(model.joint_names), position=q.tolist(), velocity=[0.0] * 6, effort=[0.0] * 6)
+        js.header.stamp.sec, js.header.stamp.nanosec = 1 + k // 1000, (k % 1000) * 1_000_000
+        js_pub.publish(js)
+        k += 1
+        for _ in range(5):
+            exe.spin_once(timeout_sec=0.002)
+    assert got and got[-1].header.frame_id == "tool0"
+    comp = got[-1].wrench.force
+    assert (comp.x, comp.y, comp.z) == pytest.approx((0.5, 0.0, 0.0), abs=0.02)  # only the extra 0.5 N is left
+    node.destroy_node()
+    peer.destroy_node()
