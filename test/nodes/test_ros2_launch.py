@@ -267,3 +267,16 @@ def test_use_currents_as_efforts_reaches_the_wrench_observer():
         assert f'<param name="use_currents_as_efforts">{value}</param>' in urdf
     panda = _render("panda", mode="hardware")["wrench_observer"][0]["params"][0]["/wrench_observer"]
     assert "effort_unit" not in panda["ros__parameters"]  # no such argument: the files' (auto) decide
+
+
+def test_the_nodes_argument_starts_the_optional_payload_nodes_and_refuses_unknown_ones():
+    pytest.importorskip("launch_ros")
+    ours = "joint_state_buffer,feedforward,controller,doomed,wrench_observer,reference"
+    nodes = _render("panda", mode="mujoco", nodes=f"{ours},payload_identifier")
+    assert {"payload_identifier", "controller", "plant"} <= set(nodes) and "gripper_compensation" not in nodes
+    assert "/payload_identifier" in nodes["payload_identifier"][0]["params"][0]
+    composed = _render("panda", mode="mujoco", composed="true", nodes=f"{ours},gripper_compensation")
+    args = composed["composed"][0]["args"]
+    assert args[args.index("--nodes") + 1].endswith("gripper_compensation"), args
+    with pytest.raises(Exception, match="unknown nodes"):
+        _render("panda", mode="mujoco", nodes="controller,payload_identifer")
