@@ -9,17 +9,8 @@ VENV="$(cd "$1" && pwd)"
 BUILD="$ROOT/build/msgs"
 PY="$VENV/bin/python"
 
-# Gap 3: the wheels' generated-Python export files point at include dirs of the machine that built
-# the wheels. Rewrite them to this interpreter's include dir and numpy's (idempotent).
-PY_INCLUDE="$("$PY" -c 'import sysconfig; print(sysconfig.get_paths()["include"])')"
-NP_INCLUDE="$("$PY" -c 'import numpy; print(numpy.get_include())')"
-for f in "$VENV"/share/*/cmake/export_*__rosidl_generator_pyExport.cmake; do
-  [ -f "$f" ] || continue
-  sed -i -E \
-    -e "s#/opt/python/cp311-cp311/include/python3\.11#${PY_INCLUDE}#g" \
-    -e "s#[^;\"]*/numpy/_core/include#${NP_INCLUDE}#g" \
-    "$f"
-done
+# Gap 3: the wheels' CMake export files name the wheel build machine's include dirs.
+bash "$ROOT/scripts/patch_wheel_cmake.sh" "$VENV"
 
 mkdir -p "$BUILD"
 # Gap 2: AMENT_PREFIX_PATH must name the venv at configure time.

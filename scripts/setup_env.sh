@@ -35,7 +35,7 @@ KNOWN_PIP_CHECK="launch-ros 0.28.0 requires ament-index-python, which is not ins
 
 inputs_hash() {
   { cat requirements.in requirements.lock setup.py pyproject.toml package.xml CMakeLists.txt \
-        scripts/setup_env.sh scripts/build_msgs.sh msg/*.msg srv/*.srv 2>/dev/null
+        scripts/setup_env.sh scripts/build_msgs.sh scripts/patch_wheel_cmake.sh msg/*.msg srv/*.srv 2>/dev/null
     find launch config urdf -type f | sort
     [ -d "$ROS2_WHEELS" ] && ls -l "$ROS2_WHEELS"; } | sha256sum | cut -c1-16
 }
@@ -117,6 +117,8 @@ echo "setup: installing pinned dependencies (requirements.in constrained by requ
     -r requirements.in -c requirements.lock 2>&1 | { grep -v "is ignored: it is neither a file nor a directory" || true; }
 pip_status=${PIPESTATUS[0]}
 [ "$pip_status" -eq 0 ] || { echo "setup: pip install failed ($pip_status)" >&2; exit "$pip_status"; }
+# before any CMake configure (composition_interfaces below, msg/ after): the wheels name foreign include dirs
+bash scripts/patch_wheel_cmake.sh "$VENV"
 install_launch_stack
 check="$("$VENV/bin/python" -m pip check 2>&1 | grep -vxF "$KNOWN_PIP_CHECK" | grep -v "^No broken requirements" || true)"
 [ -z "$check" ] || { echo "setup: pip check: $check" >&2; exit 1; }
