@@ -43,9 +43,10 @@ MODEL_ROWS: dict[str, dict[str, Any]] = {
 }
 
 
-# Bumped when the recorded data or the models change for the same settings (4: recorded by the controller core),
+# Bumped when the recorded data or the models change for the same settings (4: recorded by the controller core,
+# 5: the true profiles gained the joint effects of sim/joint_effects.py),
 # so cached data and artifacts made by older code are re-recorded / retrained instead of silently reused.
-CACHE_VERSION = 4
+CACHE_VERSION = 5
 
 # Excitation feedback (decision, see ``excitation_controller``): full effort at this position error (rad).
 EXCITATION_FULL_EFFORT_ERROR = 0.25

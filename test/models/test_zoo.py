@@ -11,7 +11,7 @@ def test_config_round_trip():
     cfg = ModelConfig(kind="hybrid-r", friction_kinds=("coulomb", "offset"), hidden=7)
     again = ModelConfig.from_dict(cfg.to_dict())
     assert again == cfg
-    assert set(KINDS) == {"rbd", "rbd-friction", "hybrid", "hybrid-r", "mlp-hybrid", "lstm", "delan"}
+    assert set(KINDS) == {"rbd", "rbd-friction", "hybrid", "hybrid-r", "hybrid-j", "mlp-hybrid", "lstm", "delan"}
 
 
 def test_unknown_kind_is_a_user_error(iiwa, synth):
