@@ -10,13 +10,16 @@ outside the robot's joint limits are refused.
 
 Model kinds:
   auto          (default) fits the physics candidate (SDP RBD + friction + armature) and the learned residuals
-                (hybrid 2S, hybrid E2E, hybrid-r E2E), scores each on the validation recordings and exports the
-                best; a learned one only if it beats physics by 2 %. metrics.json["candidates"] lists them all.
+                (hybrid-j 2S/E2E, hybrid 2S/E2E, hybrid-r E2E), scores each on the validation recordings and
+                exports the best; a learned one only if it beats physics by 2 %. --max-minutes is the total;
+                metrics.json["candidates"] lists them all.
   rbd           rigid-body dynamics only (nominal URDF with --id-method nominal, else identified)
   rbd-friction  RBD + friction, identified by least squares / SDP (--id-method, --friction)
   hybrid        RBD + friction + LSTM residual (Reuss et al. 2022); --mode e2e trains all parts jointly
                 (DiffBary inertials from the nominal URDF), --mode 2s freezes an SDP identification first
   hybrid-r      hybrid whose LSTM also sees tau_RBD and the rotational displacement r (Callar 2021)
+  hybrid-j      hybrid with one small MLP per joint that sees only that joint's q, dq, ddq, tau_RBD and r:
+                the structure of gear friction, ripple and hysteresis; generalises to other trajectories
   mlp-hybrid    RBD + friction (SDP) + stateless MLP residual, two-stage
   lstm          black-box LSTM (no physics)
   delan         Deep Lagrangian Network + friction (closed-form derivatives, exported like the others)
@@ -43,8 +46,8 @@ import sys
 import warnings
 from collections.abc import Iterator
 
-HELP = "train a model (auto, rbd, rbd-friction, hybrid, hybrid-r, mlp-hybrid, lstm, delan, *-gp) -> DIR/model.onnx"
-NN_KINDS = ("auto", "rbd", "rbd-friction", "hybrid", "hybrid-r", "mlp-hybrid", "lstm", "delan")
+HELP = "train a model (auto, rbd*, hybrid, hybrid-r, hybrid-j, mlp-hybrid, lstm, delan, *-gp) -> DIR/model.onnx"
+NN_KINDS = ("auto", "rbd", "rbd-friction", "hybrid", "hybrid-r", "hybrid-j", "mlp-hybrid", "lstm", "delan")
 PHYSICS_KINDS = ("rbd", "rbd-friction")  # nothing learned by gradient: all data identify, no tail is held out
 GP_KINDS = ("lip-gp", "se-gp", "gip-gp", "lse-gp")  # == idyn_ros.models.gp.GP_KINDS (test checks)
 

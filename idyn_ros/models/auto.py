@@ -4,9 +4,10 @@ Why: which model is best depends on the robot and the data (on a real Panda log 
 own physics, on the real KUKA LWR4+ the E2E hybrid-r won by a factor 4), and a user cannot know in advance.
 
 - Candidates (``CANDIDATES``): the physics model (SDP-identified RBD + friction + armature) and the learned
-  residuals on top of physics (hybrid 2S, hybrid E2E, hybrid-r E2E), each with the training defaults of
-  ``ModelConfig`` and its residual gate (``training.fit_residual_gate``), so on validation none is worse
-  than its own physics part.
+  residuals on top of physics (per-joint hybrid-j 2S and E2E, the LSTM hybrids 2S and E2E, hybrid-r E2E), each
+  with the training defaults of ``ModelConfig`` and its residual gate (``training.fit_residual_gate``), so on
+  validation none is worse than its own physics part. Order: the per-joint residuals first (best on held-out
+  trajectories, studies/auto_selection/README.md), so a short budget spends itself on them.
 - Score: mean per-joint nMSE (``metrics.nmse``) on the validation recordings, each run as one sequence.
 - Selection: the best learned candidate wins only if it beats the best physics candidate by ``LEARNED_MARGIN``
   (relative); otherwise the physics model is exported (smaller, and it generalises where a residual's gain on
@@ -34,6 +35,8 @@ from idyn_ros.models.zoo import ModelConfig, TorqueModel
 # (name, ModelConfig overrides); physics candidates are those whose kind learns no residual.
 CANDIDATES: tuple[tuple[str, dict[str, Any]], ...] = (
     ("rbd-friction", {"kind": "rbd-friction"}),
+    ("hybrid-j 2S", {"kind": "hybrid-j", "mode": "2s"}),
+    ("hybrid-j E2E", {"kind": "hybrid-j", "mode": "e2e"}),
     ("hybrid 2S", {"kind": "hybrid", "mode": "2s"}),
     ("hybrid E2E", {"kind": "hybrid", "mode": "e2e"}),
     ("hybrid-r E2E", {"kind": "hybrid-r", "mode": "e2e"}),
