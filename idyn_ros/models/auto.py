@@ -3,8 +3,10 @@
 Why: which model is best depends on the robot and the data (on a real Panda log the E2E hybrid lost to its
 own physics, on the real KUKA LWR4+ the E2E hybrid-r won by a factor 4), and a user cannot know in advance.
 
-- Candidates (``CANDIDATES``): the physics model (SDP-identified RBD + friction + armature) and the learned
-  residuals on top of physics (per-joint hybrid-j 2S and E2E, the LSTM hybrids 2S and E2E, hybrid-r E2E), each
+- Candidates (``CANDIDATES``): physics models (SDP-identified RBD + friction + armature with the default ridge
+  toward the URDF and with a 100x stronger one, and the URDF's RBD with least-squares friction + armature), and
+  the learned residuals on top of the physics that scored best (its id_method and ridge; decision: physics
+  first, then learn what it misses) (per-joint hybrid-j 2S and E2E, the LSTM hybrids 2S and E2E, hybrid-r E2E), each
   with the training defaults of ``ModelConfig`` and its residual gate (``training.fit_residual_gate``), so on
   validation none is worse than its own physics part. Order: the per-joint residuals first (best on held-out
   trajectories, studies/auto_selection/README.md), so a short budget spends itself on them.
@@ -33,8 +35,13 @@ from idyn_ros.models.training import TrainResult, fit, predict
 from idyn_ros.models.zoo import ModelConfig, TorqueModel
 
 # (name, ModelConfig overrides); physics candidates are those whose kind learns no residual.
+# Physics candidates: the ridge strength and the URDF-or-identified choice are chosen on validation (on a 2 or 5 s
+# cut of real KUKA data the SDP fit extrapolated worse to the rest of the trajectory than the URDF + friction).
+PHYSICS_SETTINGS = ("id_method", "reg")  # what a learned candidate takes over from the best physics candidate
 CANDIDATES: tuple[tuple[str, dict[str, Any]], ...] = (
     ("rbd-friction", {"kind": "rbd-friction"}),
+    ("rbd-friction reg 1e-2", {"kind": "rbd-friction", "reg": 1e-2}),
+    ("rbd-friction nominal", {"kind": "rbd-friction", "id_method": "nominal"}),
     ("hybrid-j 2S", {"kind": "hybrid-j", "mode": "2s"}),
     ("hybrid-j E2E", {"kind": "hybrid-j", "mode": "e2e"}),
     ("hybrid 2S", {"kind": "hybrid", "mode": "2s"}),
@@ -68,7 +75,8 @@ class Candidate:
         if self.skipped:
             return {**out, "skipped": self.skipped}
         r = self.result
-        out.update({"kind": r.cfg.kind, "mode": r.cfg.mode, "val_nmse_mean": self.val["nmse_mean"],
+        out.update({"kind": r.cfg.kind, "mode": r.cfg.mode, "id_method": r.cfg.id_method, "reg": r.cfg.reg,
+                    "val_nmse_mean": self.val["nmse_mean"],
                     "val_nmse_max": self.val["nmse_max"], "val_nmse": self.val["nmse"],
                     "val_physics_nmse_mean": self.val_physics["nmse_mean"], "stopped": r.stopped,
                     "epochs_run": len(r.history)})
@@ -114,7 +122,11 @@ def fit_auto(base: ModelConfig, robot: Any, train: Sequence[Recording], val: Seq
     physics = [(n, o) for n, o in candidates if ModelConfig(**{**base.to_dict(), **o}).residual == "none"]
     learned = [(n, o) for n, o in candidates if (n, o) not in physics]
     done: list[Candidate] = []
+    physics_base: dict[str, Any] = {}
     for i, (name, over) in enumerate([*physics, *learned]):
+        if i == len(physics) and physics:  # learned candidates sit on the best physics candidate
+            best = min((c for c in done if c.result is not None), key=lambda c: c.val["nmse_mean"])
+            physics_base = {k: getattr(best.result.cfg, k) for k in PHYSICS_SETTINGS}
         budget = None
         if max_minutes is not None and i >= len(physics):
             left = max_minutes - (time.perf_counter() - t0) / 60.0
@@ -122,7 +134,7 @@ def fit_auto(base: ModelConfig, robot: Any, train: Sequence[Recording], val: Seq
             if budget < MIN_CANDIDATE_MINUTES:
                 done.append(Candidate(name, None, {}, {}, 0.0, skipped=f"time budget used up ({max_minutes:g} min)"))
                 continue
-        cfg = ModelConfig.from_dict({**base.to_dict(), **over, "extra": dict(base.extra)})
+        cfg = ModelConfig.from_dict({**base.to_dict(), **physics_base, **over, "extra": dict(base.extra)})
         t1 = time.perf_counter()
         res = fit(cfg, robot, train, val, max_minutes=budget, progress=progress)
         v, vp = scores(res, robot, val)
