@@ -169,7 +169,7 @@ def _run(args: argparse.Namespace) -> int:
     note = ""
     if not val and args.model not in PHYSICS_KINDS:
         train, val, note = hold_out_tail(train)
-        print(f"idyn train: {note}", file=sys.stderr)
+        print(f"idyn train: {note}")  # information, not a warning: stdout (stderr stays for warnings and errors)
     if args.model in GP_KINDS:
         return _train_gp(args, robot, train, val, test, note)
     cfg = ModelConfig(kind=args.model, mode=args.mode, id_method=args.id_method,

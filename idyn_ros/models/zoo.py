@@ -64,8 +64,9 @@ class ModelConfig:
     # 0.3: the smallest weight that keeps the E2E physics part at its identified level (plant val physics 0.033 vs
     # 0.063 without; KUKA 0.219 vs 0.310), for a total 0.002 worse than without on both
     physics_weight: float = 0.3  # E2E: + w x loss of the physics part alone (RBD + friction must explain the data)
-    # 0.2: the one regulariser that helped on a held-out plant trajectory (hybrid-j 2S 0.0185 -> 0.0164, hybrid 2S
-    # 0.0326 -> 0.0313); weight decay, input noise, magnitude penalty did not (their fields stay, default 0)
+    # 0.2: the regulariser that helped the per-joint residual on a held-out plant trajectory (hybrid-j 2S 0.0185 ->
+    # 0.0164; LSTM hybrid 2S 0.0326 -> 0.0313); weight decay and input noise did not, the magnitude penalty helped
+    # only the LSTM 2S (0.0304) and hurt hybrid-j (0.0189): their fields stay, default 0
     dropout: float = 0.2  # residual network: dropout after its input layer and its LSTM/hidden layers
     input_noise: float = 0.0  # std of Gaussian noise added to the normalised residual inputs while training
     residual_penalty: float = 0.0  # + w x mean((tau_residual / training range)^2): a magnitude penalty

@@ -135,7 +135,7 @@ def test_cli_auto_without_val_holds_out_a_tail_and_lists_candidates(iiwa, synth,
                "--hidden", "8", "--no-progress"])
     assert rc == 0
     captured = capsys.readouterr()
-    assert "held out the last 20 %" in captured.err and "candidate" in captured.out
+    assert "held out the last 20 %" in captured.out and "candidate" in captured.out
     m = json.loads((out / "metrics.json").read_text())
     assert "tail" in m["validation_data"] and m["val"]["n_samples"] == int(np.ceil(0.2 * rec.n_samples))
     names = [c["name"] for c in m["candidates"]]
