@@ -156,13 +156,13 @@ def fit_auto(base: ModelConfig, robot: Any, train: Sequence[Recording], val: Seq
 
 def format_candidates(rows: Sequence[dict[str, Any]], winner: str | None) -> str:
     """Terminal table of ``metrics.json["candidates"]``: validation nMSE, its physics part's, the gate."""
-    lines = [f"{'candidate':<16}{'val nMSE mean':>14}{'worst joint':>13}{'physics part':>14}  gate / note"]
+    lines = [f"{'candidate':<22}{'val nMSE mean':>14}{'worst joint':>13}{'physics part':>14}  gate / note"]
     for r in rows:
         if r.get("skipped"):
-            lines.append(f"{r['name']:<16}{'-':>14}{'-':>13}{'-':>14}  skipped: {r['skipped']}")
+            lines.append(f"{r['name']:<22}{'-':>14}{'-':>13}{'-':>14}  skipped: {r['skipped']}")
             continue
         gate = "gate " + " ".join(f"{g:.2f}" for g in r["gate"]) if "gate" in r else ""
         mark = "  <- exported" if r["name"] == winner else ""
-        lines.append(f"{r['name']:<16}{r['val_nmse_mean']:>14.4f}{r['val_nmse_max']:>13.4f}"
+        lines.append(f"{r['name']:<22}{r['val_nmse_mean']:>14.4f}{r['val_nmse_max']:>13.4f}"
                      f"{r['val_physics_nmse_mean']:>14.4f}  {gate}{mark}")
     return "\n".join(lines)
