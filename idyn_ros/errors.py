@@ -31,6 +31,10 @@ class IdentificationError(IdynError):
     """Identification impossible (too few samples, rank-deficient excitation)."""
 
 
+class TrainingError(IdynError):
+    """A fit whose result must not be used (e.g. its predictions blow up on held-out data)."""
+
+
 class ModelArtifactError(IdynError):
     """An exported model that does not match the configured robot, rate or format."""
 

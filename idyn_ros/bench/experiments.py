@@ -11,7 +11,7 @@ Models come from plant recordings (``idyn_ros.experiments.models_cache``), cache
 ``runs/quick/models/...``), so reruns skip recording and training.
 ``quick``: 2 moves of 2 s, short training (1 min per model), a small DOOMED grid (``idyn bench --only
 experiments --quick --robots panda`` is the smoke run).
-Full mode: the paper's protocol, 5 moves x (2 s, 10 s) per cell, 8 rows x 3 gains per robot; on this
+Full mode: the paper's protocol, 5 moves x (2 s, 10 s) per cell, 9 rows x 3 gains per robot; on this
 shared 2-core machine (load ~10) one cell costs ~1-1.5 min, so a robot takes ~30 min plus ~15 min of
 recording and training on the first run (DOOMED sweep ~8 min, wrench ~1 min).
 """
@@ -52,7 +52,7 @@ def tracking_for(robot: str, quick: bool) -> dict[str, Any]:
     import json
 
     out["_models"] = {r: json.loads((Path(p).parent / "metrics.json").read_text()) for r, p in paths.items()}
-    out["_acceptance"] = {row: tracking.acceptance(table, row) for row in ("hybrid_e2e", "hybrid_2s")}
+    out["_acceptance"] = {row: tracking.acceptance(table, row) for row in ("hybrid_e2e", "hybrid_2s", "auto")}
     print(f"\n{robot}: RMSE / final offset [deg]\n{tracking.format_table(table)}\n"
           f"acceptance: {out['_acceptance']}", flush=True)
     # the same comparison with the same feedback M(q) on both sides (tracking.feedback_mass_decomposition)

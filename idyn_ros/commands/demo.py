@@ -3,11 +3,11 @@
   1. design optimised Fourier excitations (min cond(Y_b))
   2. record them over DDS: plant node (lockstep sim clock) + controller node (stiff gains, nominal
      RBD feedforward) + reference node + rosbag2 recorder, on loopback
-  3. import the bag, identify RBD + friction (SDP), train the hybrid RBD + friction + LSTM (two-stage:
-     LSTM residual on the identified physics, time-boxed), export both to ONNX
+  3. import the bag, `idyn train --model auto`: identified RBD + friction (SDP) and the learned residuals
+     on it (time-boxed), each exported to ONNX
   4. closed-loop min-jerk moves at soft / medium / stiff with: no feedforward, nominal RBD,
-     identified RBD + friction, hybrid, hybrid + DOOMED (in-process lockstep, same classes as the
-     controller node)
+     identified RBD + friction, hybrid 2S, hybrid E2E, auto's choice, hybrid 2S + DOOMED (in-process
+     lockstep, same classes as the controller node)
   5. print the table; write the report folder: report.md, results.json, table.txt and plots
      (tracking error over time, torque prediction vs measurement on held-out data, a push on the
      flange with the estimated wrench vs the applied one)
@@ -45,7 +45,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="work folder for bag, datasets and models (default runs/demo/<robot>/)")
     parser.add_argument("--minutes", type=float, default=10.0, metavar="M",
                         help="total time budget in minutes (default 10): sets the DDS recording time box "
-                        "(~12 %%) and the hybrid's training time (~30 %%)")
+                        "(~12 %%) and the auto fit's training time (~35 %%)")
     parser.add_argument("--moves", type=int, default=3,
                         help="min-jerk moves per cell, 2 s each (default 3; the paper's protocol is 5 x (2 s, 10 s): "
                         "`idyn bench --only experiments`)")
@@ -68,6 +68,7 @@ def run(args: argparse.Namespace) -> int:
     print(f"idyn demo: {args.robot}, min-jerk moves (2 s), RMSE / final offset in deg")
     print(format_table(s["table"]))
     print()
-    print(f"acceptance: {json.dumps(s['acceptance'])}")
+    print(f"acceptance (hybrid 2S): {json.dumps(s['acceptance'])}")
+    print(f"acceptance (auto, {s['models']['auto'].get('selected')}): {json.dumps(s['acceptance_auto'])}")
     print(f"report: {args.out or f'reports/demo-{args.robot}'}/report.md  ({s['total_s']:.0f} s total)")
     return 0

@@ -14,11 +14,17 @@ model's gravity (idyn_ros.models.current_gains), or taken from --torque-constant
 torque in Nm, the artifact carries the gains (metadata "effort"), and metrics.json the RMSE in A and Nm.
 
 Model kinds:
+  auto          (default) fits the physics candidate (SDP RBD + friction + armature) and the learned residuals
+                (hybrid-j 2S/E2E, hybrid 2S/E2E, hybrid-r E2E), scores each on the validation recordings and
+                exports the best; a learned one only if it beats physics by 2 %. --max-minutes is the total;
+                metrics.json["candidates"] lists them all.
   rbd           rigid-body dynamics only (nominal URDF with --id-method nominal, else identified)
   rbd-friction  RBD + friction, identified by least squares / SDP (--id-method, --friction)
   hybrid        RBD + friction + LSTM residual (Reuss et al. 2022); --mode e2e trains all parts jointly
                 (DiffBary inertials from the nominal URDF), --mode 2s freezes an SDP identification first
   hybrid-r      hybrid whose LSTM also sees tau_RBD and the rotational displacement r (Callar 2021)
+  hybrid-j      hybrid with one small MLP per joint that sees only that joint's q, dq, ddq, tau_RBD and r:
+                the structure of gear friction, ripple and hysteresis; generalises to other trajectories
   mlp-hybrid    RBD + friction (SDP) + stateless MLP residual, two-stage
   lstm          black-box LSTM (no physics)
   delan         Deep Lagrangian Network + friction (closed-form derivatives, exported like the others)
@@ -29,7 +35,13 @@ Model kinds:
                 of 1 % of std(tau) (real sensors); --gp-noise shared (simulation) has none, and lip-gp
                 starts the shared noise from the largest and from the smallest joint (twice the fit
                 time) and keeps the better fit (marginal likelihood; val nMSE with --val). Writes
-                DIR/model.onnx (exact fast posterior mean), DIR/metrics.json, DIR/gp.pt.
+                DIR/model.onnx (exact fast posterior mean), DIR/metrics.json, DIR/gp.pt. A GP whose held-out
+                mean nMSE exceeds 100 % (worse than predicting the mean torque) is refused, not exported.
+
+Validation: --val recordings (another trajectory) are used for early stopping, the residual gate (each joint's
+residual scaled by a factor in [0, 1] fitted on validation, so the hybrid never loses to its own physics there)
+and auto's selection. Without --val, every kind that learns (all but rbd, rbd-friction) holds out the last 20 %
+of the training data instead and says so.
 """
 
 from __future__ import annotations
@@ -40,11 +52,16 @@ import sys
 import warnings
 from collections.abc import Iterator
 
-HELP = "train a model (rbd, rbd-friction, hybrid, hybrid-r, mlp-hybrid, lstm, delan[-lstm], *-gp) -> DIR/model.onnx"
-NN_KINDS = ("rbd", "rbd-friction", "hybrid", "hybrid-r", "mlp-hybrid", "lstm", "delan", "delan-lstm")
+HELP = ("train a model (auto, rbd*, hybrid, hybrid-r, hybrid-j, mlp-hybrid, lstm, delan[-lstm], *-gp) "
+        "-> DIR/model.onnx")
+NN_KINDS = ("auto", "rbd", "rbd-friction", "hybrid", "hybrid-r", "hybrid-j", "mlp-hybrid", "lstm", "delan",
+            "delan-lstm")
+PHYSICS_KINDS = ("rbd", "rbd-friction")  # nothing learned by gradient: all data identify, no tail is held out
 GP_KINDS = ("lip-gp", "se-gp", "gip-gp", "lse-gp")  # == idyn_ros.models.gp.GP_KINDS (test checks)
 
 EPILOG = """examples:
+  idyn train --robot kuka_lwr4.urdf --data measurements_1.npz --val measurements_2.npz \
+      --test measurements_3.npz --out runs/kuka_auto --max-minutes 10     # --model auto: the best on validation
   idyn train --robot kuka_lwr4.urdf --data measurements_1.npz --val measurements_2.npz \\
       --test measurements_3.npz --model hybrid --mode e2e --out runs/kuka_hybrid --max-minutes 5
   idyn train --robot panda --data bags/excite_* --model rbd-friction --id-method sdp --out runs/panda_rbd
@@ -89,15 +106,16 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--data", nargs="+", required=True, metavar="F",
                         help="training recordings (rosbag2 folder, .db3, .mcap, .npz, .csv)")
     parser.add_argument("--val", nargs="+", default=[], metavar="F",
-                        help="validation recordings for early stopping (default: the training data)")
+                        help="validation recordings (another trajectory) for early stopping, the residual gate and "
+                             "auto's choice (default: the last 20 %% of the training data is held out)")
     parser.add_argument("--test", nargs="+", default=[], metavar="F",
                         help="test recordings: metrics go to metrics.json and the artifact metadata")
-    parser.add_argument("--model", required=True, metavar="KIND",
+    parser.add_argument("--model", default="auto", metavar="KIND",
                         choices=[*NN_KINDS, *GP_KINDS],
-                        help="model kind (see above)")
+                        help="model kind (see above; default: auto)")
     parser.add_argument("--out", required=True, metavar="DIR", help="output directory")
     parser.add_argument("--mode", choices=["e2e", "2s"], default="e2e",
-                        help="hybrid training: end to end or two-stage (default: e2e)")
+                        help="hybrid training: end to end or two-stage (default: e2e; auto fits both)")
     parser.add_argument("--id-method", default="sdp",
                         choices=["nominal", "ols", "wls", "sdp", "diffbary", "logchol"],
                         help="identification of the RBD part for rbd*, mlp-hybrid and 2s models (default: sdp)")
@@ -153,36 +171,49 @@ def _run(args: argparse.Namespace) -> int:
     from idyn_ros.dynamics.friction import parse_kinds
     from idyn_ros.errors import ParameterError
     from idyn_ros.models.pipeline import train_run
-    from idyn_ros.models.sources import load_recordings, load_robot
+    from idyn_ros.models.sources import hold_out_tail, load_recordings, load_robot
     from idyn_ros.models.zoo import ModelConfig
 
     if args.resume_on_new_data and not args.resume:
         raise ParameterError("--resume-on-new-data only applies with --resume")
-    if args.resume and args.model in GP_KINDS:
-        raise ParameterError(f"--resume applies to the neural model kinds; {args.model} trains from scratch "
-                             f"(drop --resume)")
+    if args.resume and (args.model in GP_KINDS or args.model == "auto"):
+        raise ParameterError(f"--resume applies to one neural model kind; {args.model} trains from scratch "
+                             f"(drop --resume, or pass --model KIND)")
     robot = load_robot(args.robot)
     train = load_recordings(args.data, robot, args.effort_kind)
     val = load_recordings(args.val, robot, args.effort_kind)
     test = load_recordings(args.test, robot, args.effort_kind)
     kinds = parse_kinds(args.friction)
     effort, (train, val, test) = _currents_to_torque(args, robot, kinds, train, val, test)
+    note = ""
+    if not val and args.model not in PHYSICS_KINDS:
+        train, val, note = hold_out_tail(train)
+        print(f"idyn train: {note}")  # information, not a warning: stdout (stderr stays for warnings and errors)
     if args.model in GP_KINDS:
         if effort is not None:
             raise ParameterError(f"{args.model} takes torque data; convert the currents when importing "
                                  f"(`idyn dataset import ... --torque-constants ...`) or train an NN kind")
-        return _train_gp(args, robot, train, val, test)
+        return _train_gp(args, robot, train, val, test, note)
     cfg = ModelConfig(kind=args.model, mode=args.mode, id_method=args.id_method,
                       friction_kinds=kinds, seed=args.seed, epochs=args.epochs,
                       patience=args.patience, window=args.window, stride=args.stride or args.window,
                       hidden=args.hidden, reg=args.reg)
     if args.lr is not None:
         cfg.lr = args.lr
-    _, metrics = train_run(cfg, robot, train, val, test, args.out, args.max_minutes, args.resume,
-                           progress=not args.no_progress, resume_on_new_data=args.resume_on_new_data, effort=effort)
+    res, metrics = train_run(cfg, robot, train, val, test, args.out, args.max_minutes, args.resume,
+                             progress=not args.no_progress, resume_on_new_data=args.resume_on_new_data,
+                             effort=effort, validation_note=note)
+    if "candidates" in metrics:
+        from idyn_ros.models.auto import format_candidates
+
+        print(f"auto: candidates on validation (nMSE; physics part = the candidate's RBD + friction alone)\n"
+              f"{format_candidates(metrics['candidates'], metrics['selected'])}")
+    elif res.gate is not None:
+        print(f"{args.model}: residual gate per joint (fitted on validation) "
+              + " ".join(f"{g:.2f}" for g in res.gate))
     split = "test" if "test" in metrics else ("val" if "val" in metrics else "train")
     m = metrics[split]
-    print(f"{args.model}: {metrics['stopped']}; {split} nMSE per joint "
+    print(f"{metrics['kind']}: {metrics['stopped']}; {split} nMSE per joint "
           + " ".join(f"{v:.3f}" for v in m["nmse"]) + f" (mean {m['nmse_mean']:.3f})"
           + ("; the same in current units and in Nm through the gains" if effort else ""))
     if effort is not None:
@@ -207,13 +238,13 @@ def _currents_to_torque(args: argparse.Namespace, robot, kinds: tuple[str, ...],
     return effort, recs
 
 
-def _train_gp(args: argparse.Namespace, robot, train: list, val: list, test: list) -> int:
+def _train_gp(args: argparse.Namespace, robot, train: list, val: list, test: list, note: str = "") -> int:
     from idyn_ros.models.gp import train_gp
 
     metrics = train_gp(args.model, robot, train, val, args.out, seed=args.seed, max_samples=args.max_samples,
                        max_minutes=args.max_minutes if args.max_minutes is not None else 10.0,
                        shared_noise=args.gp_noise == "shared", test_datasets=test,
-                       refine_iterations=args.gp_refine)
+                       refine_iterations=args.gp_refine, validation_note=note)
     for split in ("val", "test"):
         if f"{split}_nmse_mean_percent" in metrics:
             print(f"{args.model}: {split} nMSE per joint [%] "

@@ -15,6 +15,10 @@ recording per trajectory; the split is by trajectory (train and validation are d
 Acceleration for training comes from ``idyn_ros.models.sources`` (zero-phase filtered derivative of
 dq, Reuss Sec. IV-B). The min-jerk moves of the tracking table are never in the training data.
 
+Models: ``identified_rbd_friction``, ``hybrid_2s``, ``hybrid_e2e`` and ``auto`` come from ONE
+``idyn train --model auto`` fit (``train_auto_rows``): they are its candidates (same data, same residual gate)
+and its winner; the other rows are trained on their own (``train_row``).
+
 Cache layout: ``<workdir>/models/<robot>/data/excite_<i>.npz``, ``<workdir>/models/<robot>/<row>/
 model.onnx`` + ``metrics.json``. A model is reused when its ``model.onnx`` and ``spec.json`` (the
 training settings it was made with, a digest of its data files and ``CACHE_VERSION``) exist and match,
@@ -40,12 +44,18 @@ MODEL_ROWS: dict[str, dict[str, Any]] = {
     "hybrid_2s": {"kind": "hybrid", "mode": "2s", "id_method": "sdp"},
     "hybrid_e2e": {"kind": "hybrid", "mode": "e2e"},
     "lstm": {"kind": "lstm"},
+    "auto": {"kind": "auto"},
 }
+# Rows exported from one auto fit: table row -> auto candidate name (idyn_ros.models.auto.CANDIDATES); "auto" is
+# whichever candidate won.
+AUTO_ROWS: dict[str, str] = {"identified_rbd_friction": "rbd-friction", "hybrid_2s": "hybrid 2S",
+                             "hybrid_e2e": "hybrid E2E", "auto": ""}
 
 
-# Bumped when the recorded data or the models change for the same settings (4: recorded by the controller core),
+# Bumped when the recorded data or the models change for the same settings (4: recorded by the controller core,
+# 5: the true profiles gained the joint effects of sim/joint_effects.py),
 # so cached data and artifacts made by older code are re-recorded / retrained instead of silently reused.
-CACHE_VERSION = 4
+CACHE_VERSION = 5
 
 # Excitation feedback (decision, see ``excitation_controller``): full effort at this position error (rad).
 EXCITATION_FULL_EFFORT_ERROR = 0.25
@@ -174,66 +184,129 @@ def split_paths(paths: Sequence[Path]) -> tuple[list[Path], list[Path]]:
     return list(paths[:-n_val]), list(paths[-n_val:])
 
 
-def train_row(robot: str, row: str, train: Sequence[Path], val: Sequence[Path], out_dir: Path,
-              minutes: float, epochs: int = 200, seed: int = 0, progress: bool = True) -> Path:
-    """Fit and export the model of one table row (cached by ``spec.json``); returns ``model.onnx``.
+def _cached(out_dir: Path, spec: dict[str, Any]) -> bool:
+    spec_file = Path(out_dir) / "spec.json"
+    onnx_file = Path(out_dir) / "model.onnx"
+    return onnx_file.is_file() and spec_file.is_file() and json.loads(spec_file.read_text()) == spec
 
-    Uses ``idyn_ros.models.training.fit`` + ``idyn_ros.models.export`` (the ``idyn train`` library).
-    """
-    spec = {"row": row, **MODEL_ROWS[row], "train": [str(p) for p in train], "val": [str(p) for p in val],
-            "minutes": minutes, "epochs": epochs, "seed": seed, "cache_version": CACHE_VERSION,
-            "data_sha256": _files_digest([*train, *val])}
-    out_dir = Path(out_dir)
-    onnx_path = out_dir / "model.onnx"
-    if onnx_path.is_file() and (out_dir / "spec.json").is_file() and \
-            json.loads((out_dir / "spec.json").read_text()) == spec:
-        return onnx_path
-    import torch  # noqa: F401  (training layer; never imported by control/runtime)
 
-    from idyn_ros.models import export, training
-    from idyn_ros.models.metrics import torque_metrics
-    from idyn_ros.models.sources import load_recordings, load_robot
-    from idyn_ros.models.zoo import ModelConfig
+def _export_row(res: Any, robot_model: Any, va: Sequence[Any], out_dir: Path, spec: dict[str, Any],
+                extra: dict[str, Any]) -> Path:
+    """model.onnx + metrics.json (validation summary) + spec.json of one row; returns model.onnx."""
+    from idyn_ros.models import export
+    from idyn_ros.models.auto import scores
 
-    robot_model = load_robot(robot)
-    tr = load_recordings(train, robot_model)
-    va = load_recordings(val, robot_model)
-    settings = {k: v for k, v in MODEL_ROWS[row].items()}
-    cfg = ModelConfig(**settings, epochs=epochs, seed=seed)
-    t0 = time.perf_counter()
-    res = training.fit(cfg, robot_model, tr, va, out_dir=None, max_minutes=minutes, progress=progress)
-    fit_s = time.perf_counter() - t0
-    val_metrics = []
-    for rec in va:
-        pred = training.predict(res.model, robot_model.pin_model, rec)
-        val_metrics.append(torque_metrics(pred["tau"], rec.tau, res.tau_min, res.tau_max))
-    summary = {"val_nmse_mean": float(np.mean([m["nmse_mean"] for m in val_metrics])),
-               "val_rmse_mean_nm": float(np.mean([m["rmse_mean_nm"] for m in val_metrics])),
-               "val_nmse_joint": np.mean([m["nmse"] for m in val_metrics], axis=0).tolist(),
-               "fit_seconds": fit_s, "stopped": res.stopped, "epochs_run": len(res.history),
-               "identification": {k: v for k, v in res.identification.items() if not isinstance(v, np.ndarray)}}
+    full, phys = scores(res, robot_model, va)
+    summary = {"val_nmse_mean": full["nmse_mean"], "val_rmse_mean_nm": full["rmse_mean_nm"],
+               "val_nmse_joint": full["nmse"], "val_physics_nmse_mean": phys["nmse_mean"], "kind": res.cfg.kind,
+               "mode": res.cfg.mode, "stopped": res.stopped, "epochs_run": len(res.history),
+               "residual_gate": None if res.gate is None else res.gate.tolist(),
+               "identification": {k: v for k, v in res.identification.items() if not isinstance(v, np.ndarray)},
+               **extra}
     meta = export.build_metadata(res.model, robot_model, res.fingerprint, summary, (res.tau_min, res.tau_max))
+    out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
+    onnx_path = out_dir / "model.onnx"
     export.export_onnx(res.model, robot_model, onnx_path, meta)
     (out_dir / "metrics.json").write_text(json.dumps(summary, indent=2, default=float))
     (out_dir / "spec.json").write_text(json.dumps(spec))
     return onnx_path
 
 
+def _row_spec(name: str, settings: dict[str, Any], train: Sequence[Path], val: Sequence[Path], minutes: float,
+              epochs: int, seed: int) -> dict[str, Any]:
+    return {"row": name, **settings, "train": [str(p) for p in train], "val": [str(p) for p in val],
+            "minutes": minutes, "epochs": epochs, "seed": seed, "cache_version": CACHE_VERSION,
+            "data_sha256": _files_digest([*train, *val])}
+
+
+def train_row(robot: str, row: str, train: Sequence[Path], val: Sequence[Path], out_dir: Path,
+              minutes: float, epochs: int = 200, seed: int = 0, progress: bool = True) -> Path:
+    """Fit and export the model of one table row on its own (cached by ``spec.json``); returns ``model.onnx``.
+
+    Uses ``idyn_ros.models.training.fit`` (or ``auto.fit_auto`` for the auto row) + ``idyn_ros.models.export``.
+    """
+    spec = _row_spec(row, MODEL_ROWS[row], train, val, minutes, epochs, seed)
+    if _cached(out_dir, spec):
+        return Path(out_dir) / "model.onnx"
+    import torch  # noqa: F401  (training layer; never imported by control/runtime)
+
+    from idyn_ros.models import training
+    from idyn_ros.models.auto import fit_auto
+    from idyn_ros.models.sources import load_recordings, load_robot
+    from idyn_ros.models.zoo import ModelConfig
+
+    robot_model = load_robot(robot)
+    tr = load_recordings(train, robot_model)
+    va = load_recordings(val, robot_model)
+    cfg = ModelConfig(**MODEL_ROWS[row], epochs=epochs, seed=seed)
+    t0 = time.perf_counter()
+    if cfg.kind == "auto":
+        res, _ = fit_auto(cfg, robot_model, tr, va, minutes, progress)
+    else:
+        res = training.fit(cfg, robot_model, tr, va, out_dir=None, max_minutes=minutes, progress=progress)
+    return _export_row(res, robot_model, va, out_dir, spec, {"fit_seconds": time.perf_counter() - t0})
+
+
+def train_auto_rows(robot: str, train: Sequence[Path], val: Sequence[Path], root: Path, minutes: float,
+                    epochs: int = 200, seed: int = 0, progress: bool = True,
+                    rows: Sequence[str] = tuple(AUTO_ROWS)) -> dict[str, Path]:
+    """One auto fit (``minutes`` in total); its candidates and winner exported as the ``AUTO_ROWS`` rows (cached).
+
+    Each row's metrics.json carries the auto fit's whole candidate table (``auto_candidates``) and, for the auto
+    row, which candidate won (``selected``)."""
+    root = Path(root)
+    specs = {row: _row_spec(row, {"kind": "auto", "candidate": AUTO_ROWS[row]}, train, val, minutes, epochs, seed)
+             for row in rows}
+    if all(_cached(root / row, specs[row]) for row in rows):
+        return {row: root / row / "model.onnx" for row in rows}
+    import torch  # noqa: F401  (training layer)
+
+    from idyn_ros.models.auto import fit_auto
+    from idyn_ros.models.sources import load_recordings, load_robot
+    from idyn_ros.models.zoo import ModelConfig
+
+    robot_model = load_robot(robot)
+    tr = load_recordings(train, robot_model)
+    va = load_recordings(val, robot_model)
+    t0 = time.perf_counter()
+    winner, candidates = fit_auto(ModelConfig(kind="auto", epochs=epochs, seed=seed), robot_model, tr, va, minutes,
+                                  progress)
+    table = [c.row() for c in candidates]
+    extra = {"auto_candidates": table, "selected": winner.cfg.extra.get("candidate"),
+             "fit_seconds": time.perf_counter() - t0}
+    by_name = {c.name: c.result for c in candidates if c.result is not None}
+    out = {}
+    for row in rows:
+        res = winner if row == "auto" else by_name.get(AUTO_ROWS[row])
+        if res is None:
+            continue  # a candidate skipped for want of budget: the row reports "no trained model"
+        out[row] = _export_row(res, robot_model, va, root / row, specs[row], extra)
+    return out
+
+
 def ensure_models(robot: str, workdir: Path, rows: Sequence[str], data: DataSpec, minutes_per_model: float,
                   epochs: int = 200, progress: bool = True) -> dict[str, Path]:
-    """Record the data (cached) and train every row in ``rows`` that needs a model (cached)."""
+    """Record the data (cached) and train every row in ``rows`` that needs a model (cached): the ``AUTO_ROWS``
+    among them in one auto fit of ``minutes_per_model`` per learned candidate, the others one by one."""
     from tqdm import tqdm
+
+    from idyn_ros.models.auto import CANDIDATES
 
     with tqdm(total=data.count, desc=f"{robot}: excitation data", unit="traj", disable=not progress) as bar:
         paths = record_dataset(robot, workdir, data, bar)
         bar.update(data.count - bar.n)
     train, val = split_paths(paths)
+    root = Path(workdir) / "models" / robot
     out: dict[str, Path] = {}
+    auto_rows = [r for r in rows if r in AUTO_ROWS]
+    if auto_rows:
+        learned = sum(1 for _, o in CANDIDATES if o["kind"] not in ("rbd", "rbd-friction"))
+        out.update(train_auto_rows(robot, train, val, root, minutes_per_model * learned, epochs,
+                                   progress=progress, rows=auto_rows))
     for row in rows:
-        if row in MODEL_ROWS:
-            out[row] = train_row(robot, row, train, val, Path(workdir) / "models" / robot / row,
-                                 minutes_per_model, epochs, progress=progress)
+        if row in MODEL_ROWS and row not in AUTO_ROWS:
+            out[row] = train_row(robot, row, train, val, root / row, minutes_per_model, epochs, progress=progress)
     return out
 
 

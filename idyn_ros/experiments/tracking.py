@@ -13,6 +13,8 @@ Decisions:
 - the closed loop runs in-process in lockstep (``idyn_ros.sim.loop``: the controller node's ``Controller``
   against the plant); the same moves are used for every row and gain, so the rows differ only in the
   feedforward.
+- ``identified_rbd_friction``, ``hybrid_2s``, ``hybrid_e2e`` are the candidates of one ``idyn train --model
+  auto`` fit and ``auto`` is its winner (``models_cache.train_auto_rows``): what a user gets by default.
 - ``hybrid_doomed`` = the E2E hybrid (the paper's best model) + DOOMED (constant offset) with the
   doomed node's settings from ``config/<robot>.yaml`` (Panda: eta 0.05 x M_jj, gamma 0.9, alpha 0.5).
 
@@ -33,7 +35,7 @@ import numpy as np
 from idyn_ros.parameters import PRESET_NAMES as GAIN_NAMES
 
 ROWS: tuple[str, ...] = ("no_ff", "nominal_rbd", "identified_rbd", "identified_rbd_friction", "hybrid_2s",
-                         "hybrid_e2e", "lstm", "hybrid_doomed")
+                         "hybrid_e2e", "auto", "lstm", "hybrid_doomed")
 PAPER_DURATIONS: tuple[float, ...] = (2.0, 10.0)  # Reuss Sec. V-C
 PAPER_MOVES = 5
 

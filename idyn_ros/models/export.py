@@ -1,7 +1,7 @@
 """ONNX export: one self-contained file per model (RBD + friction + residual + metadata).
 
 Graph: inputs ``q, dq, ddq`` (1, n) float32 (+ ``h_in, c_in`` (1, 1, H) for LSTM models, + ``rd_in``
-(1, 4, n), the state of the r feature (``zoo.rotational_displacement_step``), for hybrid-r), outputs
+(1, 4, n), the state of the r feature (``zoo.rotational_displacement_step``), for hybrid-r / hybrid-j), outputs
 ``tau, tau_rbd, tau_friction, tau_residual`` (1, n) (+ ``h_out, c_out`` [, ``rd_out``]). The RBD
 part is ``idyn_ros.dynamics.torch_rnea.TorchRNEA`` with the identified parameters as constants
 (DeLaN: its closed-form Euler-Lagrange torque, ``zoo.DeLaN.forward``); friction and the residual
@@ -52,7 +52,7 @@ class StepModule(nn.Module):
         self.delan = model.delan  # DeLaN: closed-form Euler-Lagrange torque (zoo.DeLaN.forward), no autograd
         self.residual = model.residual
         self.norm = model.norm
-        self.with_r = cfg.kind == "hybrid-r"
+        self.with_r = cfg.uses_r
         self.with_tau_rbd = cfg.residual_sees_tau_rbd and not self.with_r  # delan-lstm: tau_DeLaN is an input
 
     def forward(self, q: torch.Tensor, dq: torch.Tensor, ddq: torch.Tensor, *state: torch.Tensor) -> Any:
@@ -69,7 +69,7 @@ class StepModule(nn.Module):
         feats = [q, dq, ddq]
         r_out = None
         if self.with_r:
-            r, r_out = rotational_displacement_step(q, state[2])
+            r, r_out = rotational_displacement_step(q, state[-1])  # rd_in is the last state input
             feats += [tau_rbd, r]
         elif self.with_tau_rbd:
             feats.append(tau_rbd)
@@ -81,7 +81,8 @@ class StepModule(nn.Module):
             return (*outs, r_out) if r_out is not None else outs
         y, _ = self.residual(x)
         tau_res = y * self.norm.y_scale
-        return tau_rbd + tau_f + tau_res, tau_rbd, tau_f, tau_res
+        outs = (tau_rbd + tau_f + tau_res, tau_rbd, tau_f, tau_res)
+        return (*outs, r_out) if r_out is not None else outs
 
 
 def io_names(model: TorqueModel) -> tuple[list[str], list[str], list[dict[str, Any]]]:
@@ -92,8 +93,8 @@ def io_names(model: TorqueModel) -> tuple[list[str], list[str], list[dict[str, A
         H = model.state_size
         state = [{"input": "h_in", "output": "h_out", "shape": [1, 1, H]},
                  {"input": "c_in", "output": "c_out", "shape": [1, 1, H]}]
-        if model.cfg.kind == "hybrid-r":
-            state.append({"input": "rd_in", "output": "rd_out", "shape": [1, 4, model.n]})
+    if model.residual is not None and model.cfg.uses_r:
+        state.append({"input": "rd_in", "output": "rd_out", "shape": [1, 4, model.n]})
     inputs += [s["input"] for s in state]
     outputs += [s["output"] for s in state]
     return inputs, outputs, state
@@ -132,7 +133,7 @@ def build_metadata(
         },
         "urdf": robot.urdf_xml,
         "training_data_sha256": fingerprint,
-        "r_feature_version": R_FEATURE_VERSION if model.cfg.kind == "hybrid-r" else None,
+        "r_feature_version": R_FEATURE_VERSION if model.cfg.uses_r else None,
         "metrics": test_metrics or {},
         "config": model.cfg.to_dict(),
     }

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from idyn_ros.data.atomic import atomic_write_text
-from idyn_ros.errors import ModelArtifactError
+from idyn_ros.errors import ModelArtifactError, ParameterError
 from idyn_ros.models import checkpoint
 from idyn_ros.models import export as ex
 from idyn_ros.models.features import R_FEATURE_VERSION
@@ -56,8 +56,8 @@ def load_model(path: str | Path) -> tuple[TorqueModel, dict[str, Any]]:
         path = path / "model.pt"
     ck = checkpoint.load(path, "model file", "`idyn train --out DIR` writes DIR/model.pt; train again")
     cfg = ck.get("cfg") or {}
-    if cfg.get("kind") == "hybrid-r" and ck.get("r_feature_version") != R_FEATURE_VERSION:
-        raise ModelArtifactError(f"{path}: this hybrid-r model was trained with an older definition of the r "
+    if cfg.get("kind") in ("hybrid-r", "hybrid-j") and ck.get("r_feature_version") != R_FEATURE_VERSION:
+        raise ModelArtifactError(f"{path}: this {cfg.get('kind')} model was trained with an older definition of the r "
                                  f"feature (integrated dq); exporting it would feed it another r: retrain it")
     model = TorqueModel(ModelConfig.from_dict(ck["cfg"]), ck["n"], np.asarray(ck["pi0"]))
     model.load_state_dict(ck["state"])
@@ -86,20 +86,39 @@ def train_run(
     progress: bool = True,
     resume_on_new_data: bool = False,
     effort: dict[str, Any] | None = None,
+    validation_note: str = "",
 ) -> tuple[TrainResult, dict[str, Any]]:
     """Fit, compute train/val/test metrics, and (with ``out_dir``) save model.pt/model.onnx/metrics.json.
 
-    ``effort``: the recordings' efforts were motor currents turned into torques with ``effort["torque_constants"]``
+    ``cfg.kind == "auto"``: the candidates of ``idyn_ros.models.auto`` are fitted and the winner is saved;
+    ``metrics["candidates"]`` lists every candidate's validation scores. ``validation_note``: where the
+    validation data came from (e.g. a held-out tail), recorded in metrics.json. ``effort``: the recordings'
+    efforts were motor currents turned into torques with ``effort["torque_constants"]``
     (``models.current_gains``): stored in the artifact, and the metrics get the RMSE in current units too.
     """
     if out_dir is not None:
         Path(out_dir).mkdir(parents=True, exist_ok=True)
-    res = fit(cfg, robot, train, val, out_dir, max_minutes, resume, progress, resume_on_new_data)
+    candidates = None
+    if cfg.kind == "auto":
+        from idyn_ros.models.auto import fit_auto
+
+        if resume:
+            raise ParameterError("--resume applies to one model kind; auto fits several candidates (drop --resume)")
+        res, candidates = fit_auto(cfg, robot, train, val, max_minutes, progress)
+    else:
+        res = fit(cfg, robot, train, val, out_dir, max_minutes, resume, progress, resume_on_new_data)
     preds = {name: [predict(res.model, robot.pin_model, r)["tau"] for r in recs]
              for name, recs in (("train", train), ("val", val), ("test", test))}
-    metrics: dict[str, Any] = {"kind": cfg.kind, "mode": cfg.mode, "stopped": res.stopped,
+    metrics: dict[str, Any] = {"kind": res.cfg.kind, "mode": res.cfg.mode, "stopped": res.stopped,
                                "epochs_run": len(res.history), "identification": res.identification,
                                "train": evaluate_torch(res, robot, train, preds["train"])}
+    if validation_note:
+        metrics["validation_data"] = validation_note
+    if res.gate is not None:
+        metrics["residual_gate"] = [float(g) for g in res.gate]
+    if candidates is not None:
+        metrics["selected"] = res.cfg.extra.get("candidate")
+        metrics["candidates"] = [c.row() for c in candidates]
     if val:
         metrics["val"] = evaluate_torch(res, robot, val, preds["val"])
     if test:

@@ -170,6 +170,47 @@ def load_recordings(paths: Sequence[str | Path], robot: Any, effort_kind: str | 
     return out
 
 
+# Decision: without validation recordings, the last 20 % of the training samples is held out: a tail, not random
+# samples, so no training window overlaps it and the held-out part is motion the model never saw (with several
+# recordings it is the end of the last ones, i.e. as close to a split by trajectory as the data allow).
+HOLDOUT_FRACTION = 0.2
+
+
+def hold_out_tail(recs: Sequence[Recording], fraction: float = HOLDOUT_FRACTION) -> tuple[list[Recording],
+                                                                                           list[Recording], str]:
+    """(training part, held-out tail, one-line description) of recordings, cut ``fraction`` of all samples from
+    the end of the concatenation (whole trailing recordings, then the tail of the one before)."""
+    if not 0 < fraction < 1:
+        raise DatasetError(f"hold-out fraction must be in (0, 1), got {fraction}")
+    total = sum(r.n_samples for r in recs)
+    need = max(2, math.ceil(fraction * total))
+    if total - need < 2:
+        raise DatasetError(f"{total} training samples are too few to hold out a validation tail; record more or "
+                           f"pass --val")
+    train, held = list(recs), []
+    parts = []
+    while need > 0:
+        r = train.pop()
+        if r.n_samples <= need:
+            held.insert(0, r)
+            need -= r.n_samples
+            parts.insert(0, f"all of {r.source or 'a recording'}")
+            continue
+        cut = r.n_samples - need
+        train.append(_slice(r, slice(0, cut)))
+        held.insert(0, _slice(r, slice(cut, None)))
+        parts.insert(0, f"{r.t[-1] - r.t[cut]:.1f} s tail of {r.source or 'a recording'}")
+        need = 0
+    what = (f"no validation recordings: held out the last {100 * fraction:.0f} % of the training data "
+            f"({', '.join(parts)}) for early stopping, the residual gate and selection")
+    return train, held, what
+
+
+def _slice(r: Recording, sl: slice) -> Recording:
+    """The samples ``sl`` of a recording (a contiguous piece, times kept)."""
+    return Recording(r.t[sl], r.q[sl], r.dq[sl], r.ddq[sl], r.tau[sl], r.source)
+
+
 def fingerprint(recs: Sequence[Recording]) -> str:
     """sha256 over the training arrays (t, q, dq, ddq, tau as float64, in order)."""
     h = hashlib.sha256()

@@ -1,9 +1,17 @@
 """Training loop shared by all model kinds (Reuss et al. 2022 Sec. IV-V).
 
 - Physics first: the RBD (+ friction) part is identified by least squares / SDP for ``rbd*``
-  kinds and the 2S hybrids, or initialised at the nominal URDF for E2E hybrids, which then train
-  inertial (DiffBary), friction and residual parameters jointly.
-- Loss: MSE of the min-max scaled total torque, ranges from the training data (Reuss Sec. IV).
+  kinds and the 2S hybrids, or initialised at the nominal URDF (``e2e_init="identified"``: at the
+  identification) for E2E hybrids, which then train inertial (DiffBary), friction and residual
+  parameters jointly.
+- Loss: MSE of the min-max scaled total torque, ranges from the training data (Reuss Sec. IV); plus
+  ``physics_weight`` x the same loss of the physics part alone (E2E: the residual must not absorb what
+  RBD + friction explain) and ``residual_penalty`` x the mean squared scaled residual (its magnitude).
+- Regularisation of the residual network: AdamW weight decay on its weights only (never on physics
+  parameters), dropout, Gaussian input noise (``ModelConfig``).
+- Residual gate: after training, each joint's residual is scaled by g_j in [0, 1], the least-squares fit
+  of ``tau - physics = g_j residual`` on the validation recordings (``fit_residual_gate``), folded into
+  the output scale. On validation the gated model is then never worse than its own physics part.
 - Sequence models train on windows of ``window`` steps with the hidden state reset to zero at the
   start of each window; validation runs each recording as one sequence with the state carried.
 - Adam, ReduceLROnPlateau on the validation loss, early stopping, a wall-clock budget, and a
@@ -35,7 +43,7 @@ from idyn_ros.errors import IdentificationError, ModelArtifactError, ParameterEr
 from idyn_ros.models import checkpoint, identification, rbd
 from idyn_ros.models.features import R_FEATURE_VERSION
 from idyn_ros.models.sources import Recording, TrainingWarning, fingerprint
-from idyn_ros.models.zoo import KINDS, ModelConfig, TorqueModel, rotational_displacement
+from idyn_ros.models.zoo import E2E_KINDS, KINDS, ModelConfig, TorqueModel, rotational_displacement
 
 # torch intra-op threads. Decision: 1. On the shared 2-core machine (load ~9) 3 epochs of hybrid E2E on
 # 20k samples took 26.5 s with 2 threads and 1.4 s with 1 (OpenMP threads spin-wait when the cores are
@@ -44,7 +52,7 @@ MAX_THREADS = 1
 CHECKPOINT_VERSION = 2  # 1: no config/data fingerprint check (refused unless resume_on_new_data)
 # ModelConfig fields that change the network or its physics part: a checkpoint with other values cannot be resumed
 ARCHITECTURE_FIELDS = ("kind", "mode", "id_method", "friction_kinds", "e2e_inertial", "linear_dim", "hidden",
-                       "mlp_dim", "delan_dim")
+                       "mlp_dim", "joint_dim", "delan_dim")
 
 
 @dataclass
@@ -70,6 +78,7 @@ class TrainResult:
     fingerprint: str = ""
     stopped: str = ""
     initial_val: float = float("nan")  # validation loss of the initial (physics-only) model
+    gate: np.ndarray | None = None  # (n,) residual gate fitted on validation (None: not fitted)
 
 
 def prepare(pin_model: Any, rec: Recording, need_y: bool, need_r: bool = False) -> Prepared:
@@ -89,12 +98,12 @@ def _physics_init(cfg: ModelConfig, pin_model: Any,
     """Inertial (n, 10), friction (n, B) and armature (n,) starting values + identification info."""
     pi_nom = rbd.inertial_parameters(pin_model)
     kinds = cfg.friction_kinds if cfg.has_friction else ()
-    e2e = cfg.kind in ("hybrid", "hybrid-r") and cfg.mode == "e2e"
+    e2e = cfg.kind in E2E_KINDS and cfg.mode == "e2e"
     n = pin_model.nv
     B = n_columns(kinds)
     if not cfg.has_rbd:
         return pi_nom, np.zeros((n, B)), np.zeros(n), {}
-    if cfg.id_method == "nominal" or e2e:
+    if cfg.id_method == "nominal" or (e2e and cfg.e2e_init == "nominal"):
         # nominal RBD; friction (and for E2E the armature, clipped >= 0) by LS on the nominal residual per joint
         tau_res = [r.tau - rbd.regressor_batch(pin_model, r.q, r.dq, r.ddq) @ pi_nom.ravel() for r in recs]
         fr = np.zeros((n, B))
@@ -124,7 +133,7 @@ def _features_stats(cfg: ModelConfig, model: TorqueModel, data: Sequence[Prepare
         for d in data:
             parts, _ = _run_sequence(model, d, stats_only=True)
             f = [d.q, d.dq, d.ddq]
-            if cfg.kind == "hybrid-r":
+            if cfg.uses_r:
                 f += [parts["tau_rbd"], d.r]
             elif cfg.residual_sees_tau_rbd:
                 f.append(parts["tau_rbd"])
@@ -185,10 +194,42 @@ def evaluate_scaled(model: TorqueModel, data: Sequence[Prepared], tau_range: tor
     return float(np.mean(losses))
 
 
+def fit_residual_gate(model: TorqueModel, data: Sequence[Prepared]) -> np.ndarray:
+    """Per-joint gate g in [0, 1] on the residual, folded into its output scale; returns g (n,).
+
+    g_j = <e_j, r_j> / <r_j, r_j> with e = tau - (RBD + friction) and r the residual over the recordings (each
+    one sequence, state carried), clipped to [0, 1]. Decision: never above 1 (a gate only trusts the residual
+    less, it never extrapolates it). g_j = 0 means joint j's residual did not help on validation.
+    """
+    model.eval()
+    num = torch.zeros(model.n, dtype=torch.float64)
+    den = torch.zeros(model.n, dtype=torch.float64)
+    with torch.no_grad():
+        for d in data:
+            parts, _ = _run_sequence(model, d)
+            e = (d.tau - parts["tau_rbd"] - parts["tau_friction"]).double()
+            r = parts["tau_residual"].double()
+            num += (e * r).sum(0)
+            den += (r * r).sum(0)
+        g = torch.where(den > 0, num / den.clamp(min=1e-300), torch.zeros_like(den)).clamp(0.0, 1.0)
+        model.norm.y_scale.mul_(g.to(model.norm.y_scale.dtype))
+    return g.numpy()
+
+
+def _optimizer(cfg: ModelConfig, model: TorqueModel, params: list[torch.nn.Parameter]) -> torch.optim.Optimizer:
+    """AdamW: weight decay on the network weights (residual / DeLaN) only; physics parameters never decay."""
+    nets = [m for m in (model.residual, model.delan) if m is not None]
+    net_ids = {id(p) for m in nets for p in m.parameters()}
+    groups = [{"params": [p for p in params if id(p) not in net_ids], "weight_decay": 0.0},
+              {"params": [p for p in params if id(p) in net_ids], "weight_decay": cfg.weight_decay}]
+    lr = cfg.lr if cfg.kind != "delan" else min(cfg.lr, 1e-3)
+    return torch.optim.AdamW([g for g in groups if g["params"]], lr=lr)
+
+
 def fitted_parameter_count(cfg: ModelConfig, model: TorqueModel) -> int:
     """Parameters fitted to the data: trained ones plus those identified before training (frozen physics)."""
     trained = sum(p.numel() for p in model.parameters() if p.requires_grad)
-    if not cfg.has_rbd or (cfg.kind in ("hybrid", "hybrid-r") and cfg.mode == "e2e"):
+    if not cfg.has_rbd or (cfg.kind in E2E_KINDS and cfg.mode == "e2e"):
         return trained
     identified = model.friction.numel() + (0 if cfg.id_method == "nominal" else model.n * 11)  # 10 inertial + Ia
     return trained + identified
@@ -231,7 +272,7 @@ def _checkpoint_to_resume(path: Path, cfg: ModelConfig, robot: Any, data_sha256:
     if diff:
         raise ParameterError(f"{path}: cannot resume, the checkpoint is another model ({'; '.join(diff)}); repeat "
                              f"its options or train into another --out")
-    if cfg.kind == "hybrid-r" and ck.get("r_feature_version") != R_FEATURE_VERSION:
+    if cfg.uses_r and ck.get("r_feature_version") != R_FEATURE_VERSION:
         raise ModelArtifactError(f"{path}: cannot resume, trained with an older definition of the r feature; "
                                  f"delete the checkpoint or train into another --out")
     if ck.get("data_sha256") != data_sha256:
@@ -263,6 +304,12 @@ def fit(
         raise ParameterError(f"unknown model kind '{cfg.kind}'; choose one of {KINDS}")
     if cfg.mode not in ("e2e", "2s"):
         raise ParameterError(f"--mode must be e2e or 2s, not '{cfg.mode}'")
+    if cfg.e2e_init not in ("nominal", "identified"):
+        raise ParameterError(f"e2e_init must be nominal or identified, not '{cfg.e2e_init}'")
+    if min(cfg.physics_weight, cfg.dropout, cfg.input_noise, cfg.residual_penalty, cfg.weight_decay) < 0 \
+            or cfg.dropout >= 1:
+        raise ParameterError("physics_weight, input_noise, residual_penalty and weight_decay must be >= 0, "
+                             "dropout in [0, 1)")
     if max_minutes is not None and not max_minutes > 0:
         raise ParameterError(f"max_minutes must be > 0 (got {max_minutes}); leave it out for no time budget")
     if not train:
@@ -300,7 +347,7 @@ def fit(
         model.delan.requires_grad_(False)
         model.friction.requires_grad_(False)
     _warn_if_little_data(cfg, model, train)
-    need_y, need_r = cfg.has_rbd, cfg.kind == "hybrid-r"
+    need_y, need_r = cfg.has_rbd, cfg.uses_r
     tr = [prepare(pin_model, r, need_y, need_r) for r in train]
     va = [prepare(pin_model, r, need_y, need_r) for r in val] or tr
     _features_stats(cfg, model, tr)
@@ -315,14 +362,17 @@ def fit(
         result.history.append({"epoch": 0, "val": evaluate_scaled(model, va, tau_range)})
         return result
 
-    opt = torch.optim.Adam(params, lr=cfg.lr if cfg.kind != "delan" else min(cfg.lr, 1e-3),  # Lutter: 1e-3
-                           weight_decay=cfg.weight_decay)
+    opt = _optimizer(cfg, model, params)
     sched = torch.optim.lr_scheduler.ReduceLROnPlateau(opt, factor=0.3, patience=cfg.lr_patience)
     start_epoch, best, best_state, bad = 0, math.inf, None, 0
     if ck is not None:
         model.load_state_dict(ck["model"])
-        opt.load_state_dict(ck["opt"])
-        sched.load_state_dict(ck["sched"])
+        try:
+            opt.load_state_dict(ck["opt"])
+            sched.load_state_dict(ck["sched"])
+        except (ValueError, KeyError):  # written by an older optimiser layout: the weights still resume
+            warnings.warn(f"{ckpt_path}: optimiser state of an older idyn_ros; the weights resume, Adam's moments "
+                          f"restart", TrainingWarning, stacklevel=2)
         start_epoch, best, best_state, bad = ck["epoch"] + 1, ck["best"], ck["best_state"], ck["bad"]
         result.history = ck["history"]
     result.initial_val = evaluate_scaled(model, va, tau_range)
@@ -340,6 +390,11 @@ def fit(
             q, dq, ddq, tau, Y, r = _batch(tr, [windows[i] for i in order[b0 : b0 + cfg.batch]], cfg.window)
             parts, _ = model(q, dq, ddq, Y, None, r)  # hidden state zero at each window start; r as online
             loss = (((parts["tau"] - tau) / tau_range) ** 2).mean()
+            if cfg.physics_weight:
+                loss = loss + cfg.physics_weight * (((parts["tau_rbd"] + parts["tau_friction"] - tau)
+                                                     / tau_range) ** 2).mean()
+            if cfg.residual_penalty:
+                loss = loss + cfg.residual_penalty * ((parts["tau_residual"] / tau_range) ** 2).mean()
             opt.zero_grad()
             loss.backward()
             torch.nn.utils.clip_grad_norm_(params, 10.0)
@@ -372,12 +427,14 @@ def fit(
     bar.close()
     if best_state is not None:
         model.load_state_dict(best_state)
+    if cfg.gate and val and cfg.has_rbd and model.residual is not None:
+        result.gate = fit_residual_gate(model, va)
     return result
 
 
 def predict(model: TorqueModel, pin_model: Any, rec: Recording) -> dict[str, np.ndarray]:
     """Parts (N, n) in Nm for one recording, evaluated as one sequence with state carried."""
-    d = prepare(pin_model, rec, model.inertial is not None, model.cfg.kind == "hybrid-r")
+    d = prepare(pin_model, rec, model.inertial is not None, model.cfg.uses_r)
     model.eval()
     with torch.no_grad():  # DeLaN too: its forward is closed form (no autograd)
         parts, _ = _run_sequence(model, d)

@@ -9,9 +9,11 @@ with timestep = 1 / physics_rate_hz; contacts off; the torque command is held ov
 ``physics_rate_hz / control_rate_hz`` substeps of one control period (zero-order hold, like a drive).
 Per physics step the generalised force is
 
-    qfrc = sat(tau_cmd delayed by latency_ticks) - smooth_friction(dq) + J(q)^T F_ext
+    qfrc = sat(tau_cmd delayed by latency_ticks) - s_T smooth_friction(dq) - ripple(q) - s_T F_h z + J(q)^T F_ext
 
-with dry friction (stiction) added by MuJoCo's frictionloss constraint (idyn_ros/sim/friction.py).
+with dry friction (stiction) added by MuJoCo's frictionloss constraint (idyn_ros/sim/friction.py), its level
+s_T (static + load_friction |tau|) set once per control period, and the joint effects (load-dependent
+friction, ripple, Dahl hysteresis z, temperature scale s_T) of idyn_ros/sim/joint_effects.py.
 
 Decision - integrator: implicitfast at 1 kHz, one substep: every acceptance check holds and RK4 costs
 3.5-4x more per mj_step (numbers and command: studies/plant_integrator/README.md). Where the profile's effects
@@ -38,6 +40,7 @@ import numpy as np
 from idyn_ros.errors import ParameterError, RobotDescriptionError
 from idyn_ros.robots.spec import Payload
 from idyn_ros.sim.friction import SmoothFriction, smooth_friction
+from idyn_ros.sim.joint_effects import JointEffectState
 from idyn_ros.sim.profile import PlantProfile, load_profile
 from idyn_ros.sim.urdf import (
     LinkInertial,
@@ -98,7 +101,8 @@ class PlantState:
     drive torque + sensor offset + noise). Ground truth for tests: ``q_true``, ``dq_true``, ``ddq``
     (rad/s^2, mean acceleration over the last control period, (dq_end - dq_start) / T), ``tau_drive``
     (Nm actually applied by the drives), ``tau_friction`` (Nm, smooth friction + dry-friction
-    constraint force, the torque the drive must add), ``tau_ext`` (Nm, J^T F of the applied wrench).
+    constraint force + the joint effects' ripple and hysteresis, the torque the drive must add), ``tau_ext``
+    (Nm, J^T F of the applied wrench).
     """
 
     t: float
@@ -168,6 +172,7 @@ class Plant:
             f = self._friction
             self._friction = type(f)(dry, f.phi1, f.phi2, f.phi3, viscous, f.stribeck_drop, f.stribeck_velocity)
         self._smooth = SmoothFriction(self._friction)
+        self._effects = JointEffectState(self.profile.effects)
         self._torque_noise = bool(np.any(self.profile.torque_noise_std))
         self._sensor_noise = bool(self._torque_noise or np.any(self.profile.torque_offset)
                                   or self.profile.velocity_noise_std > 0)
@@ -311,6 +316,8 @@ class Plant:
         self._tau_drive = np.zeros(self.n)
         self._ddq = np.zeros(self.n)
         self._tau_friction = np.zeros(self.n)
+        self._effects.reset()
+        self.model.dof_frictionloss[self._vidx] = self._friction.frictionloss
         if self.profile.elasticity is not None:
             self._theta = q.copy()  # motor angle (link side units)
             self._dtheta = d.qvel[self._vidx].copy()
@@ -351,6 +358,9 @@ class Plant:
         dq_start = qvel[vsel].copy()
         el = self.profile.elasticity
         smooth = self._smooth if self._smooth.active else None
+        effects = self._effects if self._effects.active else None
+        if effects is not None:  # dry friction of this period: load-dependent, temperature-scaled (joint_effects.py)
+            m.dof_frictionloss[self._vidx] = effects.dry_friction(self._friction.frictionloss, tau)
         friction_sum = None
         for _ in range(self.substeps):
             if self._wrench_until >= 0.0 and self.time >= self._wrench_until - 1e-12:
@@ -360,6 +370,11 @@ class Plant:
             if el is None:
                 # one list of floats through SmoothFriction (why not numpy: friction.py)
                 f_smooth = np.array(smooth(qvel[vsel].tolist())) if smooth else self._zero
+                if effects is not None:
+                    f_smooth = f_smooth * effects.scale
+                    if effects.position_dependent:
+                        f_smooth = f_smooth + effects.torque(d.qpos[self._qsel].tolist(), qvel[vsel].tolist(),
+                                                             self.physics_dt)
                 drive = tau - f_smooth
                 if self._wrench_link:
                     drive += self._tau_ext
@@ -367,7 +382,8 @@ class Plant:
             else:
                 # Series elastic joint: B ddtheta = tau - K(theta-q) - D(dtheta-dq) - f(dtheta)
                 # (semi-implicit Euler; stable for sqrt(K/B) dt < 2). Smooth friction acts on the motor;
-                # the dry frictionloss stays a link-side MuJoCo constraint (approximation, kept simple).
+                # the dry frictionloss stays a link-side MuJoCo constraint (approximation, kept simple; of the
+                # joint effects only its load/temperature level applies here, no ripple or hysteresis).
                 dq = qvel[vsel]
                 q = d.qpos[self._qsel]
                 spring = el.stiffness * (self._theta - q) + el.damping * (self._dtheta - dq)
@@ -383,6 +399,8 @@ class Plant:
             self._physics_steps += 1
             self.time = self._physics_steps * self.physics_dt  # no accumulated round-off in stamps
         self._tau_friction = friction_sum if self.substeps == 1 else friction_sum / self.substeps
+        if effects is not None:
+            effects.heat(self._tau_friction, qvel[vsel], tau, self.control_dt)
         ddq = qvel[vsel] - dq_start
         ddq /= self.control_dt
         self._ddq = ddq

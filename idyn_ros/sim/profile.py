@@ -9,8 +9,10 @@ Three kinds, from "equals the model" to "a particular robot on the bench":
                 URDF-faithful simulator such as Gazebo would do.
 * ``true``    - a seeded "true robot" read from ``config/profiles/<robot>_true.yaml``: perturbed
                 inertials (physically consistent), reflected rotor inertia, Gaz-style friction with
-                stiction and Stribeck drop, optional joint elasticity, torque-sensor noise and
-                offset, encoder quantisation, command latency, optional payload.
+                stiction and Stribeck drop, the joint effects of idyn_ros/sim/joint_effects.py
+                (load-dependent friction, torque ripple, hysteresis, temperature drift), optional joint
+                elasticity, torque-sensor noise and offset, encoder quantisation, command latency,
+                optional payload.
 
 A profile may also be given as a path to any YAML of the ``true`` schema (see config/profiles/README.md).
 Per-joint entries are keyed by joint name; inertial perturbations by the moving joint whose rigid
@@ -31,6 +33,7 @@ import numpy as np
 from idyn_ros.errors import ParameterError
 from idyn_ros.robots.spec import Payload
 from idyn_ros.sim.friction import FrictionParameters
+from idyn_ros.sim.joint_effects import JointEffects
 from idyn_ros.sim.urdf import LinkInertial
 
 PROFILE_KINDS = ("ideal", "nominal", "true")
@@ -82,6 +85,7 @@ class PlantProfile:
     inertial: dict[str, InertialPerturbation] = field(default_factory=dict)  # key: moving joint
     armature: np.ndarray | None = None  # kg m^2 reflected rotor inertia (n,)
     friction: FrictionParameters | None = None
+    effects: JointEffects | None = None  # load friction, ripple, hysteresis, temperature (joint_effects.py)
     use_urdf_dynamics: bool = False  # nominal: URDF <dynamics damping friction>
     elasticity: Elasticity | None = None
     torque_noise_std: np.ndarray | None = None  # Nm (n,)
@@ -98,6 +102,7 @@ class PlantProfile:
         zero = np.zeros(n)
         self.armature = zero.copy() if self.armature is None else np.asarray(self.armature, float)
         self.friction = FrictionParameters.zeros(n) if self.friction is None else self.friction
+        self.effects = JointEffects.zeros(n) if self.effects is None else self.effects
         self.torque_noise_std = zero.copy() if self.torque_noise_std is None else self.torque_noise_std
         self.torque_offset = zero.copy() if self.torque_offset is None else self.torque_offset
         if self.latency_ticks < 0:
@@ -196,6 +201,7 @@ def profile_from_dict(data: dict[str, Any], joint_names: tuple[str, ...], source
         )
         if np.any(elasticity.stiffness <= 0) or np.any(elasticity.motor_inertia <= 0):
             raise ParameterError(f"plant profile {source}: elastic joints need stiffness > 0 and armature > 0")
+    effects = _effects_from_dict(joints, joint_names, data.get("temperature") or {}, source)
     inertial = {}
     for joint, p in (data.get("inertial") or {}).items():
         pert = InertialPerturbation(
@@ -214,6 +220,7 @@ def profile_from_dict(data: dict[str, Any], joint_names: tuple[str, ...], source
         inertial=inertial,
         armature=per_joint("armature"),
         friction=friction,
+        effects=effects,
         use_urdf_dynamics=bool(data.get("use_urdf_dynamics", False)),
         elasticity=elasticity,
         torque_noise_std=per_joint("torque_noise_std", "sensor"),
@@ -225,6 +232,40 @@ def profile_from_dict(data: dict[str, Any], joint_names: tuple[str, ...], source
         seed=int(data.get("seed", 0)),
         source=source,
     )
+
+
+def _effects_from_dict(joints: dict[str, Any], joint_names: tuple[str, ...], temperature: dict[str, Any],
+                       source: str) -> JointEffects:
+    """``joints.<j>.effects`` (optional per joint; absent = none) and the top-level ``temperature`` block."""
+    try:
+        return _parse_effects(joints, joint_names, temperature)
+    except (TypeError, ValueError, AttributeError) as exc:
+        raise ParameterError(f"plant profile {source}: bad joints.<j>.effects entry ({exc}); see "
+                             f"config/profiles/README.md") from None
+    except ParameterError as exc:
+        raise ParameterError(f"plant profile {source}: {exc}") from None
+
+
+def _parse_effects(joints: dict[str, Any], joint_names: tuple[str, ...], temperature: dict[str, Any]) -> JointEffects:
+    n = len(joint_names)
+    entries = [joints[j].get("effects") or {} for j in joint_names]
+    ripples = [e.get("ripple") or [] for e in entries]
+    K = max((len(r) for r in ripples), default=0)
+    amp, order, phase = np.zeros((n, K)), np.zeros((n, K)), np.zeros((n, K))
+    for i, rows in enumerate(ripples):
+        for k, row in enumerate(rows):
+            amp[i, k], order[i, k], phase[i, k] = (float(row.get(key, 0.0)) for key in ("amplitude", "order", "phase"))
+
+    def get(block: str | None, key: str, default: float) -> np.ndarray:
+        return np.array([float(((e.get(block) or {}) if block else e).get(key, default)) for e in entries])
+
+    return JointEffects(
+        load_friction=get(None, "load_friction", 0.0), ripple_amplitude=amp, ripple_order=order, ripple_phase=phase,
+        hysteresis_torque=get("hysteresis", "torque", 0.0), hysteresis_travel=get("hysteresis", "travel", 1.0),
+        thermal_coefficient=get("thermal", "coefficient", 0.0),
+        thermal_time_constant=get("thermal", "time_constant", 600.0),
+        thermal_rise_per_watt=get("thermal", "rise_per_watt", 0.0), copper_loss=get("thermal", "copper_loss", 0.0),
+        ambient=float(temperature.get("ambient", 25.0)), reference=float(temperature.get("reference", 25.0)))
 
 
 def _payload_from_dict(payload: dict[str, Any] | None) -> Payload | None:
@@ -249,6 +290,20 @@ PANDA_EFFORT = (87.0, 87.0, 87.0, 87.0, 12.0, 12.0, 12.0)  # Nm, Franka datashee
 # Reflected rotor inertia of the FR3 axes published by Franka (as quoted in Drake's
 # franka_description README): 0.6057, 0.6057, 0.4625, 0.4625, 0.2055, 0.2055, 0.2055 kg m^2.
 FR3_ARMATURE = (0.605721456, 0.605721456, 0.462474144, 0.462474144, 0.205544064, 0.205544064, 0.205544064)
+
+
+# Joint effects of the true profiles (idyn_ros/sim/joint_effects.py); each source and why this magnitude:
+# config/profiles/README.md. Drawn from their own random stream (seed, 1), so adding them kept every other value.
+LOAD_FRICTION = 0.04  # dry friction per Nm of drive torque (Bittencourt et al. IROS 2010; HD efficiency vs load)
+GEAR_RATIO = 100  # strain-wave gear ratio assumed for every joint (LWR/iiwa: 100-160, Callar 2021 Sec. 2)
+RIPPLE_LOW = 0.005  # x effort limit: orders 1 and 2 per output revolution (eccentricity; assumed)
+RIPPLE_MESH = 0.003  # x effort limit: order 2 N, twice per wave-generator turn (Tuttle & Seering 1996; assumed)
+HYSTERESIS_TORQUE = 0.5  # x Gaz phi1: Dahl pre-sliding amplitude (assumed)
+HYSTERESIS_TRAVEL = 0.035  # rad (2 deg): 3 x_h ~ 6 deg, where Callar's iiwa hysteresis loop saturates
+THERMAL_COEFFICIENT = 0.01  # 1/K: friction falls 1 %/K as the gear warms (assumed; Wolf & Iskandar ICRA 2018)
+THERMAL_TIME_CONSTANT = 600.0  # s: joints warm over minutes (assumed)
+THERMAL_RISE_PER_WATT = 2.0  # K/W steady-state rise (assumed)
+COPPER_WATTS_AT_QUARTER_EFFORT = 8.0  # W of copper loss at 25 % of the effort limit (assumed)
 
 
 def _r(x: float, digits: int = 5) -> float:
@@ -300,6 +355,9 @@ def generate_true_profile(robot: str, urdf_xml: str, joint_names: tuple[str, ...
             },
             "elasticity": None,
         }
+    effects_rng = np.random.default_rng([seed, 1])
+    for i, name in enumerate(joint_names):
+        joints[name]["effects"] = _joint_effects(effects_rng, effort[i], joints[name]["friction"]["phi1"])
     inertial = {}
     for name in joint_names:
         if not bodies.get(name):
@@ -317,7 +375,28 @@ def generate_true_profile(robot: str, urdf_xml: str, joint_names: tuple[str, ...
         "joints": joints,
         "sensors": {"encoder_resolution": float(2 * np.pi / 2**20), "velocity_noise_std": 0.001},
         "command": {"latency_ticks": 1},
+        "temperature": {"ambient": 25.0, "reference": 25.0},
         "payload": None,
+    }
+
+
+def _joint_effects(rng: np.random.Generator, effort: float, phi1: float) -> dict[str, Any]:
+    """One joint's ``effects`` entry: the module constants above, randomised +-20 %, random ripple phases."""
+    def jitter() -> float:
+        return float(rng.uniform(0.8, 1.2))
+
+    effort = max(effort, 1.0)
+    ripple = [{"amplitude": _r(RIPPLE_LOW * effort * jitter(), 5), "order": order,
+               "phase": _r(rng.uniform(0, 2 * np.pi), 4)} for order in (1, 2)]
+    ripple.append({"amplitude": _r(RIPPLE_MESH * effort * jitter(), 5), "order": 2 * GEAR_RATIO,
+                   "phase": _r(rng.uniform(0, 2 * np.pi), 4)})
+    return {
+        "load_friction": _r(LOAD_FRICTION * jitter(), 5),
+        "ripple": ripple,
+        "hysteresis": {"torque": _r(HYSTERESIS_TORQUE * phi1 * jitter(), 5), "travel": HYSTERESIS_TRAVEL},
+        "thermal": {"coefficient": THERMAL_COEFFICIENT, "time_constant": THERMAL_TIME_CONSTANT,
+                    "rise_per_watt": THERMAL_RISE_PER_WATT,
+                    "copper_loss": _r(COPPER_WATTS_AT_QUARTER_EFFORT / (0.25 * effort) ** 2, 7)},
     }
 
 
@@ -335,6 +414,14 @@ _HEADER = """\
 #   viscous (Nm s/rad), stribeck_drop (Nm), stribeck_velocity (rad/s): assumed.
 # joints.<j>.sensor: torque_noise_std, torque_offset (Nm) of the joint torque reading.
 # joints.<j>.elasticity: null, or {{stiffness: Nm/rad, damping: Nm s/rad}} (armature then = motor inertia).
+# joints.<j>.effects (idyn_ros/sim/joint_effects.py; sources and magnitudes in config/profiles/README.md):
+#   load_friction: dry friction per Nm of drive torque (strain-wave gear; Bittencourt et al. IROS 2010);
+#   ripple: amplitude Nm x sin(order q + phase); orders 1, 2 per output turn and 2 x gear ratio (gear mesh,
+#     Tuttle & Seering 1996; the iiwa's periodic transmission deflection, Chawda & Niemeyer IROS 2017);
+#   hysteresis: Dahl pre-sliding, torque Nm over travel rad (Callar 2021: iiwa loop saturates after ~6 deg);
+#   thermal: friction x (1 - coefficient (T - reference)), T rising to ambient + rise_per_watt x losses with
+#     time_constant s; losses = friction power + copper_loss x tau^2 (Wolf & Iskandar ICRA 2018).
+# temperature: ambient (= start, a cold robot) and reference (where the friction values hold), deg C.
 """
 
 

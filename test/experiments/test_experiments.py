@@ -102,7 +102,7 @@ def test_gains_come_from_the_config_loader(panda, tmp_path):
 def test_tracking_json_has_exactly_the_contract_keys():
     table = tracking.tracking_table("panda", {}, tracking.ROWS, n_moves=1, durations=(0.2,), progress=False)
     assert set(table) == set(tracking.ROWS) == {"no_ff", "nominal_rbd", "identified_rbd", "identified_rbd_friction",
-                                                 "hybrid_2s", "hybrid_e2e", "lstm", "hybrid_doomed"}
+                                                 "hybrid_2s", "hybrid_e2e", "auto", "lstm", "hybrid_doomed"}
     for row, cells in table.items():
         assert set(cells) == {"soft", "medium", "stiff"}, row
         for cell in cells.values():

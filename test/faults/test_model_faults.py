@@ -207,8 +207,8 @@ def test_resume_checks_model_and_data(files, tmp_path, capsys):
 
 # 5. too little data for the model --------------------------------------------------------------------------------
 def test_little_data_warns_with_the_numbers(files, tmp_path, capsys):
-    rc = main(["train", "--robot", "iiwa14", "--data", files["one_second"], "--model", "lstm", "--hidden", "8",
-               "--epochs", "1", "--out", str(tmp_path / "x"), *FAST])
+    rc = main(["train", "--robot", "iiwa14", "--data", files["one_second"], "--val", files["a"], "--model", "lstm",
+               "--hidden", "8", "--epochs", "1", "--out", str(tmp_path / "x"), *FAST])
     assert rc == 0
     err = capsys.readouterr().err
     line = next(x for x in err.splitlines() if "little training data" in x)

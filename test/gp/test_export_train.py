@@ -114,3 +114,18 @@ def test_lip_on_3dof_panda_is_exact_once_hyperparameters_are_optimised() -> None
     e = nmse_percent(gp.predict(stack_inputs(te.q, te.dq, te.ddq))[0].numpy(), te.tau)
     assert e.mean() < 0.05, e
     assert np.all(np.abs(np.log(gp.log_noise.detach().exp().numpy() / 0.01)) < np.log(2))  # true 0.01 Nm
+
+
+def test_a_fit_that_blows_up_on_held_out_data_is_refused_not_exported(tmp_path) -> None:
+    """Held-out torques the fit cannot predict (here: another signal entirely): a TrainingError naming the
+    held-out nMSE, and nothing written."""
+    from idyn_ros.errors import TrainingError
+
+    rm = panda_model(2)
+    val = _dataset(100, 2, 60)
+    val.tau = val.tau[::-1] * 50.0 + 3.0  # reversed, scaled, offset: no relation to the inputs
+    out = tmp_path / "gp"
+    with pytest.raises(TrainingError, match=r"blows up on held-out data: mean nMSE [0-9.e+]+ %"):
+        train_gp("se-gp", rm, [_dataset(0, 2, 40)], [val], out, seed=0, max_samples=30, max_minutes=0.5,
+                 iterations=4, max_hyper_points=30)
+    assert not out.exists()

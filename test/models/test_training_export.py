@@ -74,7 +74,7 @@ def test_runtime_matches_torch_over_10s_with_state(iiwa, synth, hybrid_run):
         assert np.abs(got["friction"] - ref["tau_friction"]).max() < 1e-5 * max(1.0, scale)
 
 
-@pytest.mark.parametrize("kind", ["rbd-friction", "mlp-hybrid", "lstm", "hybrid-r"])
+@pytest.mark.parametrize("kind", ["rbd-friction", "mlp-hybrid", "lstm", "hybrid-r", "hybrid-j"])
 def test_every_exportable_kind_runs_in_the_runtime(iiwa, synth, tmp_path, kind):
     cfg = ModelConfig(kind=kind, mode="2s", epochs=1, **TINY)
     res = fit(cfg, iiwa, [synth[1]], progress=False)

@@ -11,7 +11,8 @@ def test_config_round_trip():
     cfg = ModelConfig(kind="hybrid-r", friction_kinds=("coulomb", "offset"), hidden=7)
     again = ModelConfig.from_dict(cfg.to_dict())
     assert again == cfg
-    assert set(KINDS) == {"rbd", "rbd-friction", "hybrid", "hybrid-r", "mlp-hybrid", "lstm", "delan", "delan-lstm"}
+    assert set(KINDS) == {"rbd", "rbd-friction", "hybrid", "hybrid-r", "hybrid-j", "mlp-hybrid", "lstm", "delan",
+                          "delan-lstm"}
 
 
 def test_unknown_kind_is_a_user_error(iiwa, synth):

@@ -8,6 +8,7 @@ import pytest
 from idyn_ros.errors import ParameterError
 from idyn_ros.sim import CommandGate, Plant, load_profile
 from idyn_ros.sim.friction import FrictionParameters, smooth_friction, total_friction
+from idyn_ros.sim.joint_effects import ripple_torque
 from idyn_ros.sim.profile import GAZ_PANDA_PHI1, GAZ_PANDA_PHI2, GAZ_PANDA_PHI3, profiles_dir
 from idyn_ros.sim.urdf import read_inertials, rigid_bodies
 
@@ -91,8 +92,9 @@ def test_stiction_holds_a_small_command_and_breaks_away():
     for fraction, moves in ((0.7, False), (1.5, True)):
         s = plant.reset(q)
         push = fraction * static * (np.arange(7) == 0)  # on joint 1 only (Nm)
-        for _ in range(500):  # 0.5 s, true gravity compensated exactly
-            s = plant.step(pin.computeGeneralizedGravity(pm, pdata, s.q_true) + push)
+        for _ in range(500):  # 0.5 s, true gravity and the gears' torque ripple compensated exactly
+            s = plant.step(pin.computeGeneralizedGravity(pm, pdata, s.q_true) + push
+                           + ripple_torque(s.q_true, plant.profile.effects))
         moved = abs(s.q_true[0] - q[0])
         assert (moved > 1e-3) if moves else (moved < 1e-4), (fraction, moved)
 

@@ -17,7 +17,7 @@ import numpy as np
 import torch
 
 from idyn_ros.data.atomic import atomic_write_text
-from idyn_ros.errors import DatasetError, ModelArtifactError, ParameterError
+from idyn_ros.errors import DatasetError, ModelArtifactError, ParameterError, TrainingError
 from idyn_ros.models import checkpoint
 from idyn_ros.models.gp import GP_KINDS
 from idyn_ros.models.gp.baselines import FrictionKernel, GIPKernel, LSEKernel, SEKernel
@@ -91,6 +91,10 @@ class NoiseStart:
 
 # Real-data noise floor (x std(y), fixed a priori): without one the GP interpolates (studies/gp_lip/README.md).
 NOISE_FLOOR_RATIO = 0.01
+
+# Decision: a fit whose mean nMSE on held-out data exceeds 100 % (worse than predicting each joint's mean torque)
+# is refused, not exported: on real KUKA data an unvalidated LIP fit reached 42,174 % (noise fitted to ~0).
+HELDOUT_MAX_NMSE_PERCENT = 100.0
 
 # Validation samples used to choose the noise start (every k-th sample of the validation recordings).
 VAL_SELECTION_POINTS = 1000
@@ -191,7 +195,8 @@ def train_gp(kind: str, robot_model: Any, train_datasets: list[Any], val_dataset
              seed: int = 0, max_samples: int = 500, max_minutes: float = 10.0, friction: bool = True,
              method: str = "lbfgs", max_hyper_points: int = 250, iterations: int = 50,
              shared_noise: bool = False, test_datasets: list[Any] | None = None,
-             noise_floor_ratio: float | None = None, refine_iterations: int = 0) -> dict:
+             noise_floor_ratio: float | None = None, refine_iterations: int = 0,
+             validation_note: str = "") -> dict:
     """Train a GP inverse-dynamics model; write ``out_dir/model.onnx`` and ``out_dir/metrics.json``.
 
     Args:
@@ -214,6 +219,10 @@ def train_gp(kind: str, robot_model: Any, train_datasets: list[Any], val_dataset
         max_hyper_points: 250 because the 102-133 LIP hyperparameters are not identified by 100-150 points
             (6-DoF Panda test nMSE 6.7 % with 100 points, 0.94 % with 250: studies/gp_lip/README.md).
         refine_iterations: more L-BFGS iterations for the kept fit only (refine_gp); 0 = none.
+        validation_note: where the validation data came from (e.g. a held-out tail), kept in metrics.json.
+
+    Raises:
+        TrainingError: the validation mean nMSE exceeds HELDOUT_MAX_NMSE_PERCENT; nothing is written.
 
     Returns:
         metrics dict (also written to metrics.json): per-joint and mean val nMSE [%], train time [s], ...
@@ -223,7 +232,6 @@ def train_gp(kind: str, robot_model: Any, train_datasets: list[Any], val_dataset
     if not max_minutes > 0:
         raise ParameterError(f"max_minutes must be > 0 (got {max_minutes})")
     out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
     torch.manual_seed(seed)
     q, dq, ddq, tau = _concat(list(train_datasets), robot_model)
     rng = np.random.default_rng(seed)
@@ -261,6 +269,18 @@ def train_gp(kind: str, robot_model: Any, train_datasets: list[Any], val_dataset
             e = nmse_percent(gp.predict(stack_inputs(sq, sdq, sddq))[0].numpy(), stau)
             metrics.update({f"{split}_nmse_percent": e.tolist(), f"{split}_nmse_mean_percent": nan_mean(e),
                             f"n_{split}": int(sq.shape[0])})
+    if validation_note:
+        metrics["validation_data"] = validation_note
+    held = metrics.get("val_nmse_mean_percent")
+    if held is not None and not held <= HELDOUT_MAX_NMSE_PERCENT:  # NaN too
+        worst = int(np.nanargmax(metrics["val_nmse_percent"])) if np.isfinite(held) else 0
+        raise TrainingError(
+            f"the {kind} fit blows up on held-out data: mean nMSE {held:.4g} % (joint "
+            f"{robot_model.joint_names[worst]}: {metrics['val_nmse_percent'][worst]:.4g} %), worse than predicting "
+            f"the mean torque; not exported ({out_dir} left as it was). Fitted noise std "
+            f"{np.round(metrics['noise_std'], 4).tolist()} Nm: give it more or other data (--max-samples, --data), "
+            f"--val with another trajectory, or a more robust kind (idyn train --model auto)")
+    out_dir.mkdir(parents=True, exist_ok=True)
     rate = float(getattr(train_datasets[0], "rate_hz", float("nan"))) if not isinstance(
         train_datasets[0], str | Path) else float("nan")
     try:

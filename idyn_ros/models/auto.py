@@ -1,0 +1,168 @@
+"""``idyn train --model auto``: fit physics and learned-residual candidates, keep the best one on validation.
+
+Why: which model is best depends on the robot and the data (on a real Panda log the E2E hybrid lost to its
+own physics, on the real KUKA LWR4+ the E2E hybrid-r won by a factor 4), and a user cannot know in advance.
+
+- Candidates (``CANDIDATES``): physics models (SDP-identified RBD + friction + armature with the default ridge
+  toward the URDF and with a 100x stronger one, and the URDF's RBD with least-squares friction + armature), and
+  the learned residuals on top of the physics that scored best (its id_method and ridge; decision: physics
+  first, then learn what it misses) (per-joint hybrid-j 2S and E2E, the LSTM hybrids 2S and E2E, hybrid-r E2E), each
+  with the training defaults of ``ModelConfig`` and its residual gate (``training.fit_residual_gate``), so on
+  validation none is worse than its own physics part. Order: the per-joint residuals first (best on held-out
+  trajectories, studies/auto_selection/README.md), so a short budget spends itself on them.
+- Score: mean per-joint nMSE (``metrics.nmse``) on the validation recordings, each run as one sequence.
+- Selection: the best learned candidate wins only if it beats the best physics candidate by ``LEARNED_MARGIN``
+  (relative); otherwise the physics model is exported (smaller, and it generalises where a residual's gain on
+  one validation trajectory may be chance).
+- Budget: ``max_minutes`` covers everything; physics candidates (seconds) first, then each learned candidate
+  gets an equal share of what is left, so time an early-stopped candidate does not use goes to the next.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import torch
+
+from idyn_ros.errors import ParameterError
+from idyn_ros.models.metrics import torque_metrics
+from idyn_ros.models.sources import Recording
+from idyn_ros.models.training import TrainResult, fit, predict
+from idyn_ros.models.zoo import ModelConfig, TorqueModel
+
+# (name, ModelConfig overrides); physics candidates are those whose kind learns no residual.
+# Physics candidates: the ridge strength and the URDF-or-identified choice are chosen on validation (on a 2 or 5 s
+# cut of real KUKA data the SDP fit extrapolated worse to the rest of the trajectory than the URDF + friction).
+PHYSICS_SETTINGS = ("id_method", "reg")  # what a learned candidate takes over from the best physics candidate
+CANDIDATES: tuple[tuple[str, dict[str, Any]], ...] = (
+    ("rbd-friction", {"kind": "rbd-friction"}),
+    ("rbd-friction reg 1e-2", {"kind": "rbd-friction", "reg": 1e-2}),
+    ("rbd-friction nominal", {"kind": "rbd-friction", "id_method": "nominal"}),
+    ("hybrid-j 2S", {"kind": "hybrid-j", "mode": "2s"}),
+    ("hybrid-j E2E", {"kind": "hybrid-j", "mode": "e2e"}),
+    ("hybrid 2S", {"kind": "hybrid", "mode": "2s"}),
+    ("hybrid E2E", {"kind": "hybrid", "mode": "e2e"}),
+    ("hybrid-r E2E", {"kind": "hybrid-r", "mode": "e2e"}),
+)
+# Decision: a learned model must beat the best physics model by 2 % (relative, validation mean nMSE) to be chosen;
+# a smaller gain is within what one validation trajectory can show by chance.
+LEARNED_MARGIN = 0.02
+MIN_CANDIDATE_MINUTES = 0.1  # a learned candidate with less budget left than this is skipped (and listed so)
+
+
+@dataclasses.dataclass
+class Candidate:
+    """One fitted candidate with its validation scores."""
+
+    name: str
+    result: TrainResult | None
+    val: dict[str, Any]  # torque_metrics of the model on validation
+    val_physics: dict[str, Any]  # torque_metrics of its RBD + friction part alone
+    seconds: float
+    skipped: str = ""
+
+    @property
+    def learned(self) -> bool:
+        return self.result is not None and self.result.model.residual is not None
+
+    def row(self) -> dict[str, Any]:
+        """The candidate's line of ``metrics.json["candidates"]``."""
+        out: dict[str, Any] = {"name": self.name, "seconds": round(self.seconds, 1)}
+        if self.skipped:
+            return {**out, "skipped": self.skipped}
+        r = self.result
+        out.update({"kind": r.cfg.kind, "mode": r.cfg.mode, "id_method": r.cfg.id_method, "reg": r.cfg.reg,
+                    "val_nmse_mean": self.val["nmse_mean"],
+                    "val_nmse_max": self.val["nmse_max"], "val_nmse": self.val["nmse"],
+                    "val_physics_nmse_mean": self.val_physics["nmse_mean"], "stopped": r.stopped,
+                    "epochs_run": len(r.history)})
+        if r.gate is not None:
+            out["gate"] = [round(float(g), 4) for g in r.gate]
+        return out
+
+
+def scores(result: TrainResult, robot: Any, recs: Sequence[Recording]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(metrics of the model, metrics of its physics part) over recordings, each one sequence."""
+    full, phys, taus = [], [], []
+    for rec in recs:
+        parts = predict(result.model, robot.pin_model, rec)
+        full.append(parts["tau"])
+        phys.append(parts["tau_rbd"] + parts["tau_friction"])
+        taus.append(rec.tau)
+    tau = np.concatenate(taus)
+    lo, hi = result.tau_min, result.tau_max
+    return torque_metrics(np.concatenate(full), tau, lo, hi), torque_metrics(np.concatenate(phys), tau, lo, hi)
+
+
+def physics_only(result: TrainResult) -> TrainResult:
+    """The physics part of a hybrid as an ``rbd-friction`` model (same parameters, no residual network)."""
+    old = result.model
+    cfg = dataclasses.replace(result.cfg, kind="rbd-friction", mode="2s", extra={**result.cfg.extra,
+                                                                                 "physics_of": result.cfg.kind})
+    with torch.no_grad():
+        model = TorqueModel(cfg, old.n, old.pi().detach().numpy())
+        model.friction.copy_(old.friction)
+        model.ia.copy_(old.ia)
+    model.freeze_physics()
+    model.eval()
+    return dataclasses.replace(result, model=model, cfg=cfg, gate=None)
+
+
+def fit_auto(base: ModelConfig, robot: Any, train: Sequence[Recording], val: Sequence[Recording],
+             max_minutes: float | None = None, progress: bool = True,
+             candidates: Sequence[tuple[str, dict[str, Any]]] = CANDIDATES) -> tuple[TrainResult, list[Candidate]]:
+    """Fit every candidate (``base`` with its overrides), score on ``val``, return (winner, all candidates)."""
+    if not val:
+        raise ParameterError("auto selection needs validation recordings (idyn train holds out a tail without --val)")
+    t0 = time.perf_counter()
+    physics = [(n, o) for n, o in candidates if ModelConfig(**{**base.to_dict(), **o}).residual == "none"]
+    learned = [(n, o) for n, o in candidates if (n, o) not in physics]
+    done: list[Candidate] = []
+    physics_base: dict[str, Any] = {}
+    for i, (name, over) in enumerate([*physics, *learned]):
+        if i == len(physics) and physics:  # learned candidates sit on the best physics candidate
+            best = min((c for c in done if c.result is not None), key=lambda c: c.val["nmse_mean"])
+            physics_base = {k: getattr(best.result.cfg, k) for k in PHYSICS_SETTINGS}
+        budget = None
+        if max_minutes is not None and i >= len(physics):
+            left = max_minutes - (time.perf_counter() - t0) / 60.0
+            budget = left / (len(physics) + len(learned) - i)
+            if budget < MIN_CANDIDATE_MINUTES:
+                done.append(Candidate(name, None, {}, {}, 0.0, skipped=f"time budget used up ({max_minutes:g} min)"))
+                continue
+        cfg = ModelConfig.from_dict({**base.to_dict(), **physics_base, **over, "extra": dict(base.extra)})
+        t1 = time.perf_counter()
+        res = fit(cfg, robot, train, val, max_minutes=budget, progress=progress)
+        v, vp = scores(res, robot, val)
+        done.append(Candidate(name, res, v, vp, time.perf_counter() - t1))
+    fitted = [c for c in done if c.result is not None]
+    best_phys = min((c for c in fitted if not c.learned), key=lambda c: c.val["nmse_mean"], default=None)
+    best_learned = min((c for c in fitted if c.learned), key=lambda c: c.val["nmse_mean"], default=None)
+    winner = best_phys or best_learned
+    if best_learned is not None and best_phys is not None and \
+            best_learned.val["nmse_mean"] < (1.0 - LEARNED_MARGIN) * best_phys.val["nmse_mean"]:
+        winner = best_learned
+    assert winner is not None and winner.result is not None  # the physics candidate never needs a budget
+    result = winner.result
+    if result.gate is not None and not np.any(result.gate > 0):
+        result = physics_only(result)  # every joint's residual gated off: export no network
+    result.cfg.extra = {**result.cfg.extra, "selected_by": "auto", "candidate": winner.name}
+    return result, done
+
+
+def format_candidates(rows: Sequence[dict[str, Any]], winner: str | None) -> str:
+    """Terminal table of ``metrics.json["candidates"]``: validation nMSE, its physics part's, the gate."""
+    lines = [f"{'candidate':<22}{'val nMSE mean':>14}{'worst joint':>13}{'physics part':>14}  gate / note"]
+    for r in rows:
+        if r.get("skipped"):
+            lines.append(f"{r['name']:<22}{'-':>14}{'-':>13}{'-':>14}  skipped: {r['skipped']}")
+            continue
+        gate = "gate " + " ".join(f"{g:.2f}" for g in r["gate"]) if "gate" in r else ""
+        mark = "  <- exported" if r["name"] == winner else ""
+        lines.append(f"{r['name']:<22}{r['val_nmse_mean']:>14.4f}{r['val_nmse_max']:>13.4f}"
+                     f"{r['val_physics_nmse_mean']:>14.4f}  {gate}{mark}")
+    return "\n".join(lines)

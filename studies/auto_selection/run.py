@@ -1,0 +1,234 @@
+"""Study: which learned residual generalises, how to regularise it, and what `idyn train --model auto` gives.
+
+Run from the repository root with idyn_ros importable (see README.md here for the questions and the answers):
+
+    python studies/auto_selection/run.py SECTION [SECTION ...] [--work DIR] [--minutes M]
+
+Sections (each writes results/<section>.json with ``_provenance``):
+  plant_regularisation  Panda plant (true profile): residual kinds x regularisers, validation and test on
+                        other excitation trajectories (train 4, val 1, test 1)
+  plant_data_size       Panda plant: physics vs hybrid-j as the training data grow (1..24 trajectories of 10 s)
+  kuka_regularisation   real KUKA LWR4+: the same configurations, validation (file 2) only
+  kuka_acceptance       real KUKA: auto on file 1 (val 2, test 3), and on file 1 cut to 2 / 5 / 10 s, each
+                        against rbd-friction on file 3
+  kuka_gp_holdout       real KUKA: `idyn train --model lip-gp --max-samples 500` on file 1 without --val
+
+Rules kept: choices are made on validation data only (plant: a held-out trajectory; KUKA: file 2); the plant's
+test trajectory and KUKA file 3 are reported, never used for a choice. Recordings are cached under --work.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+import warnings
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from idyn_ros.bench import run_provenance, write_result
+
+RESULTS = Path(__file__).resolve().parent / "results"
+
+# name -> ModelConfig overrides. The residual defaults of ModelConfig are the chosen ones; rows vary one thing.
+PLANT_CONFIGS: dict[str, dict[str, Any]] = {
+    "rbd-friction": {"kind": "rbd-friction"},
+    "hybrid 2S": {"kind": "hybrid", "mode": "2s", "gate": False},
+    "hybrid 2S wd 1e-2": {"kind": "hybrid", "mode": "2s", "gate": False, "weight_decay": 1e-2},
+    "hybrid 2S dropout 0.2": {"kind": "hybrid", "mode": "2s", "gate": False, "dropout": 0.2},
+    "hybrid 2S noise 0.3": {"kind": "hybrid", "mode": "2s", "gate": False, "input_noise": 0.3},
+    "hybrid 2S penalty 1": {"kind": "hybrid", "mode": "2s", "gate": False, "residual_penalty": 1.0},
+    "hybrid-r 2S": {"kind": "hybrid-r", "mode": "2s", "gate": False},
+    "hybrid E2E pw 0": {"kind": "hybrid", "mode": "e2e", "gate": False, "physics_weight": 0.0},
+    "hybrid E2E pw 0.3": {"kind": "hybrid", "mode": "e2e", "gate": False, "physics_weight": 0.3},
+    "hybrid-r E2E pw 0": {"kind": "hybrid-r", "mode": "e2e", "gate": False, "physics_weight": 0.0},
+    "hybrid-r E2E pw 0.3": {"kind": "hybrid-r", "mode": "e2e", "gate": False, "physics_weight": 0.3},
+    "hybrid-j 2S": {"kind": "hybrid-j", "mode": "2s", "gate": False},
+    "hybrid-j 2S wd 1e-2": {"kind": "hybrid-j", "mode": "2s", "gate": False, "weight_decay": 1e-2},
+    "hybrid-j 2S dropout 0.2": {"kind": "hybrid-j", "mode": "2s", "gate": False, "dropout": 0.2},
+    "hybrid-j 2S noise 0.3": {"kind": "hybrid-j", "mode": "2s", "gate": False, "input_noise": 0.3},
+    "hybrid-j 2S penalty 1": {"kind": "hybrid-j", "mode": "2s", "gate": False, "residual_penalty": 1.0},
+    "hybrid-j 2S gated": {"kind": "hybrid-j", "mode": "2s", "gate": True},
+    "hybrid-j E2E pw 0": {"kind": "hybrid-j", "mode": "e2e", "gate": False, "physics_weight": 0.0},
+    "hybrid-j E2E pw 0.1": {"kind": "hybrid-j", "mode": "e2e", "gate": False, "physics_weight": 0.1},
+    "hybrid-j E2E pw 0.3": {"kind": "hybrid-j", "mode": "e2e", "gate": False, "physics_weight": 0.3},
+    "hybrid-j E2E pw 1": {"kind": "hybrid-j", "mode": "e2e", "gate": False, "physics_weight": 1.0},
+    "hybrid-j E2E pw 0.3 identified": {"kind": "hybrid-j", "mode": "e2e", "gate": False, "physics_weight": 0.3,
+                                       "e2e_init": "identified"},
+}
+
+
+def plant_recordings(robot: str, work: Path, count: int) -> list[Path]:
+    """``count`` optimised 10 s excitations (seeds 0..count-1) tracked on the true plant, cached in ``work``."""
+    from idyn_ros.dynamics import RobotModel
+    from idyn_ros.experiments import models_cache
+
+    d = work / "study_auto" / robot
+    d.mkdir(parents=True, exist_ok=True)
+    paths = [d / f"excite_{i}.npz" for i in range(count)]
+    missing = [i for i, p in enumerate(paths) if not p.is_file()]
+    if missing:
+        rm = RobotModel.from_robot(robot)
+        for i in missing:
+            spec = models_cache.DataSpec(count=1, period=10.0, speed=0.3, budget_s=8.0, seed=i)
+            traj = models_cache.excitation_trajectories(rm, spec)[0]
+            models_cache.record_inprocess(robot, rm, traj, paths[i])
+    return paths
+
+
+def _row(res: Any, robot: Any, val: list, test: list, seconds: float) -> dict[str, Any]:
+    from idyn_ros.models.auto import scores
+
+    v, vp = scores(res, robot, val)
+    out = {"val_nmse_mean": v["nmse_mean"], "val_nmse": v["nmse"], "val_physics_nmse_mean": vp["nmse_mean"],
+           "stopped": res.stopped, "epochs_run": len(res.history), "seconds": round(seconds, 1)}
+    if res.gate is not None:
+        out["gate"] = res.gate.tolist()
+    if test:
+        t, tp = scores(res, robot, test)
+        out.update({"test_nmse_mean": t["nmse_mean"], "test_nmse_max": t["nmse_max"], "test_nmse": t["nmse"],
+                    "test_physics_nmse_mean": tp["nmse_mean"]})
+    return out
+
+
+def sweep(robot: Any, train: list, val: list, test: list, configs: dict[str, dict], minutes: float) -> dict:
+    from idyn_ros.models.training import fit
+    from idyn_ros.models.zoo import ModelConfig
+
+    rows = {}
+    for name, over in configs.items():
+        t0 = time.perf_counter()
+        res = fit(ModelConfig(**over), robot, train, val, max_minutes=minutes, progress=False)
+        rows[name] = _row(res, robot, val, test, time.perf_counter() - t0)
+        r = rows[name]
+        print(f"{name:<34} val {r['val_nmse_mean']:.4f} (physics {r['val_physics_nmse_mean']:.4f})"
+              + (f" test {r['test_nmse_mean']:.4f} (physics {r['test_physics_nmse_mean']:.4f})" if test else ""),
+              flush=True)
+    return rows
+
+
+def plant_regularisation(work: Path, minutes: float) -> dict:
+    from idyn_ros.models.sources import load_recordings, load_robot
+
+    robot = load_robot("panda")
+    recs = load_recordings(plant_recordings("panda", work, 6), robot)
+    return {"robot": "panda", "split": "train excite_0-3, val excite_4, test excite_5 (10 s each, 1 kHz)",
+            "rows": sweep(robot, recs[:4], recs[4:5], recs[5:6], PLANT_CONFIGS, minutes)}
+
+
+def plant_data_size(work: Path, minutes: float) -> dict:
+    from idyn_ros.models.sources import load_recordings, load_robot
+    from idyn_ros.models.training import fit
+    from idyn_ros.models.zoo import ModelConfig
+
+    robot = load_robot("panda")
+    recs = load_recordings(plant_recordings("panda", work, 26), robot)
+    val, test, pool = recs[24:25], recs[25:26], recs[:24]
+    out: dict[str, Any] = {"robot": "panda", "split": "train excite_0..k-1, val excite_24, test excite_25", "rows": {}}
+    for k in (1, 2, 4, 8, 16, 24):
+        for name, over in (("rbd-friction", {"kind": "rbd-friction"}), ("hybrid-j 2S", {"kind": "hybrid-j",
+                           "mode": "2s"}), ("hybrid-j E2E", {"kind": "hybrid-j", "mode": "e2e"})):
+            t0 = time.perf_counter()
+            res = fit(ModelConfig(**over), robot, pool[:k], val, max_minutes=minutes, progress=False)
+            r = out["rows"][f"{name}, {k} x 10 s"] = _row(res, robot, val, test, time.perf_counter() - t0)
+            print(f"{k:>2} x 10 s {name:<14} val {r['val_nmse_mean']:.4f} test {r['test_nmse_mean']:.4f}", flush=True)
+    return out
+
+
+def _kuka() -> tuple[Any, list]:
+    from idyn_ros.models.sources import load_recordings, load_robot
+    from idyn_ros.paths import shared_data_dir
+
+    root = shared_data_dir() / "kuka_lwr4"
+    robot = load_robot(str(root / "kuka_lwr4.urdf"))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the files carry no joint names (taken by position)
+        return robot, load_recordings([root / f"measurements_{i}.npz" for i in (1, 2, 3)], robot)
+
+
+def kuka_regularisation(work: Path, minutes: float) -> dict:
+    robot, (f1, f2, _) = _kuka()
+    return {"split": "train measurements_1, val measurements_2 (same trajectory: no test reported here)",
+            "rows": sweep(robot, [f1], [f2], [], PLANT_CONFIGS, minutes)}
+
+
+def kuka_acceptance(work: Path, minutes: float) -> dict:
+    from idyn_ros.models.pipeline import train_run
+    from idyn_ros.models.sources import _slice
+    from idyn_ros.models.zoo import ModelConfig
+
+    robot, (f1, f2, f3) = _kuka()
+    out: dict[str, Any] = {"protocol": "train measurements_1 (cut to its first S seconds), val measurements_2, "
+                                       "test measurements_3 (another trajectory)", "budget_minutes": minutes,
+                           "runs": {}}
+    for seconds in (None, 10.0, 5.0, 2.0):
+        train = f1 if seconds is None else _slice(f1, slice(0, round(seconds * f1.rate_hz)))
+        label = "full 25 s" if seconds is None else f"{seconds:g} s"
+        for kind in ("auto", "rbd-friction"):
+            t0 = time.perf_counter()
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # little-data warnings: expected for the cuts
+                _, m = train_run(ModelConfig(kind=kind), robot, [train], [f2], [f3], None, minutes, progress=False)
+            row = {"test_nmse_mean": m["test"]["nmse_mean"], "test_nmse_max": m["test"]["nmse_max"],
+                   "test_nmse": m["test"]["nmse"], "val_nmse_mean": m["val"]["nmse_mean"],
+                   "selected": m.get("selected", kind), "seconds": round(time.perf_counter() - t0, 1)}
+            if "candidates" in m:
+                row["candidates"] = m["candidates"]
+            out["runs"][f"{kind}, {label}"] = row
+            print(f"{label:>10} {kind:<13} test nMSE mean {row['test_nmse_mean']:.4f} max {row['test_nmse_max']:.4f} "
+                  f"({row['selected']})", flush=True)
+    return out
+
+
+def kuka_gp_holdout(work: Path, minutes: float) -> dict:
+    import subprocess
+    import sys
+
+    from idyn_ros.paths import shared_data_dir
+
+    root = shared_data_dir() / "kuka_lwr4"
+    out_dir = work / "study_auto" / "kuka_lip_no_val"
+    cmd = [sys.executable, "-m", "idyn_ros.cli", "train", "--robot", str(root / "kuka_lwr4.urdf"), "--data",
+           str(root / "measurements_1.npz"), "--test", str(root / "measurements_3.npz"), "--model", "lip-gp",
+           "--max-samples", "500", "--out", str(out_dir), "--no-progress"]
+    t0 = time.perf_counter()
+    p = subprocess.run(cmd, capture_output=True, text=True)
+    res = {"command": " ".join(["idyn", *cmd[3:]]), "exit_code": p.returncode,
+           "seconds": round(time.perf_counter() - t0), "stdout": p.stdout.strip().splitlines()[-4:],
+           "stderr": p.stderr.strip().splitlines()[-3:]}
+    metrics = out_dir / "metrics.json"
+    if p.returncode == 0 and metrics.is_file():
+        m = json.loads(metrics.read_text())
+        res.update({k: m[k] for k in ("val_nmse_mean_percent", "test_nmse_mean_percent", "test_nmse_percent",
+                                        "validation_data") if k in m})
+    print(json.dumps(res, indent=1), flush=True)
+    return res
+
+
+SECTIONS = {"plant_regularisation": plant_regularisation, "plant_data_size": plant_data_size,
+            "kuka_regularisation": kuka_regularisation, "kuka_acceptance": kuka_acceptance,
+            "kuka_gp_holdout": kuka_gp_holdout}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("sections", nargs="+", choices=sorted(SECTIONS))
+    parser.add_argument("--work", type=Path, default=Path("runs"), help="cache of plant recordings (default runs/)")
+    parser.add_argument("--minutes", type=float, default=3.0, help="training budget per fit (auto: in total)")
+    parser.add_argument("--out", type=Path, default=RESULTS, help="results folder (default: this study's)")
+    args = parser.parse_args()
+    import torch
+
+    torch.set_num_threads(1)
+    np.set_printoptions(precision=4)
+    for name in args.sections:
+        prov = run_provenance(f"python studies/auto_selection/run.py {name} --minutes {args.minutes:g}")
+        payload = SECTIONS[name](args.work, args.minutes)
+        args.out.mkdir(parents=True, exist_ok=True)
+        print(f"wrote {write_result(name, payload, '', prov, args.out)}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,144 @@
+"""`idyn train --model auto`, the residual gate, the held-out tail, the per-joint residual, the regularisers."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from idyn_ros.errors import DatasetError
+from idyn_ros.models.auto import LEARNED_MARGIN, fit_auto, scores
+from idyn_ros.models.sources import hold_out_tail
+from idyn_ros.models.training import _optimizer, fit, fit_residual_gate, prepare
+from idyn_ros.models.zoo import JointMLPResidual, ModelConfig, TorqueModel
+
+TINY = {"linear_dim": 16, "hidden": 8, "joint_dim": 8, "window": 50, "stride": 50, "batch": 8}
+
+
+def test_held_out_tail_is_the_contiguous_end_of_the_training_data(synth):
+    a, b, _ = synth
+    train, held, note = hold_out_tail([a])
+    assert len(held) == 1 and held[0].n_samples == int(np.ceil(0.2 * a.n_samples))
+    assert train[0].n_samples + held[0].n_samples == a.n_samples
+    assert np.array_equal(held[0].t, a.t[-held[0].n_samples:]) and "20 %" in note and "tail" in note
+    # several recordings: whole trailing recordings first (b is 1/3 of the samples: all of it, then a's tail)
+    train, held, note = hold_out_tail([a, b], fraction=0.4)
+    assert [h.n_samples for h in held] == [round(0.4 * 3600) - b.n_samples, b.n_samples]
+    assert sum(r.n_samples for r in train + held) == a.n_samples + b.n_samples
+    with pytest.raises(DatasetError, match="too few"):
+        hold_out_tail([dataclasses.replace(a, t=a.t[:3], q=a.q[:3], dq=a.dq[:3], ddq=a.ddq[:3], tau=a.tau[:3])])
+
+
+def test_gate_drops_a_residual_that_does_not_help_and_keeps_one_that_does(iiwa, synth):
+    """A residual of pure noise gets gate 0 (the model is its physics); an exact one keeps gate 1."""
+    train, val, _ = synth
+    res = fit(ModelConfig(kind="hybrid", mode="2s", epochs=1, gate=False, **TINY), iiwa, [train], [val],
+              progress=False)
+    model = res.model
+    d = prepare(iiwa.pin_model, val, True, False)
+    with torch.no_grad():  # a residual that predicts noise
+        for p in model.residual.parameters():
+            p.normal_(0.0, 1.0)
+    g = fit_residual_gate(model, [d])
+    _, phys = scores(res, iiwa, [val])
+    full, _ = scores(res, iiwa, [val])
+    assert np.all(g < 0.2)
+    assert full["nmse_mean"] <= phys["nmse_mean"] * (1 + 1e-6)  # never worse than its own physics on validation
+    # a residual exactly equal to tau - physics: gate 1
+    model.norm.y_scale.fill_(1.0)
+    with torch.no_grad():
+        d.tau = model(d.q[None], d.dq[None], d.ddq[None], d.Y[None])[0]["tau"][0]
+    assert np.allclose(fit_residual_gate(model, [d]), 1.0, atol=1e-4)
+
+
+def test_gated_hybrid_is_never_worse_than_its_physics_on_validation(iiwa, synth):
+    train, val, _ = synth
+    res = fit(ModelConfig(kind="hybrid-j", mode="2s", epochs=3, **TINY), iiwa, [train], [val], progress=False)
+    full, phys = scores(res, iiwa, [val])
+    assert res.gate is not None and res.gate.shape == (7,)
+    assert np.all(np.asarray(full["nmse"]) <= np.asarray(phys["nmse"]) * (1 + 1e-6) + 1e-12)
+
+
+def test_joint_residual_sees_only_its_own_joint():
+    torch.manual_seed(0)
+    net = JointMLPResidual(n=4, n_features=5, dim=8)
+    with torch.no_grad():
+        net.w3.normal_()
+    x = torch.randn(3, 20, 5 * 4)
+    y0, _ = net(x)
+    x2 = x.clone()
+    x2[..., [k * 4 + 2 for k in range(5)]] += 1.0  # every feature of joint 2 (feature-major layout)
+    y1, _ = net(x2)
+    changed = (y1 - y0).abs().amax((0, 1))
+    assert changed[2] > 1e-3 and torch.all(changed[[0, 1, 3]] == 0)
+
+
+def test_weight_decay_never_touches_the_physics_parameters(iiwa):
+    cfg = ModelConfig(kind="hybrid", mode="e2e", weight_decay=1e-2, **TINY)
+    model = TorqueModel(cfg, 7, np.zeros((7, 10)) + 0.1)
+    params = [p for p in model.parameters() if p.requires_grad]
+    opt = _optimizer(cfg, model, params)
+    physics = {id(p) for p in (model.friction, model.ia, *model.inertial.parameters())}
+    for group in opt.param_groups:
+        if any(id(p) in physics for p in group["params"]):
+            assert group["weight_decay"] == 0.0 and all(id(p) in physics for p in group["params"])
+        else:
+            assert group["weight_decay"] == 1e-2
+
+
+def test_physics_weight_keeps_the_e2e_physics_part_explaining_the_data(iiwa, synth):
+    """E2E from the nominal URDF: with the physics loss its RBD + friction part alone fits validation better."""
+    train, val, _ = synth
+    phys = {}
+    for w in (0.0, 1.0):
+        cfg = ModelConfig(kind="hybrid", mode="e2e", epochs=6, physics_weight=w, gate=False,
+                          **{**TINY, "stride": 10, "lr": 1e-2})
+        res = fit(cfg, iiwa, [train], [val], progress=False)
+        phys[w] = scores(res, iiwa, [val])[1]["nmse_mean"]
+    assert phys[1.0] < phys[0.0], phys
+
+
+def test_auto_exports_physics_unless_a_learned_candidate_wins_by_the_margin(iiwa, synth):
+    train, val, _ = synth
+    base = ModelConfig(kind="auto", epochs=2, **TINY)
+    cands = (("rbd-friction", {"kind": "rbd-friction"}), ("hybrid-j 2S", {"kind": "hybrid-j", "mode": "2s"}))
+    res, done = fit_auto(base, iiwa, [train], [val], progress=False, candidates=cands)
+    rows = [c.row() for c in done]
+    assert [r["name"] for r in rows] == ["rbd-friction", "hybrid-j 2S"]
+    phys, learned = rows[0]["val_nmse_mean"], rows[1]["val_nmse_mean"]
+    expect = "hybrid-j 2S" if learned < (1 - LEARNED_MARGIN) * phys else "rbd-friction"
+    assert res.cfg.extra["candidate"] == expect
+
+
+def test_a_fully_gated_off_hybrid_is_exported_as_its_physics(iiwa, synth):
+    from idyn_ros.models.auto import physics_only
+
+    train, val, test = synth
+    res = fit(ModelConfig(kind="hybrid-j", mode="e2e", epochs=2, **TINY), iiwa, [train], [val], progress=False)
+    before = scores(res, iiwa, [test])[1]
+    phys = physics_only(res)
+    assert phys.cfg.kind == "rbd-friction" and phys.model.residual is None
+    assert np.allclose(scores(phys, iiwa, [test])[0]["nmse"], before["nmse"])
+
+
+def test_cli_auto_without_val_holds_out_a_tail_and_lists_candidates(iiwa, synth, tmp_path, capsys):
+    from idyn_ros.cli import main
+
+    f = tmp_path / "train.npz"
+    rec = synth[0]
+    np.savez(f, t=rec.t, q=rec.q, dq=rec.dq, ddq=rec.ddq, tau=rec.tau, joint_names=np.array(iiwa.joint_names))
+    out = tmp_path / "run"
+    rc = main(["train", "--robot", "iiwa14", "--data", str(f), "--out", str(out), "--epochs", "2",
+               "--hidden", "8", "--no-progress"])
+    assert rc == 0
+    captured = capsys.readouterr()
+    assert "held out the last 20 %" in captured.out and "candidate" in captured.out
+    m = json.loads((out / "metrics.json").read_text())
+    assert "tail" in m["validation_data"] and m["val"]["n_samples"] == int(np.ceil(0.2 * rec.n_samples))
+    names = [c["name"] for c in m["candidates"]]
+    assert names[0] == "rbd-friction" and len(names) >= 3 and m["selected"] in names
+    assert all("val_nmse_mean" in c or "skipped" in c for c in m["candidates"])
+    assert (out / "model.onnx").is_file()
