@@ -36,7 +36,7 @@ def tracking_for(robot: str, quick: bool) -> dict[str, Any]:
     from idyn_ros.experiments import models_cache, tracking
 
     t0 = time.monotonic()
-    data = models_cache.DataSpec(count=4 if quick else 6, period=8.0 if quick else 10.0, speed=0.3,
+    data = models_cache.DataSpec(count=4 if quick else 6, period=8.0 if quick else 10.0,
                                  budget_s=3.0 if quick else 8.0)
     rows = [r for r in tracking.ROWS]
     work = _work_dir() / "quick" if quick else _work_dir()  # separate caches: different data/training specs

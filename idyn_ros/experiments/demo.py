@@ -63,7 +63,7 @@ def run_demo(robot: str = "panda", out: Path | None = None, minutes: float = 10.
 
     # 1. excitation design ------------------------------------------------------------------------
     t0 = time.monotonic()
-    spec = models_cache.DataSpec(count=n_excitations, period=DEMO_PERIOD_S, speed=0.3, budget_s=3.0)
+    spec = models_cache.DataSpec(count=n_excitations, period=DEMO_PERIOD_S, budget_s=3.0)
     trajs = models_cache.excitation_trajectories(robot_model, spec, progress=_say)
     ref_npz, windows = dds.excitation_npz(robot_model, trajs, work / "excitation.npz")
     summary["steps"]["excitation_s"] = time.monotonic() - t0

@@ -32,7 +32,8 @@ def _task(robot_model: Any, n_moves: int, duration: float) -> Any:
     from idyn_ros.control.reference import MinJerkMove
     from idyn_ros.experiments.tracking import setpoints
 
-    pts = setpoints(np.asarray(robot_model.lower), np.asarray(robot_model.upper), n_moves + 1, seed=11)
+    pts = setpoints(np.asarray(robot_model.lower), np.asarray(robot_model.upper), n_moves + 1, seed=11,
+                    velocity_limit=robot_model.velocity_limit, shortest_move_s=duration)
     return MinJerkMove(pts[0], list(pts[1:]), [duration] * n_moves)
 
 

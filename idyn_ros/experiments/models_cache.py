@@ -53,9 +53,10 @@ AUTO_ROWS: dict[str, str] = {"identified_rbd_friction": "rbd-friction", "hybrid_
 
 
 # Bumped when the recorded data or the models change for the same settings (4: recorded by the controller core,
-# 5: the true profiles gained the joint effects of sim/joint_effects.py),
+# 5: the true profiles gained the joint effects of sim/joint_effects.py, 6: excitations at 0.8 of the limits and
+# artifacts carrying their training velocity range),
 # so cached data and artifacts made by older code are re-recorded / retrained instead of silently reused.
-CACHE_VERSION = 5
+CACHE_VERSION = 6
 
 # Excitation feedback (decision, see ``excitation_controller``): full effort at this position error (rad).
 EXCITATION_FULL_EFFORT_ERROR = 0.25
@@ -84,7 +85,9 @@ class DataSpec:
     count: int = 6
     period: float = 10.0
     harmonics: int = 5
-    speed: float = 0.3
+    # 0.8: the tracking moves peak at <= 0.8 of the velocity limits (tracking.MOVE_VELOCITY_FRACTION); at 0.3 the
+    # recordings reached 0.3-0.45 of them and every fitted friction term was queried far outside its data
+    speed: float = 0.8
     budget_s: float = 4.0  # optimiser wall time per trajectory
     seed: int = 0
 
@@ -203,7 +206,8 @@ def _export_row(res: Any, robot_model: Any, va: Sequence[Any], out_dir: Path, sp
                "residual_gate": None if res.gate is None else res.gate.tolist(),
                "identification": {k: v for k, v in res.identification.items() if not isinstance(v, np.ndarray)},
                **extra}
-    meta = export.build_metadata(res.model, robot_model, res.fingerprint, summary, (res.tau_min, res.tau_max))
+    meta = export.build_metadata(res.model, robot_model, res.fingerprint, summary, (res.tau_min, res.tau_max),
+                                 res.dq_abs_max)
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     onnx_path = out_dir / "model.onnx"

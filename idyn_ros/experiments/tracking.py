@@ -7,7 +7,8 @@ A row/gain where any move trips the safety layer is recorded as failed with the 
 
 Decisions:
 - set points: a fixed seed draws 6 poses uniformly in the middle 50 % of each joint's range around
-  the range centre (clipped to +-1.2 rad from it); move i goes from pose i to pose i+1. Each move
+  the range centre (clipped to +-1.2 rad from it, and so that a 2 s move peaks at <= 80 % of the joint's
+  velocity limit: the iiwa14's joint 1 ran at 143 % before); move i goes from pose i to pose i+1. Each move
   starts at rest after a 0.5 s hold at its start pose (the LSTM warm-up and the controller's hold
   start happen there, as on activation of the controller node).
 - the closed loop runs in-process in lockstep (``idyn_ros.sim.loop``: the controller node's ``Controller``
@@ -40,12 +41,22 @@ PAPER_DURATIONS: tuple[float, ...] = (2.0, 10.0)  # Reuss Sec. V-C
 PAPER_MOVES = 5
 
 
-def setpoints(lower: np.ndarray, upper: np.ndarray, count: int = PAPER_MOVES + 1, seed: int = 3) -> np.ndarray:
-    """``count`` joint poses (count, n) in rad inside the middle half of each range (see module doc)."""
+# A move between two set points peaks at 15/8 x distance / duration (min-jerk); set points are drawn so that even
+# the shortest move stays within this fraction of each joint's velocity limit (a real arm faults at the limit).
+MOVE_VELOCITY_FRACTION = 0.8
+
+
+def setpoints(lower: np.ndarray, upper: np.ndarray, count: int = PAPER_MOVES + 1, seed: int = 3,
+              velocity_limit: np.ndarray | None = None, shortest_move_s: float | None = None) -> np.ndarray:
+    """``count`` joint poses (count, n) in rad inside the middle half of each range (see module doc); with
+    ``velocity_limit`` (rad/s) and ``shortest_move_s``, no move between them exceeds ``MOVE_VELOCITY_FRACTION``
+    of the limit."""
     rng = np.random.default_rng(seed)
     lo = np.where(np.isfinite(lower), lower, -np.pi)
     hi = np.where(np.isfinite(upper), upper, np.pi)
     centre, half = 0.5 * (lo + hi), np.minimum(0.25 * (hi - lo), 1.2)
+    if velocity_limit is not None and shortest_move_s is not None:  # distance <= 2 half, peak 15/8 distance / T
+        half = np.minimum(half, MOVE_VELOCITY_FRACTION * np.asarray(velocity_limit) * shortest_move_s / 3.75)
     return centre + rng.uniform(-1.0, 1.0, size=(count, lo.size)) * half
 
 
@@ -61,7 +72,8 @@ class Move:
 def moves_for(robot_model: Any, n_moves: int = PAPER_MOVES, durations: Sequence[float] = PAPER_DURATIONS,
               seed: int = 3) -> list[Move]:
     """The protocol's moves: ``n_moves`` set-point transitions, each at every duration."""
-    pts = setpoints(np.asarray(robot_model.lower), np.asarray(robot_model.upper), n_moves + 1, seed)
+    pts = setpoints(np.asarray(robot_model.lower), np.asarray(robot_model.upper), n_moves + 1, seed,
+                    robot_model.velocity_limit, min(durations))
     return [Move(pts[i], pts[i + 1], float(d)) for d in durations for i in range(n_moves)]
 
 

@@ -106,8 +106,10 @@ def build_metadata(
     fingerprint: str = "",
     test_metrics: dict[str, Any] | None = None,
     tau_range: tuple[np.ndarray, np.ndarray] | None = None,
+    dq_abs_max: np.ndarray | None = None,
 ) -> dict[str, Any]:
-    """The JSON metadata stored in the artifact (see module docstring)."""
+    """The JSON metadata stored in the artifact (see module docstring); ``dq_abs_max``: the training data's
+    largest |dq| per joint (``training.velocity_range``)."""
     inputs, outputs, state = io_names(model)
     with torch.no_grad():
         pi = model.pi().double().numpy().tolist() if model.inertial is not None else None
@@ -125,6 +127,7 @@ def build_metadata(
         "normalisation": model.norm.to_dict(),
         "tau_min": None if tau_range is None else np.asarray(tau_range[0]).tolist(),
         "tau_max": None if tau_range is None else np.asarray(tau_range[1]).tolist(),
+        "fit_dq_abs_max": None if dq_abs_max is None else np.asarray(dq_abs_max, dtype=np.float64).tolist(),
         "parameters": {
             "inertial": pi,  # (n, 10) pinocchio order [m, mc, Ixx, Ixy, Iyy, Ixz, Iyz, Izz] about joint origin
             "armature": armature,  # (n,) kg m^2 reflected rotor inertia (tau_j += Ia_j ddq_j, M_jj += Ia_j) or None

@@ -43,7 +43,7 @@ def save_model(path: str | Path, result: TrainResult, pi0: np.ndarray, metrics: 
     """``effort``: how the training data's efforts became torques (``models.current_gains``), None for torques;
     ``uncertainty``: ``models.uncertainty.torque_uncertainty`` of the validation residuals."""
     checkpoint.save({"cfg": result.cfg.to_dict(), "state": result.model.state_dict(), "n": result.model.n,
-                     "pi0": pi0, "tau_min": result.tau_min, "tau_max": result.tau_max,
+                     "pi0": pi0, "tau_min": result.tau_min, "tau_max": result.tau_max, "dq_abs_max": result.dq_abs_max,
                      "fingerprint": result.fingerprint, "metrics": metrics,
                      "identification": result.identification, "r_feature_version": R_FEATURE_VERSION,
                      "effort": effort, "uncertainty": uncertainty}, path)
@@ -68,7 +68,7 @@ def load_model(path: str | Path) -> tuple[TorqueModel, dict[str, Any]]:
 def export_model(model: TorqueModel, ck: dict[str, Any], robot: Any, out: str | Path) -> str:
     """Write the ONNX artifact for a rebuilt model; returns the model id."""
     tr = None if ck.get("tau_min") is None else (ck["tau_min"], ck["tau_max"])
-    meta = ex.build_metadata(model, robot, ck.get("fingerprint", ""), ck.get("metrics"), tr)
+    meta = ex.build_metadata(model, robot, ck.get("fingerprint", ""), ck.get("metrics"), tr, ck.get("dq_abs_max"))
     meta["effort"] = ck.get("effort") or {"kind": "torque", "unit": "Nm"}
     meta["uncertainty"] = ck.get("uncertainty")
     return ex.export_onnx(model, robot, out, meta)

@@ -79,6 +79,12 @@ class TrainResult:
     stopped: str = ""
     initial_val: float = float("nan")  # validation loss of the initial (physics-only) model
     gate: np.ndarray | None = None  # (n,) residual gate fitted on validation (None: not fitted)
+    dq_abs_max: np.ndarray | None = None  # (n,) largest |dq| per joint in the training data (rad/s)
+
+
+def velocity_range(recs: Sequence[Recording]) -> np.ndarray:
+    """Largest |dq| per joint over recordings: the range the runtime holds a fitted model's velocity to."""
+    return np.max([np.abs(r.dq).max(axis=0) for r in recs], axis=0).astype(np.float64)
 
 
 def prepare(pin_model: Any, rec: Recording, need_y: bool, need_r: bool = False) -> Prepared:
@@ -355,7 +361,8 @@ def fit(
     tau_min, tau_max = tau_all.min(0).values, tau_all.max(0).values
     tau_range = (tau_max - tau_min).clamp(min=1e-6)  # Reuss Sec. IV min-max scaling
     result = TrainResult(model, cfg, [], id_info, tau_min.numpy().astype(np.float64),
-                         tau_max.numpy().astype(np.float64), train_sha)
+                         tau_max.numpy().astype(np.float64), train_sha,
+                         dq_abs_max=velocity_range(train))
     params = [p for p in model.parameters() if p.requires_grad]
     if not params:
         result.stopped = "nothing to train (physics only)"

@@ -7,6 +7,11 @@ inertial parameters in the metadata, friction with the numpy formulas (same basi
 and runs in ONNX Runtime only the residual subgraph, cut out of the artifact once at load time
 with ``onnx.utils.Extractor``. ``rbd_backend="onnx"`` runs the whole graph; a test checks both
 paths agree. Per tick nothing is logged and only small fixed-size arrays are touched.
+
+Velocity range: on the split path, friction and residual are evaluated at dq held to ``fit_dq_abs_max`` (the
+training data's largest |dq| per joint, in the metadata) and RBD at the measured dq. The whole graph in ONNX
+(``rbd_backend="onnx"``; kinds without inertial parameters: lstm, delan, GP) runs exactly as exported, unheld,
+since its physics-like parts need the measured velocity. Artifacts without the entry are not held.
 """
 
 from __future__ import annotations
@@ -130,6 +135,11 @@ class ModelRuntime:
             self._sess = ort.InferenceSession(graph.SerializeToString(), so, providers=["CPUExecutionProvider"])
             self._setup_binding()
         self._out = TorquePrediction(*(np.zeros(n) for _ in range(4)))
+        # Decision: friction and residual see |dq| held to the training data's largest (RBD the measured dq): fits do
+        # not extrapolate, and a viscous term fitted below 0.7 rad/s ran a soft-gain iiwa joint into its limit at 2.
+        lim = meta.get("fit_dq_abs_max")  # held only where RBD runs apart (pinocchio): see the module docstring
+        self.dq_fit_limit = None if lim is None or self._pin is None else np.asarray(lim, dtype=np.float64)
+        self._dq_fit = np.zeros(n)
         self._fric_in_graph = self._sess is not None and "tau_friction" in self._outb
         if self._sess is not None:  # direct references: no dict lookups per tick
             self._q_in, self._dq_in = self._in["q"][0], self._in["dq"][0]
@@ -197,9 +207,12 @@ class ModelRuntime:
         out = self._out
         if self._pin is not None:
             out.rbd[:] = self._pin.rnea(q, dq, ddq)
+        dq_fit = dq
+        if self.dq_fit_limit is not None:
+            dq_fit = np.clip(dq, -self.dq_fit_limit, self.dq_fit_limit, out=self._dq_fit)
         if self._sess is not None:
             self._q_in[:] = q
-            self._dq_in[:] = dq
+            self._dq_in[:] = dq_fit
             if self._ddq_in is not None:
                 self._ddq_in[:] = ddq
             if self._rbd_in is not None:
@@ -213,7 +226,7 @@ class ModelRuntime:
             if self.backend == "onnx":
                 out.rbd[:] = self._rbd_out
         elif self._kinds:
-            out.friction[:] = friction_torque(dq, self._fric, self._kinds)
+            out.friction[:] = friction_torque(dq_fit, self._fric, self._kinds)
         np.add(out.rbd, out.friction, out=out.total)
         np.add(out.total, out.residual, out=out.total)
         return out

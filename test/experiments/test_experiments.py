@@ -226,3 +226,14 @@ def test_dds_cross_check_matches_in_process(tmp_path):
     r = cross_check("panda", mv.start, mv.goal, 1.0, "stiff", tmp_path, move_in=1.0, progress=False)
     assert r["dds"]["samples"] > 900
     assert abs(r["dds"]["rmse_deg"] - r["in_process"]["rmse_deg"]) < 0.5 * r["in_process"]["rmse_deg"] + 0.5
+
+
+@pytest.mark.parametrize("robot", ["panda", "iiwa14", "ur5"])
+def test_tracking_moves_stay_within_the_velocity_limits(robot):
+    """Every protocol move peaks at <= 80 % of each joint's velocity limit (min-jerk peak: 15/8 d / T)."""
+    from idyn_ros.dynamics import RobotModel
+
+    model = RobotModel.from_robot(robot)
+    for mv in tracking.moves_for(model):
+        peak = 15.0 / 8.0 * np.abs(mv.goal - mv.start) / mv.duration
+        assert np.all(peak <= tracking.MOVE_VELOCITY_FRACTION * model.velocity_limit + 1e-12), (robot, mv)

@@ -41,6 +41,7 @@ def test_run_directory_and_metadata(iiwa, synth, hybrid_run):
     assert meta["metrics"]["test"]["nmse"] == on_disk["test"]["nmse"]
     assert len(meta["normalisation"]["x_mean"]) == 21
     assert meta["model_id"] == on_disk["model_id"]
+    np.testing.assert_allclose(meta["fit_dq_abs_max"], np.abs(synth[0].dq).max(axis=0))  # the training data's
 
 
 def test_reexport_is_deterministic(iiwa, hybrid_run, tmp_path):

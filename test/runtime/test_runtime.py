@@ -103,3 +103,36 @@ def test_backends_agree(artifact, robot):
         pa, pb = a.step(q, dq, ddq), b.step(q, dq, ddq)
         for k in ("total", "rbd", "friction", "residual"):
             assert np.abs(getattr(pa, k) - getattr(pb, k)).max() < 1e-5 * max(1.0, np.abs(pb.total).max())
+
+
+def test_fitted_parts_are_held_to_the_training_velocity_range(robot, tmp_path):
+    """Friction beyond the training data's |dq| equals friction at its edge; the RBD part sees the measured dq."""
+    from idyn_ros.models import export as ex
+    from idyn_ros.models.synthetic import fourier_recording, make_true_robot
+    from idyn_ros.models.training import fit
+    from idyn_ros.models.zoo import ModelConfig
+
+    rec = fourier_recording(robot.pin_model, make_true_robot(robot.pin_model), duration=2.0, rate_hz=1000.0)
+    res = fit(ModelConfig(kind="rbd-friction", id_method="ols"), robot, [rec], progress=False)
+    np.testing.assert_allclose(res.dq_abs_max, np.abs(rec.dq).max(axis=0))
+    path = tmp_path / "model.onnx"
+    ex.export_onnx(res.model, robot, path, ex.build_metadata(res.model, robot, dq_abs_max=res.dq_abs_max))
+    rt = ModelRuntime(path, robot)
+    np.testing.assert_allclose(rt.dq_fit_limit, res.dq_abs_max)
+    q, ddq = np.full(robot.n, 0.3), np.zeros(robot.n)
+    edge = rt.step(q, rt.dq_fit_limit, ddq)
+    edge_friction, edge_rbd = edge.friction.copy(), edge.rbd.copy()
+    beyond = rt.step(q, 3.0 * rt.dq_fit_limit, ddq)
+    np.testing.assert_allclose(beyond.friction, edge_friction)
+    assert not np.allclose(beyond.rbd, edge_rbd)  # Coriolis at the measured velocity
+    np.testing.assert_allclose(beyond.rbd, robot.with_identified(rt.inertial, rt.armature).rnea(
+        q, 3.0 * rt.dq_fit_limit, ddq), atol=1e-9)
+    inside = 0.5 * rt.dq_fit_limit
+    np.testing.assert_allclose(rt.step(q, inside, ddq).friction, robot_friction(rt, inside))
+
+
+def robot_friction(rt: ModelRuntime, dq: np.ndarray) -> np.ndarray:
+    from idyn_ros.dynamics.friction import friction_torque
+
+    params = rt.meta["parameters"]
+    return friction_torque(dq, np.asarray(params["friction"]), tuple(params["friction_kinds"]))
