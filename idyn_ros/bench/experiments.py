@@ -91,7 +91,8 @@ def run_benchmarks(quick: bool = False, robots: tuple[str, ...] = ROBOTS) -> dic
     except Exception as exc:  # a figure must not lose the numbers
         sweep["heatmap_error"] = str(exc)
     files["doomed_sweep"] = sweep
-    model = (_work_dir() / "quick" if quick else _work_dir()) / "models" / "panda" / "hybrid_2s" / "model.onnx"
+    # the model idyn train gives by default
+    model = (_work_dir() / "quick" if quick else _work_dir()) / "models" / "panda" / "auto" / "model.onnx"
     files["wrench_observer"] = wrench_eval.evaluate("panda", model if model.is_file() else None)
     return {"_files": files}
 

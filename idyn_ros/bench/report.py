@@ -279,7 +279,7 @@ def _doomed(d: dict) -> Lines:
 
 def _wrench(d: dict) -> Lines:
     rows = []
-    for key, label in (("learned", "learned hybrid"), ("nominal_rbd", "nominal RBD")):
+    for key, label in (("learned", "learned model (auto)"), ("nominal_rbd", "nominal RBD")):
         if key in d:
             r = d[key]
             rows.append([label, r["push"]["direct"]["rmse_mean_n"], r["push"]["momentum"]["rmse_mean_n"],
