@@ -29,7 +29,8 @@ import numpy as np
 
 from idyn_ros.models.metrics import torque_metrics
 
-# (label, ModelConfig overrides). Learned models get the same wall-clock budget each.
+# (label, ModelConfig overrides). Learned models get the same wall-clock budget each; auto gets it per learned
+# candidate it fits (it spends its total on them in turn).
 TABLE: list[tuple[str, dict[str, Any]]] = [
     ("nominal URDF RBD", {"kind": "rbd", "id_method": "nominal", "friction_kinds": ()}),
     ("OLS RBD", {"kind": "rbd", "id_method": "ols", "friction_kinds": ()}),
@@ -42,6 +43,8 @@ TABLE: list[tuple[str, dict[str, Any]]] = [
     ("hybrid E2E (DiffBary+fric+LSTM)", {"kind": "hybrid", "mode": "e2e"}),
     ("hybrid 2S (SDP+fric, then LSTM)", {"kind": "hybrid", "mode": "2s"}),
     ("hybrid-r E2E (+tau_RBD, r inputs)", {"kind": "hybrid-r", "mode": "e2e"}),
+    ("hybrid-j E2E (per-joint MLP residual)", {"kind": "hybrid-j", "mode": "e2e"}),
+    ("auto (idyn train's default)", {"kind": "auto"}),
     ("MLP hybrid 2S", {"kind": "mlp-hybrid", "mode": "2s"}),
     ("black-box LSTM", {"kind": "lstm"}),
     ("DeLaN + friction", {"kind": "delan", "lr": 1e-3}),
@@ -61,7 +64,7 @@ def _kuka_files() -> list[Path] | None:
 def _table(robot: Any, train: list, val: list, test: list, minutes: float, epochs: int,
            only: list[str] | None = None, out_dir: Path | None = None) -> dict[str, Any]:
     from idyn_ros.models.pipeline import train_run
-    from idyn_ros.models.zoo import ModelConfig
+    from idyn_ros.models.zoo import E2E_KINDS, ModelConfig
 
     rows: dict[str, Any] = {}
     tmp = tempfile.TemporaryDirectory()  # run directories when out_dir is None: every row is exported
@@ -72,7 +75,8 @@ def _table(robot: Any, train: list, val: list, test: list, minutes: float, epoch
         cfg = ModelConfig(epochs=epochs, **over)
         t0 = time.perf_counter()
         d = root / label.split(" (")[0].replace(" ", "_").replace("+", "")
-        res, m = train_run(cfg, robot, train, val, test, d, max_minutes=minutes, progress=False)
+        budget = minutes * _learned_candidates() if cfg.kind == "auto" else minutes
+        res, m = train_run(cfg, robot, train, val, test, d, max_minutes=budget, progress=False)
         row = {
             "test_nmse": m["test"]["nmse"], "test_nmse_mean": m["test"]["nmse_mean"],
             "test_nmse_max": m["test"]["nmse_max"], "test_rmse_nm": m["test"]["rmse_nm"],
@@ -81,6 +85,8 @@ def _table(robot: Any, train: list, val: list, test: list, minutes: float, epoch
             "seconds": round(time.perf_counter() - t0, 1), "stopped": m["stopped"],
             "model_id": m["model_id"], "onnx_test_nmse_mean": _onnx_nmse_mean(d / "model.onnx", robot, test),
         }
+        if "selected" in m:
+            row["selected"] = m["selected"]
         if res.model.inertial is not None:
             from idyn_ros.models import rbd
 
@@ -88,7 +94,7 @@ def _table(robot: Any, train: list, val: list, test: list, minutes: float, epoch
                 pi = res.model.pi().double().numpy()
             row["min_pseudo_inertia_eig"] = float(rbd.min_pseudo_inertia_eig(pi).min())
             row["_pi"] = pi
-        if res.model.inertial is not None and cfg.kind in ("hybrid", "hybrid-r"):
+        if res.model.inertial is not None and res.cfg.kind in E2E_KINDS:
             # what the physics part alone contributes inside the trained hybrid (Reuss Table II "RBD+Sign E2E")
             from idyn_ros.models.training import predict
 
@@ -102,6 +108,12 @@ def _table(robot: Any, train: list, val: list, test: list, minutes: float, epoch
               f"({row['seconds']} s)", flush=True)
     tmp.cleanup()
     return rows
+
+
+def _learned_candidates() -> int:
+    from idyn_ros.models.auto import CANDIDATES
+
+    return sum(1 for _, over in CANDIDATES if over["kind"] not in ("rbd", "rbd-friction"))
 
 
 def _onnx_nmse_mean(artifact: Path, robot: Any, test: list) -> float:
