@@ -108,7 +108,7 @@ class Controller:
         self.ticks = 0
         self.last_rx_ns = -1
         self._ff_rx_ns = self._ff_stamp_ns = self._off_rx_ns = -1
-        self._have_ref = self._holding = self._first_command = False
+        self._have_ref = self._holding = self._first_command = self._restart_silence_clock = False
         self._ramp_ticks = 0
         self.set_params(params, safe_mode)
 
@@ -194,6 +194,7 @@ class Controller:
         self._ramp_ticks = 0
         self._at_limit_ticks[:] = 0
         self.last_rx_ns = -1
+        self._restart_silence_clock = False
         self.active = True
 
     def deactivate(self) -> None:
@@ -247,6 +248,7 @@ class Controller:
         duplicate stamp, or no trusted state yet to hold.
         """
         self.last_rx_ns = now_ns
+        self._restart_silence_clock = False  # a state after the hold start: silence counts from here as usual
         if not self.active:
             return None
         f, wd, p = self.filter, self.watchdog, self.params
@@ -293,6 +295,10 @@ class Controller:
         """The watchdog timer (every period): the safe command when the joint state went silent, else None."""
         if not self.active or self.last_rx_ns < 0 or self.watchdog.tripped or self.filter.samples == 0:
             return None
+        if self._restart_silence_clock:
+            self._restart_silence_clock = False
+            self.last_rx_ns = max(self.last_rx_ns, now_ns)
+            return None
         if self.watchdog.check_state_age(now_ns, self.last_rx_ns):
             return None
         self._safe_torque(self.filter.q, self.filter.dq, self.tau)  # from the last trusted state
@@ -307,6 +313,10 @@ class Controller:
         self._first_command = True
         if self.embedded and self.params.use_feedforward:
             self.ff.warm_up(q)
+        # the warm-up (tens of ms) is not input silence: a braked lockstep plant advances sim time meanwhile, which
+        # tripped "stale joint state" at every start over DDS; until the next state, the silence clock restarts at
+        # the next watchdog tick
+        self._restart_silence_clock = True
         self._holding = True
 
     def _law(self, q: np.ndarray, dq: np.ndarray, now_ns: int) -> bool:

@@ -83,6 +83,18 @@ def test_a_silent_input_recovers_with_a_ramp_instead_of_latching_forever():
     assert c.mode == MODE_ACTIVE and c.watchdog.recoveries == 1
 
 
+def test_the_start_up_warm_up_is_not_input_silence():
+    """Over DDS the first state's model warm-up let a braked lockstep plant advance sim time: stale at every start."""
+    c = _core(torque_rate_limit=-1.0)
+    c.activate()
+    _tick(c, 0)  # the hold starts here (the feedforward warm-up runs in this tick)
+    assert c.check_input(NOW + 5 * 1_000_000) is None and c.mode == MODE_ACTIVE  # 5 ms passed during the warm-up
+    _tick(c, 6)
+    assert c.check_input(NOW + 7 * 1_000_000) is None
+    np.testing.assert_allclose(c.check_input(NOW + 11 * 1_000_000), _safe(c))  # silence after that still counts
+    assert "stale joint state" in c.reason
+
+
 def test_torque_rate_limit_changed_at_run_time_takes_effect():
     c = _core(torque_rate_limit=1000.0)
     c.activate()
