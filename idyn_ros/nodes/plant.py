@@ -287,8 +287,10 @@ class PlantNode(Node):
             stamp_ns = int(label[len(STAMP_LABEL):])
         except ValueError:
             return True
-        if stamp_ns <= 0:  # "-1": the controller's watchdog answered no state (a safe command), nothing to time
+        if stamp_ns < 0:  # "-1": the controller's watchdog answered no state (a safe command), nothing to time
             return False
+        if stamp_ns == 0:  # the state at sim time 0 (lockstep start): answered, nothing to time
+            return True
         now_ns = round(self.plant.time * 1e9) if self.lockstep else self.get_clock().now().nanoseconds
         self._latency[self._n_latency % self._latency.size] = (now_ns - stamp_ns) * 1e-9
         self._n_latency += 1
