@@ -102,8 +102,8 @@ def test_identify_payload_service_on_the_plant(identified_over_dds):
 
 @pytest.mark.slow
 @pytest.mark.xfail(strict=True, reason="on the true plant with joint effects the short 6 s excitation over DDS puts "
-                   "the CoM 2-3 cm off (1 cm before them); the full excitation of idyn bench --only payload stays within "
-                   "3.3 mm")
+                   "the CoM 2-3 cm off (1 cm before them); the full excitation of idyn bench --only payload stays "
+                   "within 3.3 mm")
 def test_identified_payload_com_within_1_cm(identified_over_dds):
     reply, _ = identified_over_dds
     assert np.linalg.norm([reply.com.x - 0.05, reply.com.y + 0.04, reply.com.z - 0.06]) < 0.01
