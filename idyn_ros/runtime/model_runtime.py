@@ -139,6 +139,7 @@ class ModelRuntime:
         # not extrapolate, and a viscous term fitted below 0.7 rad/s ran a soft-gain iiwa joint into its limit at 2.
         lim = meta.get("fit_dq_abs_max")  # held only where RBD runs apart (pinocchio): see the module docstring
         self.dq_fit_limit = None if lim is None or self._pin is None else np.asarray(lim, dtype=np.float64)
+        self._dq_fit_low = None if self.dq_fit_limit is None else -self.dq_fit_limit  # no negation per tick
         self._dq_fit = np.zeros(n)
         self._fric_in_graph = self._sess is not None and "tau_friction" in self._outb
         if self._sess is not None:  # direct references: no dict lookups per tick
@@ -209,7 +210,7 @@ class ModelRuntime:
             out.rbd[:] = self._pin.rnea(q, dq, ddq)
         dq_fit = dq
         if self.dq_fit_limit is not None:
-            dq_fit = np.clip(dq, -self.dq_fit_limit, self.dq_fit_limit, out=self._dq_fit)
+            dq_fit = np.clip(dq, self._dq_fit_low, self.dq_fit_limit, out=self._dq_fit)
         if self._sess is not None:
             self._q_in[:] = q
             self._dq_in[:] = dq_fit
