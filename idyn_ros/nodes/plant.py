@@ -165,12 +165,9 @@ class PlantNode(Node):
         start = time.monotonic()
         accepted = self.gate.submit(msg.data, self.plant.time)
         dim = msg.layout.dim
-        answers_a_state = True
         if dim and dim[0].label.startswith(STAMP_LABEL):
-            answers_a_state = self._record_latency(dim[0].label)
-        # lockstep: a watchdog's safe command (stamp -1) answers no state: it replaces the command but must not
-        # advance time, or each one steps the plant past the controller and makes the next state look stale
-        if self.lockstep and answers_a_state and (accepted or self.gate.started):
+            self._record_latency(dim[0].label)
+        if self.lockstep and (accepted or self.gate.started):
             self._answer_wait[self._n_answer_wait % self._answer_wait.size] = start - self._last_publish_wall
             self._n_answer_wait += 1
             self._advance(self.gate.command(self.plant.time))
@@ -281,20 +278,16 @@ class PlantNode(Node):
             self._rt_ticks = 0
         self._publish()
 
-    def _record_latency(self, label: str) -> bool:
-        """Time the command's round trip; False when it answers no state (the controller's watchdog)."""
+    def _record_latency(self, label: str) -> None:
         try:
             stamp_ns = int(label[len(STAMP_LABEL):])
         except ValueError:
-            return True
-        if stamp_ns < 0:  # "-1": the controller's watchdog answered no state (a safe command), nothing to time
-            return False
-        if stamp_ns == 0:  # the state at sim time 0 (lockstep start): answered, nothing to time
-            return True
+            return
+        if stamp_ns <= 0:  # "-1": the controller's watchdog answered no state (a safe command), nothing to time
+            return
         now_ns = round(self.plant.time * 1e9) if self.lockstep else self.get_clock().now().nanoseconds
         self._latency[self._n_latency % self._latency.size] = (now_ns - stamp_ns) * 1e-9
         self._n_latency += 1
-        return True
 
     # --- services ------------------------------------------------------------------------------------
 
