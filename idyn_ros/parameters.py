@@ -367,6 +367,9 @@ class WrenchObserverParams(CommonParams):
                                     "comes from contact-free data; see control/wrench_trust.py)", lo=0.1, hi=1e3)
     contact_off_sigma: float = param(3.0, "contact released below this many sigma (<= contact_on_sigma)", lo=0.1,
                                      hi=1e3)
+    stiction_band: bool = param(True, "at standstill, report per joint the external torque closest to zero that the "
+                                "model's break-away friction allows (a joint held by static friction shows no "
+                                "contact); off without a friction model")
     tau_sigma: tuple[float, ...] = param((), "Nm per joint, 1-sigma of the model torque while moving; [] = the model's "
                                          "validation RMSE, else 5 % of the effort limit", lo=0.0, hi=1e4, length="n",
                                          read_only=True)

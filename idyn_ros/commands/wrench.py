@@ -60,6 +60,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--point-moment", type=float, default=d.point_moment_nm, metavar="NM",
                         help="point contact: 1-sigma moment it transmits at the flange [Nm]")
     parser.add_argument("--no-auto-rezero", action="store_true", help="no automatic re-zero at rest")
+    parser.add_argument("--no-stiction-band", action="store_true",
+                        help="report the raw residual at standstill (default: per joint the external torque closest "
+                             "to zero that the model's break-away friction allows)")
     parser.add_argument("--ft-topic", help="WrenchStamped topic of an F/T sensor to score against")
     parser.add_argument("--ft-sign", type=float, choices=(1.0, -1.0), default=1.0,
                         help="+1 (default): the sensor reports the wrench applied to it (environment on robot)")
@@ -81,7 +84,7 @@ def run(args: argparse.Namespace) -> int:
 
     robot = wr.robot_for(read_metadata(args.model), args.robot)  # a damaged or foreign file stops here, said once
     settings = TrustSettings(contact_model=args.contact_model, point_moment_nm=args.point_moment,
-                             auto_rezero=not args.no_auto_rezero)
+                             auto_rezero=not args.no_auto_rezero, stiction_band=not args.no_stiction_band)
     rep = wr.replay(args.model, args.data, robot, args.rate, args.effort_unit, settings, args.observer_gain,
                     primary=args.primary, topic=args.topic)
     summary, arrays = wr.score(rep, args.data, args.ft_topic, args.vendor_topic or None, args.ft_sign,

@@ -106,6 +106,12 @@ class FeedforwardComputer:
         """The model's torque uncertainty from its validation residuals (``tau_sigma_nm``...), None if unknown."""
         return None if self.runtime is None else self.runtime.uncertainty
 
+    @property
+    def static_friction(self) -> np.ndarray | None:
+        """The model's per-joint break-away friction [Nm] (``dynamics.friction.static_friction_level``), None
+        without a friction model (or in fallback)."""
+        return None if self.runtime is None else self.runtime.static_friction
+
     def feedback_model(self) -> Any:
         """The ``RobotModel`` whose M(q) the controller's feedback and the observers use: this artifact's identified
         inertials + armature when it has them, else the nominal URDF (``RobotModel.with_identified``)."""

@@ -116,6 +116,22 @@ def friction_torque(dq: np.ndarray, coeffs: np.ndarray, kinds: Sequence[str]) ->
     return np.einsum("...nb,nb->...n", friction_basis(dq, kinds), np.asarray(coeffs, dtype=np.float64))
 
 
+def static_friction_level(coeffs: np.ndarray, kinds: Sequence[str]) -> np.ndarray:
+    """Per-joint break-away torque (n,) in Nm: the velocity-sign terms' level (coulomb + stribeck + sigmoid; the
+    larger side of asymmetric), 0 where the fit is unphysical (negative). At standstill friction can be anything
+    within +- this, which is what the wrench observer's stiction band uses."""
+    c = np.asarray(coeffs, dtype=np.float64)
+    level = np.zeros(c.shape[0])
+    col = 0
+    for k in kinds:
+        if k in ("coulomb", "stribeck", "sigmoid"):
+            level += c[:, col]
+        elif k == "asymmetric":
+            level += np.maximum(c[:, col], c[:, col + 1])  # the level moving up, the level moving down
+        col += KIND_COLUMNS[k]
+    return np.maximum(level, 0.0)
+
+
 def friction_regressor(dq: np.ndarray, kinds: Sequence[str]) -> np.ndarray:
     """Block-diagonal friction regressor (..., n, n*B) so that ``tau_f = F @ coeffs.ravel()``."""
     phi = friction_basis(dq, kinds)  # (..., n, B)

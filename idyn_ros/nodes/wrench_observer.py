@@ -61,7 +61,7 @@ def trust_settings(v: WrenchObserverParams) -> TrustSettings:
                              auto_rezero=v.auto_rezero, rest_velocity=v.rest_velocity, rest_time=v.rest_time,
                              pose_tolerance=v.pose_tolerance, settle_time=v.settle_time,
                              contact_on_sigma=v.contact_on_sigma,
-                             contact_off_sigma=v.contact_off_sigma)
+                             contact_off_sigma=v.contact_off_sigma, stiction_band=v.stiction_band)
     except ValueError as exc:
         raise ParameterError(str(exc)) from None
 
@@ -110,7 +110,8 @@ class WrenchObserverNode(Node):
             np.asarray(unc["tau_sigma_nm"]) if unc and unc.get("tau_sigma_nm") else None)
         sigma_rest = np.asarray(v.tau_sigma_rest) if v.tau_sigma_rest else (
             np.asarray(unc["tau_sigma_rest_nm"]) if unc and unc.get("tau_sigma_rest_nm") else None)
-        self.trust = TrustedWrench(self.observer.rbd, trust_settings(v), sigma, sigma_rest)
+        self.trust = TrustedWrench(self.observer.rbd, trust_settings(v), sigma, sigma_rest,
+                                   trusted_model.static_friction if trusted_model is not None else None)
         self.get_logger().info(self.trust.describe())
         self._apply_tunables(v)
         self.params.on_change.append(self._apply_tunables)

@@ -21,7 +21,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from idyn_ros.dynamics.friction import friction_torque
+from idyn_ros.dynamics.friction import friction_torque, static_friction_level
 from idyn_ros.errors import ModelArtifactError
 from idyn_ros.models.artifact import load_artifact, read_metadata  # torch-free; read_metadata re-exported
 
@@ -106,6 +106,8 @@ class ModelRuntime:
             self.torque_constants = k
         # per-joint 1-sigma of the model's torque [Nm] from its validation residuals (None: not recorded)
         self.uncertainty = meta.get("uncertainty")
+        # per-joint break-away friction [Nm] of the identified friction model (None: the model has none)
+        self.static_friction = static_friction_level(self._fric, self._kinds) if self._kinds else None
         has_residual = meta["model_kind"] not in ("rbd", "rbd-friction")
         needs_rbd_input = "tau_rbd" in self._residual_inputs(model) if has_residual else False
         if rbd_backend == "pinocchio" and params.get("inertial") is not None:

@@ -177,3 +177,31 @@ def test_plant_singular_pose_is_flagged_and_the_rest_estimated():
     s = wrench_trust_eval.singular("ur5")
     assert s["rank"] == 5 and s["singular_flag"] and s["sigma_inf_axes"] >= 1
     assert s["observable_force_rmse_n"] < 0.5 * s["applied_force_n"]
+
+
+def test_stiction_band_reports_the_external_torque_closest_to_zero_that_static_friction_allows(ur5):
+    from idyn_ros.control.wrench_trust import StictionBand
+    from idyn_ros.dynamics.friction import DQ_LIM
+
+    band = StictionBand(np.array([2.0, 2.0, 2.0, 1.0, 1.0, 1.0]))
+    tau = np.array([1.5, -3.0, 5.0, 0.5, -1.5, 3.0])
+    dq = np.array([0.0, 0.0, 0.0, 0.0, DQ_LIM / 2, 2 * DQ_LIM])  # still, still, still, still, slipping, sliding
+    np.testing.assert_allclose(band.apply(tau, dq), [0.0, -1.0, 3.0, 0.0, -1.0, 3.0])
+
+
+def test_trust_stage_holds_a_joint_torque_inside_the_friction_band_as_no_contact(ur5):
+    sigma, rest = np.full(6, 1.0), np.full(6, 0.05)
+    level = np.full(6, 3.0)
+    banded = TrustedWrench(ur5, TrustSettings(auto_rezero=False), sigma, rest, static_friction=level)
+    raw = TrustedWrench(ur5, TrustSettings(auto_rezero=False, stiction_band=False), sigma, rest,
+                        static_friction=level)
+    hunting = np.array([0.0, 2.5, 0.0, 0.0, 0.0, 0.0])  # a PI loop winding joint 2 up against static friction
+    assert not _feed(banded, ur5, 0.2, hunting).contact and np.abs(banded.out.base).max() == 0.0
+    assert np.linalg.norm(_feed(raw, ur5, 0.2, hunting).base[:3]) > 1.0  # without the band: a phantom force
+    push = _push(ur5, -60.0)  # far beyond the band: seen, shrunk by at most the band on each joint
+    est = _feed(banded, ur5, 0.2, push)
+    assert est.contact and np.all(np.abs(est.tau_ext - push) <= level + 1e-9)
+    moving = _feed(banded, ur5, 0.2, hunting, dq=np.full(6, 0.5))  # sliding: the band is gone
+    np.testing.assert_allclose(moving.tau_ext, hunting)
+    assert "stiction band on" in banded.describe()
+    assert "no stiction band" in TrustedWrench(ur5, tau_sigma=sigma).describe()

@@ -48,3 +48,12 @@ def test_parse_kinds():
     assert fr.parse_kinds("none") == ()
     with pytest.raises(ParameterError, match="unknown friction kind"):
         fr.parse_kinds("coulomb,dahl")
+
+
+def test_static_friction_level_is_the_break_away_torque_of_each_kind():
+    from idyn_ros.dynamics.friction import static_friction_level
+
+    kinds = ("coulomb", "viscous", "asymmetric", "stribeck", "offset")
+    coeffs = np.array([[2.0, 5.0, 1.0, 3.0, 0.5, -4.0],  # 2 + max(1, 3) + 0.5; viscous and offset do not count
+                       [-1.0, 5.0, 0.0, 0.0, 0.0, 9.0]])  # a negative Coulomb fit is unphysical: no band
+    np.testing.assert_allclose(static_friction_level(coeffs, kinds), [5.5, 0.0])
