@@ -321,8 +321,16 @@ def _ur5(d: dict) -> Lines:
             f"{fmt(p['bias_after_auto_rezero_n'])} N after the automatic re-zero; false alarms "
             f"{fmt(100 * p['false_alarm_rate'])} %; detection "
             + ", ".join(f"{fmt(x['force_n'])} N {fmt(100 * x['detection_rate'])} %" for x in p["pushes"])
-            + f". Singular pose: rank {d['plant_trust']['singular_pose']['rank']}, flagged "
+            + f" (nominal model, sigma calibrated on the plant). Singular pose: rank "
+            f"{d['plant_trust']['singular_pose']['rank']}, flagged "
             f"{d['plant_trust']['singular_pose']['singular_flag']}.", ""]
+    learned = d.get("plant_trust_identified_model")
+    if learned:
+        p = learned["pushes"]
+        out += [f"Plant, with {learned['model']} (sigma from its validation residuals; {p['stiction_band']}): "
+                f"false alarms {fmt(100 * p['false_alarm_rate'])} %; detection "
+                + ", ".join(f"{fmt(x['force_n'])} N {fmt(100 * x['detection_rate'])} % (RMSE {fmt(x['rmse_n'])} N)"
+                            for x in p["pushes"]) + ".", ""]
     return out
 
 

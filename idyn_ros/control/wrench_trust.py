@@ -347,12 +347,12 @@ class TrustedWrench:
     def describe(self) -> str:
         s = self.settings
         return (f"trust: sigma from {self.sigma_source}; contact at {s.contact_on_sigma:g} sigma (released at "
-                f"{s.contact_off_sigma:g}); {self._describe_band()}; auto re-zero "
+                f"{s.contact_off_sigma:g}); {self.describe_band()}; auto re-zero "
                 f"{'on' if s.auto_rezero else 'off'} after {s.rest_time:g} s below {s.rest_velocity:g} rad/s; "
                 f"contact model {s.contact_model}; directions with singular value < {s.min_singular_value:g} "
                 f"dropped and flagged")
 
-    def _describe_band(self) -> str:
+    def describe_band(self) -> str:
         if self.stiction is None:
             return "no stiction band (the model has no friction model)"
         levels = " ".join(f"{x:.2g}" for x in self.stiction.level)

@@ -57,6 +57,9 @@ AUTO_ROWS: dict[str, str] = {"identified_rbd_friction": "rbd-friction", "hybrid_
 # artifacts carrying their training velocity range),
 # so cached data and artifacts made by older code are re-recorded / retrained instead of silently reused.
 CACHE_VERSION = 6
+# Bumped when the exported artifacts change for the same data and training (2: they carry their validation
+# uncertainty, which the wrench observer's trust stage reads): cached models are re-exported, the data is kept.
+ARTIFACT_VERSION = 2
 
 # Excitation feedback (decision, see ``excitation_controller``): full effort at this position error (rad).
 EXCITATION_FULL_EFFORT_ERROR = 0.25
@@ -198,6 +201,8 @@ def _export_row(res: Any, robot_model: Any, va: Sequence[Any], out_dir: Path, sp
     """model.onnx + metrics.json (validation summary) + spec.json of one row; returns model.onnx."""
     from idyn_ros.models import export
     from idyn_ros.models.auto import scores
+    from idyn_ros.models.training import predict
+    from idyn_ros.models.uncertainty import torque_uncertainty
 
     full, phys = scores(res, robot_model, va)
     summary = {"val_nmse_mean": full["nmse_mean"], "val_rmse_mean_nm": full["rmse_mean_nm"],
@@ -208,6 +213,8 @@ def _export_row(res: Any, robot_model: Any, va: Sequence[Any], out_dir: Path, sp
                **extra}
     meta = export.build_metadata(res.model, robot_model, res.fingerprint, summary, (res.tau_min, res.tau_max),
                                  res.dq_abs_max)
+    meta["uncertainty"] = torque_uncertainty([("val", va, [predict(res.model, robot_model.pin_model, r)["tau"]
+                                                             for r in va])])
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     onnx_path = out_dir / "model.onnx"
@@ -221,6 +228,7 @@ def _row_spec(name: str, settings: dict[str, Any], train: Sequence[Path], val: S
               epochs: int, seed: int) -> dict[str, Any]:
     return {"row": name, **settings, "train": [str(p) for p in train], "val": [str(p) for p in val],
             "minutes": minutes, "epochs": epochs, "seed": seed, "cache_version": CACHE_VERSION,
+            "artifact_version": ARTIFACT_VERSION,
             "data_sha256": _files_digest([*train, *val])}
 
 

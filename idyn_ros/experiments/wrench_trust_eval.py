@@ -53,8 +53,9 @@ def pose(robot: str = "ur5") -> np.ndarray:
 
 
 def run(robot: str, q0: np.ndarray, events: list, duration: float, trust: Any = None, reference: Any = None,
-        rezero_at: float | None = None) -> Run:
-    """One closed-loop episode holding ``q0`` (or following ``reference``) with the observer and ``trust`` stage."""
+        rezero_at: float | None = None, model: Any = None) -> Run:
+    """One closed-loop episode holding ``q0`` (or following ``reference``) with the observer (nominal RBD, or the
+    loaded ``model``: a ``FeedforwardComputer``) and ``trust`` stage."""
     from idyn_ros.control.wrench import WrenchObserver
     from idyn_ros.dynamics import RobotModel
     from idyn_ros.experiments.tracking import make_feedforward
@@ -64,7 +65,7 @@ def run(robot: str, q0: np.ndarray, events: list, duration: float, trust: Any = 
     robot_model = RobotModel.from_robot(robot)
     plant = Plant(robot, "true")
     dt = plant.control_dt
-    obs = WrenchObserver(robot_model, 1.0 / dt, None)
+    obs = WrenchObserver(robot_model, 1.0 / dt, model)
     obs.set_tunables(50.0, 0.01, 0.0, 0.0, 1.0)  # the node's default damping for the old, raw wrench
     ref = reference or Hold(q0, duration=duration)
     rows: dict[str, list] = {k: [] for k in Run.__dataclass_fields__}
@@ -129,26 +130,43 @@ def push_events(pushes: tuple[float, ...] = PUSHES_N) -> tuple[list, list[tuple[
     return events, windows
 
 
-def evaluate(robot: str = "ur5", settings: Any = None) -> dict[str, Any]:
-    """The numbers: bias after the automatic and the requested re-zero, detection per push, false-alarm rate."""
+def evaluate(robot: str = "ur5", settings: Any = None, model_path: Any = None) -> dict[str, Any]:
+    """The numbers: bias after the automatic and the requested re-zero, detection per push, false-alarm rate.
+
+    Without ``model_path``: the nominal observer with sigma calibrated on the plant (module doc). With it: the
+    observer runs that artifact, and the trust stage takes sigma and the stiction band from it, as the node does.
+    """
+    from idyn_ros.control.feedforward import FeedforwardComputer
     from idyn_ros.control.wrench_trust import TrustedWrench, TrustSettings
     from idyn_ros.dynamics import RobotModel
+    from idyn_ros.sim import Plant
 
     q0 = pose(robot)
-    sigma, rest = calibrate(robot, q0)
     robot_model = RobotModel.from_robot(robot)
     settings = settings or TrustSettings()
     events, windows = push_events()
     end = windows[-1][1] + GAP_S
-    trust = TrustedWrench(robot_model, settings, sigma, rest)
-    r = run(robot, q0, events, end, trust, rezero_at=end - 0.5)
+    model = None
+    if model_path is None:
+        sigma, rest = calibrate(robot, q0)
+        trust = TrustedWrench(robot_model, settings, sigma, rest)
+    else:
+        model = FeedforwardComputer(robot_model, model_path, "none", 1.0 / Plant(robot, "true").control_dt)
+        if model.fallback:
+            raise RuntimeError(model.fallback_reason)
+        trust = TrustedWrench.from_model(robot_model.with_identified(model.inertial_parameters, model.armature),
+                                         model, settings)
+        sigma, rest = trust.tau_sigma, trust.tau_sigma_rest
+    r = run(robot, q0, events, end, trust, rezero_at=end - 0.5, model=model)
     first_zero = r.t[np.argmax(r.rezeroed)] if r.rezeroed.any() else np.inf
     quiet = np.ones(len(r.t), bool)
     for t_on, t_off, _ in windows:
         quiet &= ~((r.t >= t_on) & (r.t < t_off + TRANSIENT_S + 0.35))
     before = (r.t > first_zero) & (r.t < windows[0][0]) & quiet
     out: dict[str, Any] = {
-        "robot": robot, "profile": "true", "observer": "nominal RBD, momentum observer K_O 50 1/s",
+        "robot": robot, "profile": "true",
+        "observer": f"{'nominal RBD' if model is None else model_path}, momentum observer K_O 50 1/s",
+        "sigma_source": trust.sigma_source, "stiction_band": trust.describe_band(),
         "tau_sigma_nm": sigma.tolist(), "tau_sigma_rest_nm": rest.tolist(),
         "first_auto_rezero_s": float(first_zero - r.t[0]),
         "bias_before_rezero_n": float(np.linalg.norm(r.raw[before, :3] - r.applied[before, :3], axis=1).mean()),

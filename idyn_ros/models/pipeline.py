@@ -10,6 +10,7 @@ partial one.
 from __future__ import annotations
 
 import json
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -21,7 +22,7 @@ from idyn_ros.errors import ModelArtifactError, ParameterError
 from idyn_ros.models import checkpoint
 from idyn_ros.models import export as ex
 from idyn_ros.models.features import R_FEATURE_VERSION
-from idyn_ros.models.metrics import torque_metrics
+from idyn_ros.models.metrics import OVERLAP_RADIUS, OVERLAP_WARNING, state_overlap, torque_metrics
 from idyn_ros.models.sources import Recording
 from idyn_ros.models.training import TrainResult, fit, predict
 from idyn_ros.models.uncertainty import torque_uncertainty
@@ -114,6 +115,14 @@ def train_run(
                                "train": evaluate_torch(res, robot, train, preds["train"])}
     if validation_note:
         metrics["validation_data"] = validation_note
+    if train and val:
+        share = state_overlap(train, val)
+        metrics["validation_overlap"] = {"share": share, "radius_std": OVERLAP_RADIUS}
+        if share >= OVERLAP_WARNING:
+            warnings.warn(f"{share:.0%} of the validation states are already in the training data (within "
+                          f"{OVERLAP_RADIUS:g} std): validation repeats the training trajectory, so its scores (and "
+                          f"auto's choice) measure noise, not how the model carries to another trajectory; validate "
+                          f"on a different trajectory", stacklevel=2)
     if res.gate is not None:
         metrics["residual_gate"] = [float(g) for g in res.gate]
     if candidates is not None:

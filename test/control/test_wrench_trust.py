@@ -158,9 +158,10 @@ def test_plant_bias_after_a_rezero(plant_pushes):
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="not met on the true plant with joint effects (friction, hysteresis): with the "
-                   "nominal model the calibrated sigma is 1.3-2.8 Nm on joints 1-4, no push is detected at 6 sigma and "
-                   "the automatic re-zero takes a push on the arm at rest for bias (bench/results/ur5_wrench.json)")
+@pytest.mark.xfail(strict=True, reason="not met with the NOMINAL model on the true plant with joint effects: the "
+                   "calibrated sigma is 1.3-2.8 Nm on joints 1-4, no push is detected at 6 sigma and the automatic "
+                   "re-zero takes a push on the arm at rest for bias; with an identified model (its own sigma and "
+                   "stiction band) 20 N is detected, 10 N in some runs: the test below (bench/results/ur5_wrench.json)")
 def test_plant_detection_rate_against_false_alarms(plant_pushes):
     rates = {p["force_n"]: p["detection_rate"] for p in plant_pushes["pushes"]}
     assert rates[5.0] >= 0.9 and rates[10.0] >= 0.95 and rates[20.0] >= 0.95
@@ -205,3 +206,18 @@ def test_trust_stage_holds_a_joint_torque_inside_the_friction_band_as_no_contact
     np.testing.assert_allclose(moving.tau_ext, hunting)
     assert "stiction band on" in banded.describe()
     assert "no stiction band" in TrustedWrench(ur5, tau_sigma=sigma).describe()
+
+
+@pytest.mark.slow
+def test_plant_detection_with_an_identified_model_and_its_own_sigma(tmp_path, monkeypatch):
+    """The node's path: an identified RBD + friction model of the plant gives sigma (validation residuals) and the
+    stiction band; a 20 N push on the arm held at rest is detected, smaller ones less often, nothing else is
+    (10 N: 19-98 % over runs: the time-budgeted excitation design gives other data; bench/results/ur5_wrench.json)."""
+    from idyn_ros.bench.ur5 import plant_trust_with_model
+
+    monkeypatch.setenv("IDYN_WORK_DIR", str(tmp_path))
+    p = plant_trust_with_model(tmp_path / "model", quick=True)["pushes"]
+    assert p["sigma_source"].startswith("the model's validation residuals") and "band on" in p["stiction_band"]
+    rates = {x["force_n"]: x["detection_rate"] for x in p["pushes"]}
+    assert rates[20.0] >= 0.95 and rates[5.0] <= rates[10.0] + 0.05 <= rates[20.0] + 0.05, rates
+    assert p["false_alarm_rate"] <= 0.02 and p["bias_after_auto_rezero_n"] < 0.5

@@ -142,3 +142,18 @@ def test_cli_auto_without_val_holds_out_a_tail_and_lists_candidates(iiwa, synth,
     assert names[0] == "rbd-friction" and len(names) >= 3 and m["selected"] in names
     assert all("val_nmse_mean" in c or "skipped" in c for c in m["candidates"])
     assert (out / "model.onnx").is_file()
+
+
+def test_validation_that_repeats_the_training_trajectory_is_said(iiwa, synth, tmp_path):
+    """A re-run of the training trajectory cannot show generalisation: the overlap is measured and warned about."""
+    from idyn_ros.models.metrics import state_overlap
+    from idyn_ros.models.pipeline import train_run
+
+    a, b, _ = synth
+    rerun = dataclasses.replace(a, q=a.q + 1e-4, tau=a.tau + 0.01)  # the same trajectory, recorded again
+    assert state_overlap([a], [rerun]) == 1.0
+    assert state_overlap([a], [b]) < 0.5  # another excitation trajectory
+    cfg = ModelConfig(kind="rbd-friction")
+    with pytest.warns(UserWarning, match="validation repeats the training trajectory"):
+        _, metrics = train_run(cfg, iiwa, [a], [rerun], out_dir=tmp_path, progress=False)
+    assert metrics["validation_overlap"]["share"] == 1.0
