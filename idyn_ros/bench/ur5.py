@@ -68,6 +68,7 @@ def train_model(kind: str, out: Path, root: Path, max_minutes: float | None = No
                              "constant gain cancels in nMSE)",
                 "rmse_current_a": v["rmse_current_a"], "rmse_nm": v["rmse_nm"]},
         "train_nmse_per_joint": metrics["train"]["nmse"],
+        "validation_overlap": metrics.get("validation_overlap"),  # No7_short replays No6's start (in training)
     }
 
 

@@ -11,6 +11,8 @@ own physics, on the real KUKA LWR4+ the E2E hybrid-r won by a factor 4), and a u
   validation none is worse than its own physics part. Order: the per-joint residuals first (best on held-out
   trajectories, studies/auto_selection/README.md), so a short budget spends itself on them.
 - Score: mean per-joint nMSE (``metrics.nmse``) on the validation recordings, each run as one sequence.
+- Validation that repeats the training states (a second run of the same trajectory) cannot tell memorising from
+  generalising: then only the per-joint residuals compete (``GENERALISING_KINDS``), the others are listed as skipped.
 - Selection: the best learned candidate wins only if it beats the best physics candidate by ``LEARNED_MARGIN``
   (relative); otherwise the physics model is exported (smaller, and it generalises where a residual's gain on
   one validation trajectory may be chance).
@@ -29,7 +31,7 @@ import numpy as np
 import torch
 
 from idyn_ros.errors import ParameterError
-from idyn_ros.models.metrics import torque_metrics
+from idyn_ros.models.metrics import OVERLAP_WARNING, state_overlap, torque_metrics
 from idyn_ros.models.sources import Recording
 from idyn_ros.models.training import TrainResult, fit, predict
 from idyn_ros.models.zoo import ModelConfig, TorqueModel
@@ -51,6 +53,11 @@ CANDIDATES: tuple[tuple[str, dict[str, Any]], ...] = (
 # Decision: a learned model must beat the best physics model by 2 % (relative, validation mean nMSE) to be chosen;
 # a smaller gain is within what one validation trajectory can show by chance.
 LEARNED_MARGIN = 0.02
+# Decision: when the validation recordings repeat the training states (``metrics.state_overlap`` at or above
+# ``OVERLAP_WARNING``: a second run of the same trajectory), validation rewards memorising the trajectory, so only the
+# per-joint residual competes: on unseen plant trajectories it was the one learned kind that carried (the LSTM
+# residuals learned their training trajectories and carried nothing; studies/auto_selection/README.md).
+GENERALISING_KINDS = ("hybrid-j",)
 MIN_CANDIDATE_MINUTES = 0.1  # a learned candidate with less budget left than this is skipped (and listed so)
 
 
@@ -121,6 +128,10 @@ def fit_auto(base: ModelConfig, robot: Any, train: Sequence[Recording], val: Seq
     t0 = time.perf_counter()
     physics = [(n, o) for n, o in candidates if ModelConfig(**{**base.to_dict(), **o}).residual == "none"]
     learned = [(n, o) for n, o in candidates if (n, o) not in physics]
+    overlap = state_overlap(train, val)
+    repeats = [] if overlap < OVERLAP_WARNING else [(n, o) for n, o in learned
+                                                     if o.get("kind") not in GENERALISING_KINDS]
+    learned = [c for c in learned if c not in repeats]
     done: list[Candidate] = []
     physics_base: dict[str, Any] = {}
     for i, (name, over) in enumerate([*physics, *learned]):
@@ -139,6 +150,9 @@ def fit_auto(base: ModelConfig, robot: Any, train: Sequence[Recording], val: Seq
         res = fit(cfg, robot, train, val, max_minutes=budget, progress=progress)
         v, vp = scores(res, robot, val)
         done.append(Candidate(name, res, v, vp, time.perf_counter() - t1))
+    done += [Candidate(name, None, {}, {}, 0.0, skipped=f"validation repeats the training states ({overlap:.0%}): "
+                                                         f"only {', '.join(GENERALISING_KINDS)} residuals compete")
+             for name, _ in repeats]
     fitted = [c for c in done if c.result is not None]
     best_phys = min((c for c in fitted if not c.learned), key=lambda c: c.val["nmse_mean"], default=None)
     best_learned = min((c for c in fitted if c.learned), key=lambda c: c.val["nmse_mean"], default=None)

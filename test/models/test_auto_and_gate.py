@@ -157,3 +157,17 @@ def test_validation_that_repeats_the_training_trajectory_is_said(iiwa, synth, tm
     with pytest.warns(UserWarning, match="validation repeats the training trajectory"):
         _, metrics = train_run(cfg, iiwa, [a], [rerun], out_dir=tmp_path, progress=False)
     assert metrics["validation_overlap"]["share"] == 1.0
+
+
+def test_auto_lets_only_the_per_joint_residual_compete_when_validation_repeats_training(iiwa, synth):
+    train, val, _ = synth
+    base = ModelConfig(kind="auto", epochs=2, **TINY)
+    cands = (("rbd-friction", {"kind": "rbd-friction"}), ("hybrid 2S", {"kind": "hybrid", "mode": "2s"}),
+             ("hybrid-j 2S", {"kind": "hybrid-j", "mode": "2s"}))
+    rerun = dataclasses.replace(train, q=train.q + 1e-4, tau=train.tau + 0.01)
+    _, done = fit_auto(base, iiwa, [train], [rerun], progress=False, candidates=cands)
+    rows = {c.name: c.row() for c in done}
+    assert "validation repeats the training states" in rows["hybrid 2S"]["skipped"]
+    assert not rows["hybrid-j 2S"].get("skipped") and not rows["rbd-friction"].get("skipped")
+    _, done = fit_auto(base, iiwa, [train], [val], progress=False, candidates=cands)  # another trajectory: all
+    assert not any(c.skipped for c in done)
