@@ -1,7 +1,10 @@
 """Evaluate an exported model on recordings, running it exactly as the controller does.
 
 Each recording is stepped through ``idyn_ros.runtime.ModelRuntime`` (ONNX Runtime, state carried
-over the whole recording, reset between recordings). Reported per joint:
+over the whole recording, reset between recordings). A recording at another rate than the model's, or with
+irregular stamps, is first resampled onto a grid at the model's rate (linear interpolation of its samples), as
+training does, and a line says so (on stderr with --json). Motor-current efforts (UR recordings) are turned into
+torque with the artifact's gains (``control.effort``), as the nodes do. Reported per joint:
   nMSE         MSE / variance of the measured torque (1.0 = no better than the mean)
   RMSE         root mean squared error in Nm
   NMSE(minmax) MSE of torques min-max scaled with the training ranges (Reuss et al. 2022 "NMSE")
@@ -38,28 +41,32 @@ def run(args: argparse.Namespace) -> int:
 
 def _run(args: argparse.Namespace) -> int:
     import json
+    import sys
 
     import numpy as np
 
-    from idyn_ros.data import load_dataset
+    from idyn_ros.control.effort import EffortToTorque
     from idyn_ros.dynamics import RobotModel
     from idyn_ros.models.metrics import torque_metrics
-    from idyn_ros.models.sources import to_recording
+    from idyn_ros.models.sources import load_recordings
     from idyn_ros.runtime import ModelRuntime, read_metadata
 
     meta = read_metadata(args.model)
     robot = RobotModel.from_urdf(meta["urdf"], name=meta["robot"])
+    model_rate = float(meta.get("rate_hz") or 0.0) or None  # artifacts without a rate take each recording's own
+    recs = load_recordings(args.data, robot, rate_hz=model_rate,
+                           say=lambda line: print(f"idyn evaluate: {line}", file=sys.stderr if args.json else None))
     per_file = {}
     preds, taus = [], []
-    for path in args.data:
-        rec = to_recording(load_dataset(path, joint_names=meta["joint_names"]), robot, source=str(path))
+    for path, rec in zip(args.data, recs, strict=True):
         rt = ModelRuntime(args.model, robot, rate_hz=rec.rate_hz, rbd_backend=args.backend)
-        pred = np.empty_like(rec.tau)
+        tau = EffortToTorque(rec.effort_kind, rec.tau.shape[1], meta.get("effort")).torque(rec.tau)
+        pred = np.empty_like(tau)
         for t in range(rec.n_samples):
             pred[t] = rt.step(rec.q[t], rec.dq[t], rec.ddq[t]).total
-        per_file[str(path)] = torque_metrics(pred, rec.tau, meta.get("tau_min"), meta.get("tau_max"))
+        per_file[str(path)] = torque_metrics(pred, tau, meta.get("tau_min"), meta.get("tau_max"))
         preds.append(pred)
-        taus.append(rec.tau)
+        taus.append(tau)
     total = torque_metrics(np.concatenate(preds), np.concatenate(taus), meta.get("tau_min"), meta.get("tau_max"))
     out = {"model": str(args.model), "model_id": meta.get("model_id"), "model_kind": meta["model_kind"],
            "joint_names": meta["joint_names"], "all": total, "files": per_file}

@@ -39,6 +39,10 @@ Model kinds:
                 DIR/model.onnx (exact fast posterior mean), DIR/metrics.json, DIR/gp.pt. A GP whose held-out
                 mean nMSE exceeds 100 % (worse than predicting the mean torque) is refused, not exported.
 
+Sample rate: a model has one, the rate it must later run at (the runtime refuses another). It is --rate, else the
+rate most of the training time was recorded at; every --data/--val/--test recording at another rate or with
+irregular stamps is resampled onto that grid (linear interpolation of its samples), one line each.
+
 Validation: --val recordings (another trajectory) are used for early stopping, the residual gate (each joint's
 residual scaled by a factor in [0, 1] fitted on validation, so the hybrid never loses to its own physics there)
 and auto's selection. Without --val, every kind that learns (all but rbd, rbd-friction) holds out the last 20 %
@@ -157,6 +161,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="what the recordings' effort is (default: what each file says; torque if it says "
                              "nothing). current: motor currents [A] (UR drivers' default): per-joint gains are "
                              "identified with the physics and stored in the artifact")
+    parser.add_argument("--rate", type=positive(float), default=None, metavar="HZ",
+                        help="the model's sample rate, the control rate it will run at: recordings at another rate "
+                             "are resampled to it (default: the rate most of the training time was recorded at)")
     parser.add_argument("--torque-constants", metavar="K1,..,Kn", default=None,
                         help="current data: use these gains [Nm/A] (robot joint order, or a robot's data: ur5) "
                              "instead of identifying them")
@@ -172,7 +179,7 @@ def _run(args: argparse.Namespace) -> int:
     from idyn_ros.dynamics.friction import parse_kinds
     from idyn_ros.errors import ParameterError
     from idyn_ros.models.pipeline import train_run
-    from idyn_ros.models.sources import hold_out_tail, load_recordings, load_robot
+    from idyn_ros.models.sources import hold_out_tail, load_robot, load_split
     from idyn_ros.models.zoo import ModelConfig
 
     if args.resume_on_new_data and not args.resume:
@@ -181,9 +188,8 @@ def _run(args: argparse.Namespace) -> int:
         raise ParameterError(f"--resume applies to one neural model kind; {args.model} trains from scratch "
                              f"(drop --resume, or pass --model KIND)")
     robot = load_robot(args.robot)
-    train = load_recordings(args.data, robot, args.effort_kind)
-    val = load_recordings(args.val, robot, args.effort_kind)
-    test = load_recordings(args.test, robot, args.effort_kind)
+    train, val, test, rate = load_split(args.data, args.val, args.test, robot, args.effort_kind, args.rate,
+                                        say=lambda line: print(f"idyn train: {line}"))
     kinds = parse_kinds(args.friction)
     effort, (train, val, test) = _currents_to_torque(args, robot, kinds, train, val, test)
     note = ""
@@ -198,7 +204,7 @@ def _run(args: argparse.Namespace) -> int:
     cfg = ModelConfig(kind=args.model, mode=args.mode, id_method=args.id_method,
                       friction_kinds=kinds, seed=args.seed, epochs=args.epochs,
                       patience=args.patience, window=args.window, stride=args.stride or args.window,
-                      hidden=args.hidden, reg=args.reg)
+                      hidden=args.hidden, reg=args.reg, rate_hz=rate)
     if args.lr is not None:
         cfg.lr = args.lr
     res, metrics = train_run(cfg, robot, train, val, test, args.out, args.max_minutes, args.resume,

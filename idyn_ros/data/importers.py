@@ -9,6 +9,8 @@ velocities. One path means a CSV and a bag of the same motion give the same data
 Grid decision: the grid is built in integer nanoseconds (start + k * period_ns, period = median
 sample spacing rounded to 1 ns, or ``1e9 / rate``) and values are linearly interpolated, so a
 recording whose stamps already lie on the grid comes back bit-exact (tested by the round trip).
+A gap is judged against the source's own spacing, not the output grid's, so upsampling splits nothing
+that was not a gap. Irregular stamps (see :data:`IRREGULAR_SPREAD`) are said in a note (:data:`IRREGULAR_NOTE`).
 """
 
 from __future__ import annotations
@@ -27,7 +29,8 @@ from idyn_ros.data.dataset import EFFORT_KINDS, JOINT_SIGNALS, Dataset, read_npz
 from idyn_ros.data.hints import option_hint, recover_hint
 from idyn_ros.errors import BagReadError, DatasetError
 
-__all__ = ["ImportReport", "RawRecording", "import_source", "parse_joint_map", "resolve_robot_joints", "to_dataset"]
+__all__ = ["ImportReport", "RawRecording", "import_source", "parse_joint_map", "resample", "resolve_robot_joints",
+           "to_dataset"]
 
 #: A gap longer than this many sample periods splits the recording into segments.
 GAP_PERIODS = 3.0
@@ -39,6 +42,13 @@ PLAUSIBLE_RATE_HZ = (5.0, 5000.0)
 _PER_JOINT = ("q", "dq", "ddq", "tau", "tau_cmd", "q_d", "dq_d", "ddq_d")
 #: Note on a dataset whose source did not say what its effort is (``idyn train`` reads it: UR arms report currents).
 EFFORT_UNSTATED_NOTE = "effort_kind not stated by the source: torque assumed"
+#: Decision: stamps are irregular when the middle 90 % of their spacings spans more than half a period (PC receive
+#: times such as the UR5 No1-No3 logs, 8/24 ms alternating); scheduler jitter of a fixed-rate logger stays below it.
+IRREGULAR_SPREAD = 0.5
+#: Start of the note on a dataset whose source stamps were irregular (``models.sources`` reads it).
+IRREGULAR_NOTE = "irregular stamps"
+#: Start of the note on a dataset put on a grid at a requested rate (``rate=``), not at its own spacing.
+RESAMPLED_NOTE = "resampled linearly"
 
 
 @dataclass
@@ -222,11 +232,17 @@ def to_dataset(
         )
 
     # rate and gaps
-    period = round(1e9 / rate) if rate else _median_period(stamps)
+    own_period = _median_period(stamps)
+    period = round(1e9 / rate) if rate else own_period
     if period <= 0:
         raise DatasetError(f"{raw.source}: cannot estimate a sample rate (median spacing {period} ns)")
     report.period_ns = period
-    gap_idx = np.flatnonzero(np.diff(stamps) > GAP_PERIODS * period) + 1
+    gap_idx = np.flatnonzero(np.diff(stamps) > GAP_PERIODS * max(period, own_period)) + 1
+    irregular = _irregularity(stamps, own_period)
+    if irregular:
+        report.notes.append(f"{IRREGULAR_NOTE} ({irregular}): interpolated linearly onto a uniform grid")
+    if rate and period != own_period:
+        report.notes.append(f"{RESAMPLED_NOTE} from {1e9 / own_period:.4g} Hz (median stamp spacing) to {rate:g} Hz")
     bounds = [0, *gap_idx.tolist(), stamps.size]
     t0 = int(stamps[0])
 
@@ -323,6 +339,23 @@ def to_dataset(
     return dataset, report
 
 
+def resample(dataset: Dataset, rate: float) -> tuple[Dataset, ImportReport]:
+    """``dataset`` on a uniform grid at ``rate`` Hz, through the same cleaning as any source (:func:`to_dataset`).
+
+    For data that is already a :class:`Dataset` (a contract ``.npz``, a recording in memory); a source with its own
+    stamps should be imported again with ``rate=`` instead, which interpolates the original samples.
+    """
+    signals = {name: getattr(dataset, name) for name in ("q", "dq", "tau", *JOINT_SIGNALS)
+               if getattr(dataset, name) is not None}
+    raw = RawRecording(stamps_ns=np.round(dataset.t * 1e9).astype(np.int64), joint_names=list(dataset.joint_names),
+                       signals=signals, source=dataset.source, wrench=dataset.wrench,
+                       notes=[x for x in dataset.notes if not x.startswith(RESAMPLED_NOTE)],
+                       effort_hint=dataset.effort_kind)
+    out, report = to_dataset(raw, rate=rate)
+    out.robot, out.notes = dataset.robot, tuple(dict.fromkeys(out.notes))  # the effort note is added again
+    return out, report
+
+
 def duplicated(names: list[str] | tuple[str, ...]) -> list[str]:
     """Names that occur more than once, in first-occurrence order."""
     seen: set[str] = set()
@@ -351,6 +384,18 @@ def _median_period(stamps: np.ndarray, baseline: int = 16) -> int:
     if k < 2 or not clean.any():
         return round(p1)
     return round(float(np.median(((stamps[k:] - stamps[:-k]) / k)[clean])))
+
+
+def _irregularity(stamps: np.ndarray, period: int) -> str:
+    """How the spacings of ``stamps`` spread around ``period`` when more than :data:`IRREGULAR_SPREAD` (else "")."""
+    diffs = np.diff(stamps)
+    diffs = diffs[diffs <= GAP_PERIODS * period]  # gaps are segments, not irregularity
+    if diffs.size < 2 or period <= 0:
+        return ""
+    lo, hi = np.percentile(diffs, [5, 95])
+    if hi - lo <= IRREGULAR_SPREAD * period:
+        return ""
+    return f"middle 90 % of spacings {lo / 1e6:.3g}-{hi / 1e6:.3g} ms around {period / 1e6:.3g} ms"
 
 
 def _prefix_hint(have: list[str], want: list[str]) -> str:
@@ -512,6 +557,12 @@ def _import_source(
                     raise DatasetError(f"--effort-kind must be one of {EFFORT_KINDS}, got {effort_kind!r}")
                 report.notes.append(f"effort_kind {dataset.effort_kind} in the file overridden: {effort_kind}")
                 dataset.effort_kind = effort_kind
+            if rate is not None:
+                if not (math.isfinite(rate) and rate > 0):
+                    raise DatasetError(f"the output rate must be a positive number of Hz, got {rate!r}")
+                dataset, regrid = resample(dataset, rate)
+                report.samples_out, report.period_ns = len(dataset), regrid.period_ns
+                report.notes += [x for x in regrid.notes if x not in report.notes]
             return dataset, report
         raw = read_npz_columns(path, data, time_unit)
     elif path.suffix == ".csv":

@@ -26,6 +26,13 @@ SUPPORTED_FORMATS = (2,)
 METADATA_KEY = "idyn"
 CHECKSUM_KEY = "idyn_sha256"
 _FORMAT_CHANGES = {1: "written before artifact checksums and the q-based r feature"}
+#: Relative sample-rate difference a model accepts: a 1 kHz model runs on 980-1020 Hz (training resamples beyond it).
+RATE_TOLERANCE = 0.02
+
+
+def same_rate(rate_hz: float, model_rate_hz: float) -> bool:
+    """Whether data at ``rate_hz`` is at the model's rate within :data:`RATE_TOLERANCE`."""
+    return abs(rate_hz - model_rate_hz) <= RATE_TOLERANCE * model_rate_hz
 
 
 def _checksum(proto: Any, entry: Any) -> str:

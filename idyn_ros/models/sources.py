@@ -11,6 +11,12 @@ dropped; a missing robot joint is refused); unnamed data must have exactly the r
 (refused by the importer otherwise), is taken by position with a warning, and is refused when its
 positions leave the robot's joint limits by more than LIMIT_MARGIN (it is then another robot's data:
 a KUKA recording taken as a Panda gave val nMSE 887 %). Named data outside the limits only warns.
+
+Sample rate (decision): a model has one rate, since recurrent residuals advance once per sample and the runtime
+refuses another rate. It is ``--rate`` when given, else the rate most of the training time was recorded at
+(:func:`model_rate`). Every training, validation and test recording off that rate (beyond the runtime's 2 %) or
+with irregular stamps is imported again from its file onto a grid at the model rate (linear interpolation of the
+recorded samples; ddq derived again as for any recording without one), and a line says so.
 """
 
 from __future__ import annotations
@@ -18,15 +24,16 @@ from __future__ import annotations
 import hashlib
 import math
 import warnings
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from idyn_ros.data.importers import EFFORT_UNSTATED_NOTE
+from idyn_ros.data.importers import EFFORT_UNSTATED_NOTE, IRREGULAR_NOTE
 from idyn_ros.errors import DatasetError
+from idyn_ros.models.artifact import same_rate
 from idyn_ros.robots.drives import is_ur_arm
 
 # Decision: calibration offsets and overshoot stay within a few degrees; another robot's data lands tens of degrees out
@@ -49,6 +56,7 @@ class Recording:
     tau: np.ndarray  # (N, n) Nm, or motor current A when effort_kind == "current"
     source: str = ""
     effort_kind: str = "torque"  # "current": tau holds motor currents (UR drivers); models.current_gains converts
+    irregular_stamps: str = ""  # the importer's note when the source's stamps were irregular ("" = regular)
 
     @property
     def n_samples(self) -> int:
@@ -58,6 +66,11 @@ class Recording:
     def rate_hz(self) -> float:
         """Median sample rate in Hz."""
         return float(1.0 / np.median(np.diff(self.t))) if len(self.t) > 1 else 0.0
+
+    @property
+    def duration(self) -> float:
+        """Seconds from the first to the last sample."""
+        return float(self.t[-1] - self.t[0]) if len(self.t) > 1 else 0.0
 
 
 def load_robot(robot: Any) -> Any:
@@ -107,7 +120,9 @@ def to_recording(ds: Any, robot: Any, source: str = "") -> Recording:
     dq = np.asarray(ds.dq, dtype=np.float64)[:, idx]
     ddq_raw = getattr(ds, "ddq", None)
     ddq = _ddq_from_dq(t, dq) if ddq_raw is None else np.asarray(ddq_raw, dtype=np.float64)[:, idx]
-    rec = Recording(t, q[:, idx], dq, ddq, np.asarray(ds.tau, dtype=np.float64)[:, idx], source, effort_kind)
+    irregular = next((note.split(":")[0] for note in getattr(ds, "notes", ()) if note.startswith(IRREGULAR_NOTE)), "")
+    rec = Recording(t, q[:, idx], dq, ddq, np.asarray(ds.tau, dtype=np.float64)[:, idx], source, effort_kind,
+                    irregular)
     for field in ("t", "q", "dq", "ddq", "tau"):
         arr = getattr(rec, field)
         bad = ~np.isfinite(arr)
@@ -152,21 +167,89 @@ def _check_positions(q: np.ndarray, robot: Any, source: str, unnamed: bool) -> N
     warnings.warn(f"{what}; check joint offsets and units (rad)", TrainingWarning, stacklevel=4)
 
 
-def load_recordings(paths: Sequence[str | Path], robot: Any, effort_kind: str | None = None) -> list[Recording]:
+def load_recordings(paths: Sequence[str | Path], robot: Any, effort_kind: str | None = None,
+                    rate_hz: float | None = None, say: Callable[[str], None] | None = None) -> list[Recording]:
     """Load each path (anything ``idyn_ros.data.load_dataset`` reads) in the robot's joint order.
 
     Files without joint names (e.g. FloBaRoID npz) get the robot's names by column position;
-    ``effort_kind`` (torque | current) overrides what the files say their effort is.
+    ``effort_kind`` (torque | current) overrides what the files say their effort is. With ``rate_hz``, a
+    recording off that rate or with irregular stamps is imported again onto a grid at ``rate_hz`` (module doc)
+    and ``say`` gets one line about it.
     """
+    recs = [_load(path, robot, effort_kind) for path in paths]
+    return recs if rate_hz is None else [_at_rate(r, p, robot, effort_kind, rate_hz, say) for r, p in
+                                         zip(recs, paths, strict=True)]
+
+
+def load_split(train: Sequence[str | Path], val: Sequence[str | Path], test: Sequence[str | Path], robot: Any,
+               effort_kind: str | None = None, rate_hz: float | None = None,
+               say: Callable[[str], None] | None = None) -> tuple[list[Recording], list[Recording],
+                                                                   list[Recording], float]:
+    """(train, val, test recordings, model rate): all at the rate of :func:`model_rate` (module doc)."""
+    native = [_load(path, robot, effort_kind) for path in train]
+    rate, why = model_rate(native, rate_hz)
+    if say is not None:
+        say(f"model rate {rate:g} Hz ({why})")
+    train_recs = [_at_rate(r, p, robot, effort_kind, rate, say) for r, p in zip(native, train, strict=True)]
+    return (train_recs, load_recordings(val, robot, effort_kind, rate, say),
+            load_recordings(test, robot, effort_kind, rate, say), rate)
+
+
+def model_rate(recs: Sequence[Recording], requested: float | None = None) -> tuple[float, str]:
+    """(rate Hz, why): ``requested``, else the rate holding most of the recorded seconds of ``recs``.
+
+    Recordings within the runtime's tolerance of each other count as one rate (its value: the longest one's).
+    Decision: seconds, not samples, so a fast logger does not outvote most of the motion; a tie goes to the
+    higher rate, since downsampling loses less than upsampling invents.
+    """
+    if requested is not None:
+        if not (math.isfinite(requested) and requested > 0):
+            raise DatasetError(f"--rate must be a positive number of Hz, got {requested!r}")
+        return float(requested), "--rate"
+    groups: list[list[Recording]] = []
+    for r in sorted((r for r in recs if r.n_samples > 1), key=lambda r: -r.rate_hz):
+        group = next((g for g in groups if same_rate(r.rate_hz, g[0].rate_hz)), None)
+        if group is None:
+            groups.append([r])
+        else:
+            group.append(r)
+    if not groups:
+        raise DatasetError("no training recording has 2 samples or more: there is no sample rate to train at")
+    seconds = [sum(r.duration for r in g) for g in groups]
+    best = int(np.argmax(seconds))  # first of equals: the higher rate
+    rate = 1e9 / round(1e9 / max(groups[best], key=lambda r: r.duration).rate_hz)  # its grid period in whole ns
+    if len(groups) == 1:
+        return rate, "the rate of all training recordings"
+    return rate, (f"the rate of {seconds[best]:.1f} s of the {sum(seconds):.1f} s of training data; the rest is "
+                  f"resampled to it, --rate chooses another")
+
+
+def _load(path: str | Path, robot: Any, effort_kind: str | None, rate_hz: float | None = None) -> Recording:
     from idyn_ros.data import load_dataset
 
-    out = []
-    for p in paths:
-        path = Path(p)
-        if not path.exists():
-            raise DatasetError(f"{path}: no such file or folder")
-        ds = load_dataset(path, joint_names=list(robot.joint_names), effort_kind=effort_kind)
-        out.append(to_recording(ds, robot, source=str(path)))
+    path = Path(path)
+    if not path.exists():
+        raise DatasetError(f"{path}: no such file or folder")
+    ds = load_dataset(path, joint_names=list(robot.joint_names), effort_kind=effort_kind, rate=rate_hz)
+    return to_recording(ds, robot, source=str(path))
+
+
+def _at_rate(rec: Recording, path: str | Path, robot: Any, effort_kind: str | None, rate_hz: float,
+             say: Callable[[str], None] | None) -> Recording:
+    """``rec`` (as loaded from ``path``), or ``path`` imported again at ``rate_hz`` when the module doc says so."""
+    if rec.n_samples < 2 or (same_rate(rec.rate_hz, rate_hz) and not rec.irregular_stamps):
+        return rec
+    if round(1e9 / rec.rate_hz) == round(1e9 / rate_hz):  # irregular, but already on the model's grid
+        if say is not None:
+            say(f"{rec.source}: {rec.irregular_stamps}; on the model's {rate_hz:g} Hz grid")
+        return rec
+    with warnings.catch_warnings():  # the first import has shown them
+        warnings.simplefilter("ignore")
+        out = _load(path, robot, effort_kind, rate_hz)
+    if say is not None:
+        why = f"; {rec.irregular_stamps}" if rec.irregular_stamps else ""
+        say(f"{rec.source}: resampled from {rec.rate_hz:.4g} Hz to the model's {rate_hz:g} Hz "
+            f"({rec.n_samples} -> {out.n_samples} samples{why})")
     return out
 
 
@@ -208,7 +291,7 @@ def hold_out_tail(recs: Sequence[Recording], fraction: float = HOLDOUT_FRACTION)
 
 def _slice(r: Recording, sl: slice) -> Recording:
     """The samples ``sl`` of a recording (a contiguous piece, times kept)."""
-    return Recording(r.t[sl], r.q[sl], r.dq[sl], r.ddq[sl], r.tau[sl], r.source)
+    return replace(r, t=r.t[sl], q=r.q[sl], dq=r.dq[sl], ddq=r.ddq[sl], tau=r.tau[sl])
 
 
 def fingerprint(recs: Sequence[Recording]) -> str:

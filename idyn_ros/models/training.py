@@ -41,8 +41,9 @@ import torch
 from idyn_ros.dynamics.friction import friction_basis, n_columns
 from idyn_ros.errors import IdentificationError, ModelArtifactError, ParameterError
 from idyn_ros.models import checkpoint, identification, rbd
+from idyn_ros.models.artifact import same_rate
 from idyn_ros.models.features import R_FEATURE_VERSION
-from idyn_ros.models.sources import Recording, TrainingWarning, fingerprint
+from idyn_ros.models.sources import Recording, TrainingWarning, fingerprint, model_rate
 from idyn_ros.models.zoo import E2E_KINDS, KINDS, ModelConfig, TorqueModel, rotational_displacement
 
 # torch intra-op threads. Decision: 1. On the shared 2-core machine (load ~9) 3 epochs of hybrid E2E on
@@ -324,7 +325,14 @@ def fit(
     torch.manual_seed(cfg.seed)
     pin_model = robot.pin_model
     n = pin_model.nv
-    cfg.rate_hz = cfg.rate_hz or float(np.median([r.rate_hz for r in train]))
+    cfg.rate_hz = cfg.rate_hz or model_rate(train)[0]
+    off = [f"{r.source or 'a recording'} ({r.rate_hz:.4g} Hz)" for r in [*train, *val]
+           if r.n_samples > 1 and not same_rate(r.rate_hz, cfg.rate_hz)]
+    if off:
+        warnings.warn(f"the model's rate is {cfg.rate_hz:g} Hz but {', '.join(off)} are at another rate: a recurrent "
+                      f"residual advances once per sample, so they are other inputs to it; load them with "
+                      f"models.sources.load_split (as `idyn train` does) to resample them", TrainingWarning,
+                      stacklevel=2)
     if cfg.kind == "mlp-hybrid":
         cfg.mode = "2s"  # Reuss: the MLP hybrid is only trained two-stage
     train_sha = fingerprint(train)

@@ -23,11 +23,9 @@ import numpy as np
 
 from idyn_ros.dynamics.friction import friction_torque, static_friction_level
 from idyn_ros.errors import ModelArtifactError
-from idyn_ros.models.artifact import load_artifact, read_metadata  # torch-free; read_metadata re-exported
+from idyn_ros.models.artifact import load_artifact, read_metadata, same_rate  # torch-free; read_metadata re-exported
 
 __all__ = ["ModelRuntime", "TorquePrediction", "read_metadata"]
-
-RATE_TOLERANCE = 0.02  # relative; a 1 kHz model accepts 980-1020 Hz
 
 
 class TorquePrediction(NamedTuple):
@@ -70,7 +68,7 @@ class ModelRuntime:
                 f"for this robot or pick the matching artifact"
             )
         model_rate = float(meta.get("rate_hz") or 0.0)
-        if rate_hz is not None and model_rate > 0 and abs(rate_hz - model_rate) > RATE_TOLERANCE * model_rate:
+        if rate_hz is not None and model_rate > 0 and not same_rate(rate_hz, model_rate):
             raise ModelArtifactError(
                 f"{self.path.name} was trained on data at {model_rate:g} Hz but the controller runs at "
                 f"{rate_hz:g} Hz: its recurrent state depends on the sample rate; "

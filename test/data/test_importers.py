@@ -113,6 +113,36 @@ def test_jittered_stamps_resampled_onto_grid_and_rate_option() -> None:
     assert abs(ds2.rate_hz - 250.0) < 1e-9 and abs(len(ds2) - 2 * len(ds)) <= 2
 
 
+def test_irregular_stamps_are_said_and_upsampling_splits_no_segment() -> None:
+    from idyn_ros.data.importers import IRREGULAR_NOTE, RESAMPLED_NOTE
+
+    ms = 1_000_000
+    stamps = np.cumsum(np.resize([8 * ms, 24 * ms + 200_000], 400))  # PC receive times: 8/24.2 ms alternating
+    ds, report = to_dataset(_raw(stamps))
+    assert any(n.startswith(IRREGULAR_NOTE) for n in ds.notes) and not any(n.startswith(RESAMPLED_NOTE)
+                                                                           for n in ds.notes)
+    up, report = to_dataset(_raw(stamps), rate=125.0)
+    assert len(up.segments()) == 1 and not report.gaps  # a 24 ms spacing is 3 output periods, not a gap
+    assert abs(up.rate_hz - 125.0) < 1e-6 and len(up) == round((stamps[-1] - stamps[0]) / (8 * ms)) + 1
+    np.testing.assert_allclose(up.q[:, 1], 2 * (up.t + stamps[0] / 1e9), atol=1e-9)  # linear data: exact
+    assert any(n.startswith(f"{RESAMPLED_NOTE} from 62.11 Hz") for n in up.notes)
+    regular, _ = to_dataset(_raw(np.arange(400) * 8 * ms))
+    assert not any(n.startswith(IRREGULAR_NOTE) for n in regular.notes)
+
+
+def test_contract_npz_is_resampled_to_the_rate_asked(tmp_path: Path) -> None:
+    stamps, q, dq, tau = synthetic_motion(400, rate=200.0, n=7)
+    ds = Dataset(t=(stamps - stamps[0]) / 1e9, q=q, dq=dq, tau=tau, joint_names=tuple(JOINTS), effort_kind="current")
+    path = ds.save(tmp_path / "contract.npz")
+    same, _ = import_source(path, rate=200.0)
+    np.testing.assert_array_equal(same.q, ds.q)  # already on that grid: bit-exact
+    half, report = import_source(path, rate=100.0)
+    assert abs(half.rate_hz - 100.0) < 1e-9 and half.effort_kind == "current"
+    np.testing.assert_allclose(half.q[:200], ds.q[::2], atol=1e-12)
+    assert "on a 100 Hz grid" in report.lines()[1]
+    assert sum(n.startswith("effort_kind=current") for n in half.notes) == 1
+
+
 def test_nan_error_names_sample_and_joint() -> None:
     raw = _raw(np.arange(10) * 1_000_000)
     raw.signals["tau"] = raw.signals["tau"].copy()

@@ -69,3 +69,21 @@ def test_help_answers_questions(capsys):
     text = capsys.readouterr().out
     for needle in ("--max-minutes", "examples:", "rad/s", "hybrid", "--mode"):
         assert needle in text
+
+
+def test_evaluate_turns_motor_currents_into_torque_with_the_artifacts_gains(files, tmp_path, capsys):
+    gains = np.linspace(2.0, 5.0, 7)
+    currents = []
+    for f in (files[0], files[2]):
+        data = dict(np.load(f))
+        data["tau"] = data["tau"] / gains  # what a UR driver would publish: motor current [A]
+        data["effort_kind"] = np.array("current")
+        currents.append(str(tmp_path / f"current_{len(currents)}.npz"))
+        np.savez(currents[-1], **data)
+    out = tmp_path / "run"
+    assert main(["train", "--robot", "iiwa14", "--data", currents[0], "--model", "rbd-friction", "--out", str(out),
+                 "--torque-constants", ",".join(f"{k:g}" for k in gains), "--no-progress"]) == 0
+    capsys.readouterr()
+    assert main(["evaluate", "--model", str(out / "model.onnx"), "--data", currents[1], "--json"]) == 0
+    m = json.loads(capsys.readouterr().out)["all"]
+    assert m["nmse_mean"] < 0.1  # torques against torques (k * i), not against the currents
