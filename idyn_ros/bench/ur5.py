@@ -42,15 +42,14 @@ def train_model(kind: str, out: Path, root: Path, max_minutes: float | None = No
     from idyn_ros.dynamics.friction import DEFAULT_KINDS
     from idyn_ros.models.current_gains import currents_to_torque
     from idyn_ros.models.pipeline import train_run
-    from idyn_ros.models.sources import load_recordings, load_robot
+    from idyn_ros.models.sources import load_robot, load_split
     from idyn_ros.models.zoo import ModelConfig
 
     robot = load_robot("ur5")
     d = root / "ur5_ft"
-    train = load_recordings([d / r for r in TRAIN], robot)
-    val = load_recordings([d / VAL], robot)
+    train, val, _, rate = load_split([d / r for r in TRAIN], [d / VAL], [], robot)  # idyn train's: one model rate
     effort, found, (train, val, _) = currents_to_torque(robot, train, val, (), DEFAULT_KINDS)
-    cfg = ModelConfig(kind=kind, mode="2s", friction_kinds=DEFAULT_KINDS)
+    cfg = ModelConfig(kind=kind, mode="2s", friction_kinds=DEFAULT_KINDS, rate_hz=rate)
     t0 = time.perf_counter()
     _, metrics = train_run(cfg, robot, train, val, (), out, max_minutes, progress=False, effort=effort)
     v = metrics["val"]
