@@ -141,23 +141,55 @@ def drop_unconvertible(exc: RuntimeError, dropped: int) -> int:
     return dropped
 
 
+STOP_DEADLINE_S = 3.0  # stop request -> process gone, whatever hangs (a clean stop takes ~0.2 s here)
+PARENT_POLL_S = 0.1
+
+
+def _request_stop(stop: list[str], reason: str) -> None:
+    """Record why the process stops (the first reason wins) and start the stop deadline.
+
+    The deadline is a kernel timer (SIGALRM, default action: terminate), so it ends the process even when the teardown
+    hangs in native code holding the GIL or in the interpreter's exit, where the DDS participant is destroyed and
+    SIGINT/SIGTERM are ignored. Safe from a signal handler and from another thread (no lock)."""
+    import signal
+
+    if not stop:
+        stop.append(reason)
+        signal.setitimer(signal.ITIMER_REAL, STOP_DEADLINE_S)
+
+
+def _watch_parent(parent: int, stop: list[str], done: Any) -> None:
+    """Request the stop once ``parent`` is no longer this process's parent; a thread of its own, so a main thread
+    that is still starting or stuck in a callback cannot delay it."""
+    import os
+
+    while not done.wait(PARENT_POLL_S):
+        if os.getppid() != parent:
+            _request_stop(stop, "parent exited")
+            return
+
+
 def run(factories: Sequence[Callable[[], Any]], argv: Sequence[str] | None = None, executor: str = "single",
         hot_loop: bool = True) -> int:
     """rclpy.init with ``argv`` (--ros-args ...), build the nodes, spin until asked to stop; the exit code.
 
+    The main of a node process: it owns the process's SIGINT, SIGTERM and SIGALRM.
     With ``hot_loop`` (default) the nodes' 1 kHz inputs are served by one ``HotLoop`` thread per process
     (controller first) and the executor only carries parameters, lifecycle services and slow timers.
 
     Stopping (decision): SIGINT and SIGTERM both stop cleanly and only once (a terminal's Ctrl-C reaches both the
     process group and ros2 launch, which forwards it again): every node's ``shutdown_hook`` runs first (the
     controller publishes its safe torque), then the loop and the nodes end; exit 0. With
-    ``IDYN_EXIT_WITH_PARENT=<pid>`` in the environment (set by ``nodes.launcher``) the process also stops once
-    that parent is gone, so a killed launcher leaves no node behind. A node that cannot start (bad parameter)
-    prints one line and exits 2.
+    ``IDYN_EXIT_WITH_PARENT=<pid>`` in the environment (set by ``nodes.launcher`` and the launch files) the process
+    also stops once that parent is gone, so a killed launcher leaves no node behind. Whatever ends the loop (a
+    signal, the parent, the context shut down, an error), the process is gone ``STOP_DEADLINE_S`` later at the
+    latest: a teardown that hangs past it is killed by SIGALRM (exit code -14), as nobody else would once the
+    parent is dead. A node that cannot start (bad parameter) prints one line and exits 2.
     """
     import gc
     import os
     import signal
+    import threading
 
     import rclpy
     from rclpy.signals import SignalHandlerOptions
@@ -169,12 +201,16 @@ def run(factories: Sequence[Callable[[], Any]], argv: Sequence[str] | None = Non
     stop: list[str] = []
 
     def request_stop(signum: int, _frame: object) -> None:
-        if not stop:
-            stop.append(signal.Signals(signum).name)
+        _request_stop(stop, signal.Signals(signum).name)
 
+    signal.signal(signal.SIGALRM, signal.SIG_DFL)  # the stop deadline must end the process
     for sig in (signal.SIGINT, signal.SIGTERM):  # never restored: a second signal during the teardown is ignored
         signal.signal(sig, request_stop)
     parent = int(os.environ.get("IDYN_EXIT_WITH_PARENT", "0") or 0)
+    watch_done = threading.Event()
+    if parent:
+        threading.Thread(target=_watch_parent, args=(parent, stop, watch_done), name="idyn-parent-watch",
+                         daemon=True).start()
     nodes: list[Any] = []
     errors: list[BaseException] = []
     HotLoop.enable(hot_loop)
@@ -195,13 +231,13 @@ def run(factories: Sequence[Callable[[], Any]], argv: Sequence[str] | None = Non
                 exe.spin_once(timeout_sec=0.1)
             except RuntimeError as exc:
                 dropped = drop_unconvertible(exc, dropped)
-            if parent and os.getppid() != parent:
-                stop.append("parent exited")
     except IdynError as exc:
         print(f"{Path(argv[0]).name if argv else 'idyn node'}: error: {exc}", file=sys.stderr, flush=True)
         return 2
     finally:
-        errors = HotLoop.stop_all()  # no tick may run after the shutdown hooks
+        _request_stop(stop, "loop ended")  # the context shut down, or an error: the deadline holds for these too
+        watch_done.set()
+        errors = HotLoop.stop_all(timeout=1.0)  # no tick may run after the shutdown hooks; leaves them the deadline
         for node in nodes:
             if hasattr(node, "shutdown_hook"):
                 node.shutdown_hook()

@@ -98,11 +98,12 @@ class HotLoop:
             loop.start()
 
     @classmethod
-    def stop_all(cls) -> list[BaseException]:
-        """Stop every loop; returns the exceptions that ended a loop (empty when all ended cleanly)."""
+    def stop_all(cls, timeout: float = 2.0) -> list[BaseException]:
+        """Stop every loop (waiting ``timeout`` s for each); returns the exceptions that ended a loop (empty when all
+        ended cleanly)."""
         errors = []
         for loop in list(cls._by_context.values()):
-            loop.stop()
+            loop.stop(timeout)
             if loop.error is not None:
                 errors.append(loop.error)
         cls._by_context.clear()
