@@ -72,14 +72,16 @@ def train_model(kind: str, out: Path, root: Path, max_minutes: float | None = No
 
 
 def _wrench(model: str, bag: Path, contact_model: str, ft_topic: str | None = None,
-            rate: float | None = None) -> dict[str, Any]:
-    """`idyn wrench` on one recording: the summary it prints with --json."""
+            rate: float | None = None, plot: Path | None = None) -> dict[str, Any]:
+    """`idyn wrench` on one recording: the summary it prints with --json (and its --plot)."""
     from idyn_ros.control.wrench_trust import TrustSettings
     from idyn_ros.experiments import wrench_replay as wr
 
     rep = wr.replay(model, bag, "ur5", rate, settings=TrustSettings(contact_model=contact_model))
-    summary, _ = wr.score(rep, bag, ft_topic, robot="ur5")
+    summary, arrays = wr.score(rep, bag, ft_topic, robot="ur5")
     summary["notes"] = rep.notes
+    if plot is not None:
+        wr.plot(rep, summary, arrays, plot, title=f"{bag.name}: force at the flange (tool0 axes), environment on robot")
     return summary
 
 
@@ -202,11 +204,15 @@ def run_benchmarks(quick: bool = False) -> dict[str, Any]:
             info["wrench"] = wrench_scores(str(out / "model.onnx"), root)
             info.pop("artifact")
             payload["models"][kind] = info
+        best = min(payload["models"], key=lambda k: payload["models"][k]["val"]["nmse_mean"])
+        from idyn_ros.bench import results_dir  # the report links <name>.png next to <name>.json
+
+        _wrench(str(Path(tmp) / best / "model.onnx"), root / "ur5_ft" / SCORE, "wrench", FT_TOPIC,
+                plot=results_dir() / "ur5_wrench.png")
         payload["ur10"] = ur10(root, Path(tmp) / "ur10")
         payload["plant_trust_identified_model"] = plant_trust_with_model(Path(tmp) / "plant_rbdf", quick)
     payload["plant_trust"] = {"pushes": wrench_trust_eval.evaluate("ur5"),
                               "singular_pose": wrench_trust_eval.singular("ur5")}
-    best = min(payload["models"], key=lambda k: payload["models"][k]["val"]["nmse_mean"])
     s = payload["models"][best]["wrench"]
     payload["headline"] = {
         "model": best, "val_nmse_mean": payload["models"][best]["val"]["nmse_mean"],
