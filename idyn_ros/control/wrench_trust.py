@@ -191,7 +191,9 @@ class BiasTracker:
 
     Automatic (``auto_rezero``, unless contact is expected): each full ``rest_time`` window at rest ends with
     ``bias = mean of the window`` when the estimate was steady over it (force spread within the release
-    threshold) and no contact was detected in it, except at a new pose: at rest away from the last re-zero's pose
+    threshold), no contact was detected in it and, at the pose of the last re-zero, the bias moves by no more than
+    the release threshold (drift; a larger shift is a force too small to flag, or a friction state), except at a
+    new pose: at rest away from the last re-zero's pose
     (more than ``pose_tolerance`` on some joint) the old bias is stale (it is pose-dependent), so the detector
     cannot be trusted there, and the window is taken as contact-free if no contact was detected on the way there
     (from leaving the last rest, contact at that moment included: a push that deflects a compliant arm to a new
@@ -215,6 +217,7 @@ class BiasTracker:
         self._requested = False
         self._sum = np.zeros(n)
         self._fsum = np.zeros(3)
+        self._bias_force = np.zeros(3)  # the raw force the last automatic re-zero took as bias
         self._fsq = np.zeros(3)
         self._count = 0
         self._start_ns = -1
@@ -243,6 +246,7 @@ class BiasTracker:
         if self._requested:
             self._requested = False
             self._set(stamp_ns, q, tau_raw)
+            self._bias_force[:] = force_raw
             self._reset_window()
             return True
         if not at_rest:
@@ -263,15 +267,20 @@ class BiasTracker:
         spread = np.sqrt(np.maximum(self._fsq / self._count - mean_f * mean_f, 0.0))
         steady = bool(np.all(spread <= self.settings.contact_off_sigma * sigma_force_rest))
         fresh = not self.same_pose(q) and not self._contact_in_motion  # a new pose reached without contact
+        # at the pose it already knows, a re-zero only follows drift: a shift beyond the release threshold is a force
+        # too small to flag (or a friction state), which the bias must not absorb
+        drift = not self.same_pose(q) or bool(np.all(np.abs(mean_f - self._bias_force)
+                                                      <= self.settings.contact_off_sigma * sigma_force_rest))
         span = (stamp_ns - self._start_ns) * 1e-9
         self._steady_contact_s = self._steady_contact_s + span if steady and self._contact_seen else 0.0
         settled = 0 < self.settings.settle_time <= self._steady_contact_s
         ok = (self.settings.auto_rezero and not self.contact_expected and steady
-              and (fresh or settled or not self._contact_seen))
+              and (fresh or settled or (not self._contact_seen and drift)))
         mean = self._sum / self._count
         self._reset_window()
         if ok:
             self._set(stamp_ns, q, mean)
+            self._bias_force[:] = mean_f
         return ok
 
     def _set(self, stamp_ns: int, q: np.ndarray, tau: np.ndarray) -> None:

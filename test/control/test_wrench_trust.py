@@ -221,3 +221,18 @@ def test_plant_detection_with_an_identified_model_and_its_own_sigma(tmp_path, mo
     rates = {x["force_n"]: x["detection_rate"] for x in p["pushes"]}
     assert rates[20.0] >= 0.95 and rates[5.0] <= rates[10.0] + 0.05 <= rates[20.0] + 0.05, rates
     assert p["false_alarm_rate"] <= 0.02 and p["bias_after_auto_rezero_n"] < 0.5
+
+
+def test_a_rezero_at_the_same_pose_follows_drift_but_not_a_force_below_the_contact_threshold(ur5):
+    trust = TrustedWrench(ur5, tau_sigma=np.full(6, 1.0), tau_sigma_rest=np.full(6, 0.05))
+    est = _feed(trust, ur5, 1.2, np.zeros(6))
+    assert est.zeroed
+    sigma_z = float(np.sqrt(trust.mapper.cov[2, 2]))  # base z, at rest after the re-zero
+    drift = _feed(trust, ur5, 1.2, _push(ur5, 1.0 * sigma_z), t0=1.2)  # 1 sigma: drift, followed
+    assert drift.rezeroed or abs(drift.base[2]) < 1e-9
+    tau = _push(ur5, 1.0 * sigma_z) + _push(ur5, 4.5 * sigma_z)
+    small = _feed(trust, ur5, 1.0, tau, t0=2.4)
+    # below contact_on_sigma: not flagged, and not absorbed (a window that straddles the step takes its share)
+    assert not small.contact and small.base[2] > 0.7 * 4.5 * sigma_z
+    later = _feed(trust, ur5, 2.0, tau, t0=3.4)
+    assert not trust.bias.zeroed_at_ns > round(3.4e9) and later.base[2] == small.base[2]
