@@ -310,10 +310,13 @@ class DoomedAdapter:
     joint state it answered (``on_command``); when the next joint state (stamp s_k) arrives, ddq_meas =
     (dq_k - dq_{k-1}) / (s_k - s_{k-1}) is paired with the command stamped s_{k-1} (``on_state``). Ticks the
     controller spent in safe mode command no acceleration and are not paired (decision: DOOMED must not learn
-    the safe hold's error).
+    the safe hold's error). Neither is a state that follows a missed one (more than ``MAX_GAP_PERIODS`` control
+    periods after the previous): its acceleration spans several ticks' commands, not the one it would be paired
+    with (a loaded machine dropping joint states made that error swing and trip the oscillation detector).
     """
 
     RING = 16  # commands kept for pairing by stamp
+    MAX_GAP_PERIODS = 1.5  # a longer stamp interval means a joint state was missed: not paired
 
     def __init__(self, learner: Doomed, model: Any = None, inertia_scaled: bool = True) -> None:
         """``model``: a ``RobotModel`` whose diag M(q) scales the step (``inertia_scaled``)."""
@@ -332,6 +335,8 @@ class DoomedAdapter:
         self.ddq_meas = np.zeros(n)
         self.paired = 0
         self.unpaired = 0
+        self.gaps = 0  # states not paired because the one before them was missed
+        self._max_gap_ns = round(self.MAX_GAP_PERIODS * 1e9 / learner.cfg.rate_hz)
         self.errors: list[np.ndarray] | None = None  # set to [] to keep every update's error e (rad/s^2)
 
     def on_command(self, stamp_ns: int, acceleration_command: np.ndarray, active: bool = True) -> None:
@@ -348,6 +353,10 @@ class DoomedAdapter:
         prev, self._prev_stamp = self._prev_stamp, stamp_ns
         dq_prev = self._dq_prev
         if prev < 0 or stamp_ns <= prev:
+            dq_prev[:] = dq
+            return None
+        if stamp_ns - prev > self._max_gap_ns:
+            self.gaps += 1
             dq_prev[:] = dq
             return None
         hit = np.flatnonzero(self._stamps == prev)

@@ -120,6 +120,7 @@ class DoomedNode(Node):
         if not L.frozen:
             self.diag.set(Diagnostics.OK, "adapting")
         self.diag.values.update(paired=str(self.adapter.paired), unpaired=str(self.adapter.unpaired),
+                                gaps=str(self.adapter.gaps),
                                 max_abs_offset=f"{np.abs(L.offset).max():.3f}")
         self.diag.publish()
 

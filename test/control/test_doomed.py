@@ -60,6 +60,20 @@ def test_adapter_pairs_by_stamp_and_skips_unanswered_and_safe_ticks():
         DoomedAdapter(learner, None, inertia_scaled=True)
 
 
+def test_adapter_does_not_pair_a_state_that_follows_a_missed_one():
+    """Its acceleration spans two ticks' commands: pairing it with one of them is a wrong error (a loaded machine
+    dropping joint states made DOOMED's error swing until the oscillation detector tripped)."""
+    learner = Doomed(1, DoomedConfig(learning_rate=0.0, rate_hz=1000.0))
+    adapter = DoomedAdapter(learner, inertia_scaled=False)
+    adapter.on_state(0, np.zeros(1), np.zeros(1))
+    adapter.on_command(0, np.array([2.0]))
+    adapter.on_command(1_000_000, np.array([-8.0]))  # answered a state this node never received
+    assert adapter.on_state(2_000_000, np.zeros(1), np.array([0.002])) is None
+    assert (adapter.paired, adapter.gaps) == (0, 1)
+    adapter.on_command(2_000_000, np.array([1.0]))
+    assert adapter.on_state(3_000_000, np.zeros(1), np.array([0.003])) is not None  # one tick again: paired
+
+
 def test_doomed_learns_the_unmodelled_torque_and_removes_the_offset():
     acc0, pos0, _, _ = simulate(eta=0.0)
     acc1, pos1, off, learner = simulate(eta=0.02)
