@@ -88,7 +88,9 @@ def test_a_dead_monitoring_node_does_not_stop_control(graph_probe):
         probe.spin(3.0)
         assert proc.poll() is None, "bringup ended because a monitoring node died"
         n = len(probe.commands)
-        probe.spin(1.0)
+        deadline = time.monotonic() + 10.0  # on a loaded machine DDS can stall a few s after a participant is killed
+        while len(probe.commands) - n <= 20 and time.monotonic() < deadline:
+            probe.spin(0.25)
         assert len(probe.commands) - n > 20 and probe.active(), "control stopped with the feedforward node"
         os.kill(proc.pid, signal.SIGTERM)
         proc.wait(timeout=30)
