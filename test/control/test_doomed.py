@@ -129,3 +129,19 @@ def test_saturation_reset_freeze_and_rate_scaling():
         Doomed(1, DoomedConfig(momentum=1.0))
     learner.update(np.array([np.nan, 0.0]), np.zeros(2))
     assert learner.frozen and "non-finite" in learner.freeze_reason
+
+
+def test_a_slow_wander_of_the_offset_is_not_taken_for_an_oscillation():
+    """A 2 Hz error moves the offset back and forth over 0.5 s: a long path against its net change, but only twice
+    its range (an oscillation reverses many times). Freezing on that cost 10x in tracking on the plant."""
+    cfg = DoomedConfig(learning_rate=0.002, momentum=0.0, variance_gain=0.0, offset_limit=1.0)
+    learner = Doomed(1, cfg)
+    offsets = []
+    for k in range(3000):
+        learner.update(np.array([3.0 * np.sin(2 * np.pi * 2.0 * k / 1000.0)]), np.zeros(1))
+        offsets.append(learner.offset[0])
+    w = np.array(offsets[-500:])
+    path, span, net = np.abs(np.diff(w)).sum(), w.max() - w.min(), abs(w[-1] - w[0])
+    assert path > cfg.osc_tv_fraction * 1.0 and path > cfg.osc_tv_ratio * net  # what used to trip it
+    assert path < cfg.osc_tv_ratio * span
+    assert not learner.frozen, learner.freeze_reason
