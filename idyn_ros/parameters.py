@@ -317,7 +317,7 @@ class DoomedParams(CommonParams):
     osc_tv_windows: int = param(5, "windows over which the offset's swing is judged", lo=2, hi=1000)
     osc_tv_ratio: float = param(4.0, "offset total variation > ratio x the range it covers counts as swinging", lo=1.0,
                                 hi=1e3)
-    osc_tv_fraction: float = param(0.5, "... and total variation > fraction x offset_limit", lo=0.0, hi=1e3)
+    osc_tv_fraction: float = param(4.0, "... and total variation > fraction x offset_limit", lo=0.0, hi=1e3)
     decay_tau: float = param(0.5, "s, offset decay after an oscillation freeze", lo=0.001, hi=1e3)
     enabled: bool = param(True, "false = publish a zero offset (learning frozen)")
 

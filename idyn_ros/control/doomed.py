@@ -63,7 +63,9 @@ class DoomedConfig:
     osc_history: int = 10  # windows kept for the recent minimum
     osc_tv_windows: int = 5  # windows over which the offset's total variation is compared with its net change
     osc_tv_ratio: float = 4.0  # total variation > ratio x the range it covers (it keeps reversing) ...
-    osc_tv_fraction: float = 0.5  # ... and > fraction x offset_limit: the offset swings back and forth
+    # ... and > fraction x offset_limit. Decision: 4, not 0.5: tick-to-tick jitter over a small range adds up to a
+    # path of 1-2.6 limits in 0.5 s where DOOMED tracks well (Panda, 1-2 kg payload); chatter made 5-54 limits
+    osc_tv_fraction: float = 4.0
     decay_tau: float = 0.5  # s, offset decay time constant after an oscillation trip
 
     def validate(self) -> None:
