@@ -36,12 +36,8 @@ def tracking_for(robot: str, quick: bool) -> dict[str, Any]:
     from idyn_ros.experiments import models_cache, tracking
 
     t0 = time.monotonic()
-    data = models_cache.DataSpec(count=4 if quick else 6, period=8.0 if quick else 10.0,
-                                 budget_s=3.0 if quick else 8.0)
     rows = [r for r in tracking.ROWS]
-    work = _work_dir() / "quick" if quick else _work_dir()  # separate caches: different data/training specs
-    paths = models_cache.ensure_models(robot, work, rows, data, minutes_per_model=1.0 if quick else 4.0,
-                                       epochs=60 if quick else 300)
+    paths = models_cache.bench_models(robot, _work_dir(), rows, quick)
     n_moves = 2 if quick else tracking.PAPER_MOVES
     durations = (2.0,) if quick else tracking.PAPER_DURATIONS
     table = tracking.tracking_table(robot, paths, rows, n_moves=n_moves, durations=durations)

@@ -162,10 +162,8 @@ def plant_trust_with_model(out: Path, quick: bool) -> dict[str, Any]:
     from idyn_ros.models.sources import load_recordings, load_robot
     from idyn_ros.models.zoo import ModelConfig
 
-    data = models_cache.DataSpec(count=4 if quick else 6, period=8.0 if quick else 10.0,
-                                 budget_s=3.0 if quick else 8.0)  # = bench.experiments' (one cache)
-    work = _work_dir() / "quick" if quick else _work_dir()
-    train, val = models_cache.split_paths(models_cache.record_dataset("ur5", work, data))
+    work = models_cache.bench_work_dir(_work_dir(), quick)
+    train, val = models_cache.split_paths(models_cache.record_dataset("ur5", work, models_cache.bench_data_spec(quick)))
     robot = load_robot("ur5")
     train_run(ModelConfig(kind="rbd-friction"), robot, load_recordings(train, robot), load_recordings(val, robot),
               (), out, progress=False)

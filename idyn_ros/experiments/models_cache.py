@@ -322,6 +322,24 @@ def ensure_models(robot: str, workdir: Path, rows: Sequence[str], data: DataSpec
     return out
 
 
+def bench_data_spec(quick: bool = False) -> DataSpec:
+    """The plant data every benchmark trains on (tracking tables, payload, UR5 trust stage): one spec, so one cache
+    (two specs in one work dir re-recorded and retrained each other's models on every run)."""
+    return DataSpec(count=4 if quick else 6, period=8.0 if quick else 10.0, budget_s=3.0 if quick else 8.0)
+
+
+def bench_work_dir(workdir: Path, quick: bool = False) -> Path:
+    """Where the benchmarks cache data and models: quick runs apart (other data and training specs)."""
+    return Path(workdir) / "quick" if quick else Path(workdir)
+
+
+def bench_models(robot: str, workdir: Path, rows: Sequence[str], quick: bool = False,
+                 progress: bool = True) -> dict[str, Path]:
+    """``ensure_models`` with the benchmarks' data and training specs: every benchmark gets the same cached model."""
+    return ensure_models(robot, bench_work_dir(workdir, quick), rows, bench_data_spec(quick),
+                         minutes_per_model=1.0 if quick else 4.0, epochs=60 if quick else 300, progress=progress)
+
+
 def heldout_predictions(model_path: Path, robot: str, dataset_path: Path, max_seconds: float = 10.0) -> dict:
     """Runtime (ONNX, no torch) predictions on a held-out recording vs the measured torque.
 

@@ -280,9 +280,8 @@ def _bare_arm_artifact(robot: str) -> Path:
     from idyn_ros.experiments import models_cache
 
     root = Path(os.environ.get("IDYN_WORK_DIR", "runs"))
-    spec = models_cache.DataSpec(count=6, period=10.0, speed=0.3, budget_s=8.0)
-    return models_cache.ensure_models(robot, root, ["identified_rbd_friction"], spec, 4.0, progress=False)[
-        "identified_rbd_friction"]
+    row = "identified_rbd_friction"
+    return models_cache.bench_models(robot, root, [row], progress=False)[row]
 
 
 def _task(model: Any) -> Any:
