@@ -171,3 +171,23 @@ def test_auto_lets_only_the_per_joint_residual_compete_when_validation_repeats_t
     assert not rows["hybrid-j 2S"].get("skipped") and not rows["rbd-friction"].get("skipped")
     _, done = fit_auto(base, iiwa, [train], [val], progress=False, candidates=cands)  # another trajectory: all
     assert not any(c.skipped for c in done)
+
+
+def test_the_per_joint_residual_is_fitted_on_every_physics_candidate(iiwa, synth):
+    """The best physics alone need not be the best base for a residual: validation scores each sum."""
+    train, val, _ = synth
+    base = ModelConfig(kind="auto", epochs=2, **TINY)
+    cands = (("rbd-friction", {"kind": "rbd-friction"}), ("rbd-friction nominal", {"kind": "rbd-friction",
+                                                                                   "id_method": "nominal"}),
+             ("hybrid-j 2S", {"kind": "hybrid-j", "mode": "2s"}), ("hybrid 2S", {"kind": "hybrid", "mode": "2s"}))
+    res, done = fit_auto(base, iiwa, [train], [val], progress=False, candidates=cands)
+    rows = {c.name: c.row() for c in done}
+    best_phys, other = sorted(["rbd-friction", "rbd-friction nominal"], key=lambda n: rows[n]["val_nmse_mean"])
+    assert set(rows) == {"rbd-friction", "rbd-friction nominal", "hybrid-j 2S", f"hybrid-j 2S on {other}",
+                         "hybrid 2S"}  # the LSTM residual only on the best physics
+    assert rows[f"hybrid-j 2S on {other}"]["id_method"] == rows[other]["id_method"]
+    assert rows["hybrid-j 2S"]["id_method"] == rows["hybrid 2S"]["id_method"] == rows[best_phys]["id_method"]
+    learned = min((r for r in rows.values() if r["kind"] != "rbd-friction"), key=lambda r: r["val_nmse_mean"])
+    phys = rows[best_phys]["val_nmse_mean"]
+    expect = learned["name"] if learned["val_nmse_mean"] < (1 - LEARNED_MARGIN) * phys else best_phys
+    assert res.cfg.extra["candidate"] == expect
