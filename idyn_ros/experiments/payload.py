@@ -497,10 +497,12 @@ ADVICE = (
     "standard deviations, which the feedforward, the feedback's M(q), the safe hold and the wrench observer all use at "
     "once, and which the vendor controller can take (Franka SetLoad, UR set_target_payload, KUKA load data). Use it "
     "when the payload is known to change (tool change, a grasp of a known part) and there are 30 s for the motion. "
-    "DOOMED is continuous and model-free: it needs no excitation and follows slow changes, but it only learns a "
-    "per-joint torque offset at the current motion, so it lags on fast moves, forgets when the motion changes, and "
-    "tells nothing about the payload (no vendor load data, no wrench-observer correction). Use it for what no model "
-    "has (unmodelled friction, a payload picked mid-motion, slow drift), on top of an identified payload.")
+    "DOOMED is continuous and model-free: it needs no excitation and follows slow changes; on the bench's moves it "
+    "tracked better than the identified payload, as it also takes in what the bare-arm model misses. But it learns "
+    "only a per-joint torque offset for the current motion, so it relearns whenever the motion or the load changes, "
+    "and it tells nothing about the payload (no vendor load data, no wrench-observer correction, nothing for the safe "
+    "hold). Use both: identify a payload you know of, and let DOOMED take what no model has (unmodelled friction, a "
+    "payload picked mid-motion, slow drift).")
 
 
 def run(robots: Sequence[str] = ROBOTS, sections: Sequence[str] = ("plant", "offline", "closed_loop", "gripper"),
