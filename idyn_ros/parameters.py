@@ -282,9 +282,10 @@ class ControllerParams(CommonParams):
 @dataclass(frozen=True)
 class JointStateBufferParams(CommonParams):
     accel_cutoff_hz: float = param(50.0, "Hz, 2nd-order Butterworth on the differenced velocity", lo=0.1, hi=5000.0,
-                                   below_nyquist=True)
-    max_gap_periods: float = param(3.0, "a longer gap between samples restarts the differentiators", lo=1.0, hi=1e6)
-    use_measured_velocity: bool = param(True, "use the message's velocity (else difference q)")
+                                   below_nyquist=True, read_only=True)
+    max_gap_periods: float = param(3.0, "a longer gap between samples restarts the differentiators", lo=1.0, hi=1e6,
+                                   read_only=True)
+    use_measured_velocity: bool = param(True, "use the message's velocity (else difference q)", read_only=True)
     stale_timeout: float = param(0.01, "s without input before the buffer reports STALE on /diagnostics",
                                  lo=0.001, hi=60.0)
 

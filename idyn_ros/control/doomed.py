@@ -78,7 +78,7 @@ class DoomedConfig:
             (self.features in FEATURES, f"features must be one of {FEATURES}"),
             (np.all(np.asarray(self.offset_limit) > 0), "offset_limit must be > 0"),
             (self.osc_consecutive >= 1 and self.osc_history > self.osc_consecutive,
-             "osc_history must exceed osc_consecutive >= 1"),
+             f"osc_consecutive must be >= 1 and below the detector's history ({self.osc_history} windows)"),
         ]
         for ok, message in checks:
             if not ok:
@@ -129,7 +129,7 @@ class Doomed:
         self.u = np.zeros((n, k))
         self.phi = np.ones((n, k))
         self.offset = np.zeros(n)  # Nm, f_offset(w) for the last features
-        self.limit = np.broadcast_to(np.asarray(self.cfg.offset_limit, dtype=float), (n,)).copy()
+        self.limit = np.zeros(n)
         self.mean_acc = np.zeros(n)
         self.var_acc = np.zeros(n)
         self.error = np.zeros(n)  # last e = ddq_cmd - ddq_meas
@@ -137,27 +137,41 @@ class Doomed:
         self.freeze_reason = ""
         self.decaying = False
         self.ticks = 0
-        dt = 1.0 / self.cfg.rate_hz
-        self.eta = self.cfg.learning_rate * self.cfg.reference_rate_hz / self.cfg.rate_hz
-        self._beta_var = min(1.0, dt / self.cfg.variance_tau)
-        self._decay = math.exp(-dt / self.cfg.decay_tau)
-        self._win = max(1, round(self.cfg.osc_window * self.cfg.rate_hz))
+        self._prev_offset = np.zeros(n)
+        self._g = np.zeros((n, k))
+        self._metric = np.zeros(n)
+        self._win = 0
+        self.reconfigure(self.cfg)
+
+    def reconfigure(self, config: DoomedConfig) -> None:
+        """Apply new settings (a parameter change at run time), keeping what was learned; the oscillation detector
+        starts over when its window or history length changes."""
+        if config.features != self.cfg.features:
+            raise ValueError("features cannot change at run time (the weights have another shape)")
+        config.validate()
+        self.cfg = config
+        n = self.n
+        dt = 1.0 / config.rate_hz
+        self.eta = config.learning_rate * config.reference_rate_hz / config.rate_hz
+        self.limit[:] = np.broadcast_to(np.asarray(config.offset_limit, dtype=float), (n,))
+        self._beta_var = min(1.0, dt / config.variance_tau)
+        self._decay = math.exp(-dt / config.decay_tau)
+        win, nw = max(1, round(config.osc_window * config.rate_hz)), config.osc_tv_windows
+        if win == self._win and self._m1_hist.shape[0] == config.osc_history and self._tv_hist.shape[0] == nw:
+            return  # (the first call always allocates: _win starts at 0)
+        self._win = win
         self._win_count = 0
         self._sum_abs = np.zeros(n)
         self._sum = np.zeros(n)
-        self._m1_hist = np.full((self.cfg.osc_history, n), np.inf)
+        self._m1_hist = np.full((config.osc_history, n), np.inf)
         self._hist_i = 0
         self._streak = np.zeros(n, dtype=int)
-        nw = self.cfg.osc_tv_windows
         self._tv = np.zeros(n)  # total variation of the offset in the current window
         self._tv_hist = np.zeros((nw, n))
         self._off_hist = np.full((nw, n), np.nan)  # offset at the end of the last windows
         self._lo, self._hi = np.full(n, np.inf), np.full(n, -np.inf)  # offset range in the current window
         self._lo_hist, self._hi_hist = np.full((nw, n), np.inf), np.full((nw, n), -np.inf)
         self._tv_i = 0
-        self._prev_offset = np.zeros(n)
-        self._g = np.zeros((n, k))
-        self._metric = np.zeros(n)
 
     @property
     def learning_rate(self) -> float:

@@ -24,6 +24,16 @@ from idyn_ros.nodes.common import HOT_IN, Diagnostics, as_array, declare_and_loa
 from idyn_ros.parameters import DoomedParams
 
 
+def _settings_problem(v: DoomedParams) -> str | None:
+    """A cross-field problem of the DOOMED settings (e.g. osc_consecutive against the detector's history), refused
+    before it applies."""
+    try:
+        config_from_params(v, np.ones(1)).validate()
+    except ValueError as exc:
+        return str(exc)
+    return None
+
+
 class DoomedNode(Node):
     def __init__(self, name: str = "doomed", **kwargs: Any) -> None:
         from sensor_msgs.msg import JointState
@@ -32,7 +42,7 @@ class DoomedNode(Node):
         from idyn_ros.msg import AdaptationState, ControllerState
 
         super().__init__(name, **kwargs)
-        self.params, self.spec, self.robot = declare_and_load(self, DoomedParams)
+        self.params, self.spec, self.robot = declare_and_load(self, DoomedParams, check=_settings_problem)
         v = self.params.value
         n = self.n = self.robot.n
         self.params.on_change.append(self._on_params)
@@ -61,11 +71,7 @@ class DoomedNode(Node):
         return self.adapter.learner
 
     def _on_params(self, v: DoomedParams) -> None:
-        cfg = self.learner.cfg
-        for key in ("momentum", "variance_gain", "forgetting"):
-            setattr(cfg, key, getattr(v, key))
-        self.learner.set_learning_rate(v.learning_rate)
-        self.learner.limit[:] = config_from_params(v, self.robot.effort_limit).offset_limit
+        self.learner.reconfigure(config_from_params(v, self.robot.effort_limit))  # every run-time parameter
         self.adapter.inertia_scaled = v.inertia_scaled
         if not v.enabled and not self.learner.frozen:
             self.learner.freeze("disabled by parameter 'enabled'")

@@ -167,3 +167,22 @@ def test_chatter_of_a_too_high_rate_is_caught_by_its_path():
     """The offset flipping every tick (eta twice the delay-aware bound) covers many limits in 0.5 s."""
     *_, learner = simulate(eta=1.0, seconds=4.0, osc_rise_factor=1e6)
     assert learner.frozen and "offset swings" in learner.freeze_reason
+
+
+def test_reconfigure_applies_new_settings_and_keeps_what_was_learned():
+    """A parameter changed at run time takes effect on the next tick; the learned offset stays."""
+    import dataclasses
+
+    _, _, _, learner = simulate(eta=0.02, seconds=2.0)
+    learned = learner.offset.copy()
+    assert np.all(np.abs(learned) > 0.5)
+    cfg = dataclasses.replace(learner.cfg, learning_rate=0.04, osc_tv_fraction=8.0, osc_window=0.05, decay_tau=0.2)
+    learner.reconfigure(cfg)
+    assert learner.cfg.osc_tv_fraction == 8.0 and learner.learning_rate == pytest.approx(0.04)
+    assert learner._win == 50 and learner._decay == pytest.approx(np.exp(-1e-3 / 0.2))
+    np.testing.assert_allclose(learner.offset, learned)
+    learner.update(np.zeros(2), np.zeros(2))  # the detector runs with its new window
+    with pytest.raises(ValueError, match="features"):
+        learner.reconfigure(dataclasses.replace(cfg, features="linear"))
+    with pytest.raises(ValueError, match="osc_consecutive"):
+        learner.reconfigure(dataclasses.replace(cfg, osc_consecutive=50))

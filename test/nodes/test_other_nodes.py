@@ -165,3 +165,38 @@ def test_wrench_observer_runs(rclpy_context):
     np.testing.assert_allclose([f.x, f.y, f.z], F[:3], atol=0.5)
     stamps = np.array([m.header.stamp.sec + 1e-9 * m.header.stamp.nanosec for m in got])
     assert np.diff(stamps).min() >= 0.004 - 1e-6, "publish_divider 4: at most every 4th 1 kHz state is published"
+
+
+def test_doomed_parameters_take_effect_at_run_time_or_are_refused(rclpy_context):
+    from rclpy.parameter import Parameter
+
+    from idyn_ros.nodes.doomed import DoomedNode
+
+    node = DoomedNode(context=rclpy_context)
+    try:
+        results = node.set_parameters([Parameter("osc_tv_fraction", value=8.0), Parameter("decay_tau", value=0.2),
+                                       Parameter("osc_window", value=0.05)])
+        assert all(r.successful for r in results)
+        cfg = node.learner.cfg
+        assert cfg.osc_tv_fraction == 8.0 and cfg.decay_tau == 0.2 and node.learner._win == 50
+        bad = node.set_parameters([Parameter("osc_consecutive", value=50)])[0]
+        assert not bad.successful and "osc_consecutive" in bad.reason
+        assert node.learner.cfg.osc_consecutive == 3
+    finally:
+        node.destroy_node()
+
+
+def test_buffer_filter_settings_are_refused_at_run_time(rclpy_context):
+    """The differentiators are built once: changing them at run time would be accepted and ignored, so it is refused."""
+    from rclpy.parameter import Parameter
+
+    from idyn_ros.nodes.joint_state_buffer import JointStateBufferNode
+
+    node = JointStateBufferNode(context=rclpy_context)
+    try:
+        for name, value in (("accel_cutoff_hz", 20.0), ("max_gap_periods", 5.0), ("use_measured_velocity", False)):
+            result = node.set_parameters([Parameter(name, value=value)])[0]
+            assert not result.successful and "read-only at run time" in result.reason, name
+        assert node.set_parameters([Parameter("stale_timeout", value=0.05)])[0].successful  # read at each check
+    finally:
+        node.destroy_node()
