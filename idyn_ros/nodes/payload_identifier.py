@@ -47,7 +47,10 @@ class PayloadIdentifierNode(Node):
         from idyn_ros.srv import IdentifyPayload
 
         super().__init__(name, **kwargs)
-        self.params, self.spec, self.robot = declare_and_load(self, PayloadIdentifierParams)
+        self._loaded: tuple[str, Any] | None = None  # (path, recording) checked by _baseline_problem
+        self.params, self.spec, self.robot = declare_and_load(self, PayloadIdentifierParams,
+                                                              check=self._baseline_problem)
+        self.params.on_change.append(self._on_params)
         v = self.params.value
         self.diag = Diagnostics(self, f"idyn: {self.get_name()}", v.robot)
         self.filter = se.JointStateFilter(self.robot.joint_names, v.rate_hz)
@@ -59,13 +62,11 @@ class PayloadIdentifierNode(Node):
         self._done: Future | None = None
         self._busy = False
         self.baseline = None
+        self._baseline_from = ""  # the file self.baseline was loaded from or saved to
         self.last_result: dict[str, Any] = {}
         self.excitation: Any = None
         self.excitation_error = ""
-        if v.baseline_path and Path(v.baseline_path).is_file():
-            from idyn_ros.models.sources import load_recordings
-
-            self.baseline = load_recordings([v.baseline_path], self.robot)[0]
+        self._on_params(v)
         if v.excitation_path:
             from idyn_ros.control.reference import load_npz_trajectory
 
@@ -82,6 +83,32 @@ class PayloadIdentifierNode(Node):
         self.create_timer(v.diagnostics_period, self.diag.publish)
         self.diag.set(Diagnostics.OK, "ready" if self.excitation is not None else "designing the excitation",
                       publish=True)
+
+    def _baseline_problem(self, v: PayloadIdentifierParams) -> str | None:
+        """Refuse a baseline_path that names a file which is not a bare-arm recording of this robot."""
+        path = v.baseline_path
+        if (getattr(self, "robot", None) is None or not path or path == getattr(self, "_baseline_from", "")
+                or not Path(path).is_file()):
+            return None  # at declaration (checked when loaded), the file in use, or one the next baseline call writes
+        from idyn_ros.models.sources import load_recordings
+
+        try:
+            self._loaded = (path, load_recordings([path], self.robot)[0])
+        except Exception as exc:  # any reason the file is not a recording of this robot
+            return f"baseline_path {path}: not a bare-arm recording of {self.robot.name}: {exc}"
+        return None
+
+    def _on_params(self, v: PayloadIdentifierParams) -> None:
+        """A baseline_path naming an existing recording is the bare-arm reference from now on (at start, when set)."""
+        path = v.baseline_path
+        if not path or path == self._baseline_from or not Path(path).is_file():
+            return
+        if self._loaded is None or self._loaded[0] != path:
+            problem = self._baseline_problem(v)
+            if problem:
+                raise IdynError(problem)
+        self.baseline, self._baseline_from = self._loaded[1], path
+        self.get_logger().info(f"bare-arm reference loaded from {path} ({len(self.baseline.t)} samples)")
 
     def _design(self, budget: float) -> None:
         try:
@@ -167,6 +194,7 @@ class PayloadIdentifierNode(Node):
             where = ""
             if v.baseline_path:
                 self._save(rec, v.baseline_path)
+                self._baseline_from = v.baseline_path
                 where = f", saved to {v.baseline_path}"
             response.success = True
             response.message = f"bare-arm reference recorded ({len(rec.t)} samples{where})"

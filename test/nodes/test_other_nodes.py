@@ -200,3 +200,29 @@ def test_buffer_filter_settings_are_refused_at_run_time(rclpy_context):
         assert node.set_parameters([Parameter("stale_timeout", value=0.05)])[0].successful  # read at each check
     finally:
         node.destroy_node()
+
+
+def test_payload_identifier_loads_a_baseline_path_set_at_run_time(rclpy_context, tmp_path):
+    """baseline_path set at run time: an existing bare-arm recording becomes the reference; a file that is not one
+    is refused with the reason (it used to be read at start-up only)."""
+    from rclpy.parameter import Parameter
+
+    from idyn_ros.nodes.payload_identifier import PayloadIdentifierNode
+
+    t = np.arange(0.0, 1.0, 1e-3)
+    q = np.tile(Q0, (len(t), 1)) + 0.01 * np.sin(t)[:, None]
+    good = tmp_path / "bare.npz"
+    np.savez(good, t=t, q=q, dq=np.gradient(q, t, axis=0), ddq=np.zeros_like(q), tau=np.ones_like(q),
+             joint_names=np.array(PANDA))
+    bad = tmp_path / "bad.npz"
+    bad.write_text("not a recording")
+    node = PayloadIdentifierNode(context=rclpy_context, parameter_overrides=[Parameter("design_budget", value=1.0)])
+    try:
+        assert node.baseline is None
+        assert node.set_parameters([Parameter("baseline_path", value=str(good))])[0].successful
+        assert node.baseline is not None and len(node.baseline.t) == len(t)
+        result = node.set_parameters([Parameter("baseline_path", value=str(bad))])[0]
+        assert not result.successful and "not a bare-arm recording" in result.reason
+        assert len(node.baseline.t) == len(t)  # the reference in use is kept
+    finally:
+        node.destroy_node()
