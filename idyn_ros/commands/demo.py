@@ -39,7 +39,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.epilog = EPILOG
     parser.add_argument("--robot", default="panda", choices=("panda", "iiwa14", "ur5"),
                         help="robot preset (default panda)")
-    parser.add_argument("--out", default=None, metavar="DIR",
+    parser.add_argument("-o", "--out", default=None, metavar="DIR",
                         help="report folder (default reports/demo-<robot>/)")
     parser.add_argument("--work", default=None, metavar="DIR",
                         help="work folder for bag, datasets and models (default runs/demo/<robot>/)")

@@ -21,7 +21,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--checkpoint", required=True, metavar="DIR_OR_PT",
                         help="run directory (uses DIR/model.pt) or a model.pt file")
     parser.add_argument("--robot", required=True, help="robot preset or URDF path the model was trained for")
-    parser.add_argument("--out", required=True, metavar="X.onnx", help="artifact to write")
+    parser.add_argument("-o", "--out", required=True, metavar="X.onnx", help="artifact to write")
 
 
 def run(args: argparse.Namespace) -> int:

@@ -122,7 +122,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--model", default="auto", metavar="KIND",
                         choices=[*NN_KINDS, *GP_KINDS],
                         help="model kind (see above; default: auto)")
-    parser.add_argument("--out", required=True, metavar="DIR", help="output directory")
+    parser.add_argument("-o", "--out", required=True, metavar="DIR", help="output directory")
     parser.add_argument("--mode", choices=["e2e", "2s"], default="e2e",
                         help="hybrid training: end to end or two-stage (default: e2e; auto fits both)")
     parser.add_argument("--id-method", default="sdp",

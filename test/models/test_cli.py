@@ -81,7 +81,7 @@ def test_evaluate_turns_motor_currents_into_torque_with_the_artifacts_gains(file
         currents.append(str(tmp_path / f"current_{len(currents)}.npz"))
         np.savez(currents[-1], **data)
     out = tmp_path / "run"
-    assert main(["train", "--robot", "iiwa14", "--data", currents[0], "--model", "rbd-friction", "--out", str(out),
+    assert main(["train", "--robot", "iiwa14", "--data", currents[0], "--model", "rbd-friction", "-o", str(out),
                  "--torque-constants", ",".join(f"{k:g}" for k in gains), "--no-progress"]) == 0
     capsys.readouterr()
     assert main(["evaluate", "--model", str(out / "model.onnx"), "--data", currents[1], "--json"]) == 0
