@@ -6,8 +6,9 @@ Writes DIR/model.onnx (RBD + friction + residual, metadata and checksum inside),
 written atomically. --resume refuses a checkpoint of another model; one trained on other --data/--val
 only with --resume-on-new-data (fine-tuning). A warning says when the data are few for the model
 (fewer torque values than fitted parameters), or unnamed (taken by joint position); unnamed data
-outside the robot's joint limits are refused. The artifact records the training data's largest |dq| per joint:
-the controller evaluates friction and residual with the velocity held to it (fitted terms do not extrapolate).
+outside the robot's joint limits are refused. Models with an RBD part evaluate friction and residual with the
+velocity held to the training data's largest |dq| per joint (fitted terms do not extrapolate): the validation,
+test and auto scores printed here, the exported graph and the controller all hold it the same way.
 
 Motor currents as effort (UR arms; the file says so, or --effort-kind current): per-joint current -> torque
 gains are identified jointly with the rigid-body and friction parameters, the scale fixed by the nominal

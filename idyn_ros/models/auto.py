@@ -120,6 +120,7 @@ def physics_only(result: TrainResult) -> TrainResult:
         model = TorqueModel(cfg, old.n, old.pi().detach().numpy())
         model.friction.copy_(old.friction)
         model.ia.copy_(old.ia)
+        model.dq_hold.copy_(old.dq_hold)
     model.freeze_physics()
     model.eval()
     return dataclasses.replace(result, model=model, cfg=cfg, gate=None)

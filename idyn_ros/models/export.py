@@ -49,6 +49,7 @@ class StepModule(nn.Module):
         with torch.no_grad():
             self.register_buffer("ia", model.armature().float().clone())  # (n,) kg m^2, tau_rbd += Ia ddq
         self.register_buffer("fric", model.friction.detach().float().clone())
+        self.register_buffer("dq_hold", model.dq_hold.detach().float().clone())  # TorqueModel.set_velocity_hold
         self.delan = model.delan  # DeLaN: closed-form Euler-Lagrange torque (zoo.DeLaN.forward), no autograd
         self.residual = model.residual
         self.norm = model.norm
@@ -59,14 +60,15 @@ class StepModule(nn.Module):
         tau_rbd = self.rnea(q, dq, ddq) + self.ia * ddq if self.rnea is not None else torch.zeros_like(q)
         if self.delan is not None:
             tau_rbd = self.delan(q, dq, ddq)
+        dq_fit = torch.minimum(torch.maximum(dq, -self.dq_hold), self.dq_hold)  # as TorqueModel.held
         if self.fric.numel():
-            tau_f = torch_friction_torque(dq, self.fric, self.cfg.friction_kinds)
+            tau_f = torch_friction_torque(dq_fit, self.fric, self.cfg.friction_kinds)
         else:
             tau_f = torch.zeros_like(q)
         if self.residual is None:
             tau_res = torch.zeros_like(q)
             return tau_rbd + tau_f + tau_res, tau_rbd, tau_f, tau_res
-        feats = [q, dq, ddq]
+        feats = [q, dq_fit, ddq]
         r_out = None
         if self.with_r:
             r, r_out = rotational_displacement_step(q, state[-1])  # rd_in is the last state input
@@ -111,6 +113,9 @@ def build_metadata(
     """The JSON metadata stored in the artifact (see module docstring); ``dq_abs_max``: the training data's
     largest |dq| per joint (``training.velocity_range``)."""
     inputs, outputs, state = io_names(model)
+    hold = model.dq_hold.detach().double().numpy()
+    if np.all(np.isfinite(hold)):  # the model's own hold (TorqueModel.set_velocity_hold) is what its graph does
+        dq_abs_max = hold
     with torch.no_grad():
         pi = model.pi().double().numpy().tolist() if model.inertial is not None else None
         armature = model.armature().double().numpy().tolist() if model.inertial is not None else None

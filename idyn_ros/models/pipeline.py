@@ -62,6 +62,7 @@ def load_model(path: str | Path) -> tuple[TorqueModel, dict[str, Any]]:
                                  f"feature (integrated dq); exporting it would feed it another r: retrain it")
     model = TorqueModel(ModelConfig.from_dict(ck["cfg"]), ck["n"], np.asarray(ck["pi0"]))
     model.load_state_dict(ck["state"])
+    model.set_velocity_hold(ck.get("dq_abs_max"))
     model.eval()
     return model, ck
 

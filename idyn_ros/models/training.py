@@ -346,6 +346,7 @@ def fit(
     with torch.no_grad():
         model.friction.copy_(torch.as_tensor(fr0))
         model.ia.copy_(torch.as_tensor(ia0))
+    model.set_velocity_hold(velocity_range(train))  # validation, test and export score what the runtime runs
     if cfg.mode == "2s" or cfg.kind in ("rbd", "rbd-friction"):
         model.freeze_physics()
     if cfg.kind == "delan-lstm" and ck is None:  # Doenges 2025 sec. 3.2: DeLaN first, frozen, then the residual LSTM

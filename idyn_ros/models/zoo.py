@@ -271,6 +271,8 @@ class TorqueModel(nn.Module):
             self.residual = None
         self.norm = Normaliser(n * cfg.n_features_per_joint, n)
         self.delan = DeLaN(n, cfg.delan_dim) if cfg.kind in ("delan", "delan-lstm") else None
+        # the velocity hold (``set_velocity_hold``): +inf = none; rebuilt from the checkpoint's dq_abs_max on load
+        self.register_buffer("dq_hold", torch.full((n,), torch.inf, dtype=torch.float64), persistent=False)
 
     # ---- parameters ----
     def pi(self) -> torch.Tensor:
@@ -281,6 +283,21 @@ class TorqueModel(nn.Module):
     def armature(self) -> torch.Tensor:
         """(n,) armature Ia >= 0 (kg m^2), float64."""
         return self.ia.clamp(min=0.0)
+
+    def set_velocity_hold(self, dq_abs_max: np.ndarray | None) -> None:
+        """Friction and residual see |dq| held to ``dq_abs_max`` (the training data's largest, per joint); RBD the
+        measured dq. Decision: fitted terms do not extrapolate (a viscous term fitted below 0.7 rad/s ran a soft-gain
+        iiwa joint into its limit at 2), and scoring, export and the runtime all hold the same way. Only models with
+        an RBD part: the physics-like parts of lstm / DeLaN need the measured velocity."""
+        with torch.no_grad():
+            self.dq_hold.fill_(torch.inf)
+            if dq_abs_max is not None and self.inertial is not None:
+                self.dq_hold.copy_(torch.as_tensor(np.asarray(dq_abs_max, dtype=np.float64)))
+
+    def held(self, dq: torch.Tensor) -> torch.Tensor:
+        """dq held to the velocity range (``set_velocity_hold``), for friction and the residual."""
+        hold = self.dq_hold.to(dq.dtype)
+        return torch.minimum(torch.maximum(dq, -hold), hold)
 
     def freeze_physics(self) -> None:
         """2S training: keep identified RBD + friction fixed (Reuss Sec. V '2S')."""
@@ -317,13 +334,14 @@ class TorqueModel(nn.Module):
                 ddq.dtype)
         if self.delan is not None:
             tau_rbd = self.delan(q, dq, ddq)
+        dq_fit = self.held(dq)
         tau_f = zeros
         if self.friction.numel():
-            tau_f = torch_friction_torque(dq, self.friction.to(q.dtype), self.cfg.friction_kinds)
+            tau_f = torch_friction_torque(dq_fit, self.friction.to(q.dtype), self.cfg.friction_kinds)
         tau_res = zeros
         new_state = state
         if self.residual is not None:
-            feats = [q, dq, ddq]
+            feats = [q, dq_fit, ddq]
             r_state = None
             if self.cfg.uses_r:
                 if r is None:

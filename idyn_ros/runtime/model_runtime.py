@@ -8,10 +8,11 @@ and runs in ONNX Runtime only the residual subgraph, cut out of the artifact onc
 with ``onnx.utils.Extractor``. ``rbd_backend="onnx"`` runs the whole graph; a test checks both
 paths agree. Per tick nothing is logged and only small fixed-size arrays are touched.
 
-Velocity range: on the split path, friction and residual are evaluated at dq held to ``fit_dq_abs_max`` (the
-training data's largest |dq| per joint, in the metadata) and RBD at the measured dq. The whole graph in ONNX
-(``rbd_backend="onnx"``; kinds without inertial parameters: lstm, delan, GP) runs exactly as exported, unheld,
-since its physics-like parts need the measured velocity. Artifacts without the entry are not held.
+Velocity range: for kinds with an RBD part, friction and residual are evaluated at dq held to ``fit_dq_abs_max``
+(the training data's largest |dq| per joint, in the metadata) and RBD at the measured dq
+(``TorqueModel.set_velocity_hold``): training's scores, the exported graph (both backends) and this split path all
+hold it the same way; the split path clips here too, for artifacts exported before the graph held it. Kinds
+without inertial parameters (lstm, delan, GP) run unheld: their physics-like parts need the measured velocity.
 """
 
 from __future__ import annotations

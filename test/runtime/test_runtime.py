@@ -131,6 +131,38 @@ def test_fitted_parts_are_held_to_the_training_velocity_range(robot, tmp_path):
     np.testing.assert_allclose(rt.step(q, inside, ddq).friction, robot_friction(rt, inside))
 
 
+def test_offline_scores_export_and_runtime_hold_the_velocity_alike(robot, tmp_path):
+    """Beyond the training |dq|, what `idyn train` scores (torch), the whole exported graph and the split runtime
+    give the same torque: the friction and the per-joint residual see the held velocity in all three."""
+    import dataclasses
+
+    import torch
+
+    from idyn_ros.models import export as ex
+    from idyn_ros.models.synthetic import fourier_recording, make_true_robot
+    from idyn_ros.models.training import fit, predict
+    from idyn_ros.models.zoo import ModelConfig
+
+    rec = fourier_recording(robot.pin_model, make_true_robot(robot.pin_model), duration=2.0, rate_hz=1000.0)
+    res = fit(ModelConfig(kind="hybrid-j", mode="2s", id_method="ols", epochs=3, gate=False), robot, [rec],
+              progress=False)
+    with torch.no_grad():
+        res.model.residual.w3.add_(0.3)  # a residual that is not zero, so the velocity it sees matters
+    path = tmp_path / "model.onnx"
+    ex.export_onnx(res.model, robot, path, ex.build_metadata(res.model, robot, dq_abs_max=res.dq_abs_max))
+    fast = dataclasses.replace(rec, dq=3.0 * rec.dq)  # every joint beyond its training range most of the time
+    offline = predict(res.model, robot.pin_model, fast)
+    for backend in ("pinocchio", "onnx"):
+        rt = ModelRuntime(path, robot, rbd_backend=backend)
+        online = np.array([rt.step(q, dq, ddq).total.copy() for q, dq, ddq in zip(fast.q, fast.dq, fast.ddq,
+                                                                                   strict=True)])
+        np.testing.assert_allclose(online, offline["tau"], atol=2e-4 * np.abs(offline["tau"]).max(), err_msg=backend)
+    held = predict(res.model, robot.pin_model, dataclasses.replace(fast, dq=np.clip(fast.dq, -res.dq_abs_max,
+                                                                                    res.dq_abs_max)))
+    np.testing.assert_allclose(offline["tau_friction"], held["tau_friction"], atol=1e-9)
+    assert not np.allclose(offline["tau_rbd"], held["tau_rbd"])  # RBD at the measured velocity
+
+
 def robot_friction(rt: ModelRuntime, dq: np.ndarray) -> np.ndarray:
     from idyn_ros.dynamics.friction import friction_torque
 
