@@ -12,6 +12,8 @@ Sections (each writes results/<section>.json with ``_provenance``):
   kuka_acceptance       real KUKA: auto on file 1 (val 2, test 3), and on file 1 cut to 2 / 5 / 10 s, each
                         against rbd-friction on file 3
   kuka_gp_holdout       real KUKA: `idyn train --model lip-gp --max-samples 500` on file 1 without --val
+  kuka_seed_spread      real KUKA: hybrid-j 2S on each of auto's physics candidates, seeds 0..4, file 3 per seed,
+                        seed averages and the average over the physics candidates
 
 Rules kept: choices are made on validation data only (plant: a held-out trajectory; KUKA: file 2); the plant's
 test trajectory and KUKA file 3 are reported, never used for a choice. Recordings are cached under --work.
@@ -182,6 +184,52 @@ def kuka_acceptance(work: Path, minutes: float) -> dict:
     return out
 
 
+SEED_BASES = {"rbd-friction": {}, "rbd-friction reg 1e-2": {"reg": 1e-2},
+              "rbd-friction nominal": {"id_method": "nominal"}}  # auto's physics candidates (models.auto)
+
+
+def kuka_seed_spread(work: Path, minutes: float, seeds: int = 5) -> dict:
+    """How much of auto's KUKA number is the seed: hybrid-j 2S on each physics candidate, seeds 0..4, file 3 per
+    seed, the seed average per base, and the average over the three bases (predictions averaged)."""
+    from idyn_ros.models.metrics import torque_metrics
+    from idyn_ros.models.training import fit, predict
+    from idyn_ros.models.zoo import ModelConfig
+
+    robot, (f1, f2, f3) = _kuka()
+    preds: dict[tuple[str, int], tuple[np.ndarray, np.ndarray]] = {}
+    out: dict[str, Any] = {"protocol": "train measurements_1, val measurements_2 (early stopping, gate), test "
+                                       "measurements_3; hybrid-j 2S with the ModelConfig defaults but the seed",
+                           "runs": {}}
+    lo = hi = None
+    for base, over in SEED_BASES.items():
+        for seed in range(seeds):
+            cfg = ModelConfig.from_dict({**ModelConfig().to_dict(), "kind": "hybrid-j", "mode": "2s", "seed": seed,
+                                         **over})
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                res = fit(cfg, robot, [f1], [f2], max_minutes=minutes, progress=False)
+            lo, hi = res.tau_min, res.tau_max
+            preds[base, seed] = (predict(res.model, robot.pin_model, f2)["tau"],
+                                 predict(res.model, robot.pin_model, f3)["tau"])
+            v, t = (torque_metrics(p, f.tau, lo, hi) for p, f in zip(preds[base, seed], (f2, f3), strict=True))
+            out["runs"][f"hybrid-j 2S on {base}, seed {seed}"] = {
+                "val_nmse_mean": v["nmse_mean"], "test_nmse_mean": t["nmse_mean"], "test_nmse": t["nmse"]}
+            print(f"{base:<22} seed {seed}: val {v['nmse_mean']:.4f} test {t['nmse_mean']:.4f} "
+                  f"worst {t['nmse_max']:.3f}", flush=True)
+
+    def averaged(keys: list[tuple[str, int]]) -> dict[str, Any]:
+        v, t = (torque_metrics(np.mean([preds[k][i] for k in keys], 0), f.tau, lo, hi)
+                for i, f in ((0, f2), (1, f3)))
+        return {"val_nmse_mean": v["nmse_mean"], "test_nmse_mean": t["nmse_mean"], "test_nmse": t["nmse"]}
+
+    for base in SEED_BASES:
+        tests = [out["runs"][f"hybrid-j 2S on {base}, seed {s}"]["test_nmse_mean"] for s in range(seeds)]
+        out[f"seeds on {base}"] = {"test_nmse_mean_per_seed": tests, "mean": float(np.mean(tests)),
+                                   "seed_average": averaged([(base, s) for s in range(seeds)])}
+    out["average over the three bases, per seed"] = [averaged([(b, s) for b in SEED_BASES]) for s in range(seeds)]
+    return out
+
+
 def kuka_gp_holdout(work: Path, minutes: float) -> dict:
     import subprocess
     import sys
@@ -209,7 +257,7 @@ def kuka_gp_holdout(work: Path, minutes: float) -> dict:
 
 SECTIONS = {"plant_regularisation": plant_regularisation, "plant_data_size": plant_data_size,
             "kuka_regularisation": kuka_regularisation, "kuka_acceptance": kuka_acceptance,
-            "kuka_gp_holdout": kuka_gp_holdout}
+            "kuka_gp_holdout": kuka_gp_holdout, "kuka_seed_spread": kuka_seed_spread}
 
 
 def main() -> None:
