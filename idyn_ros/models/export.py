@@ -29,7 +29,7 @@ from torch import nn
 from idyn_ros.dynamics.friction import torch_friction_torque
 from idyn_ros.models.artifact import FORMAT_VERSION, write_artifact
 from idyn_ros.models.features import R_FEATURE_VERSION
-from idyn_ros.models.zoo import TorqueModel, rotational_displacement_step
+from idyn_ros.models.zoo import TorqueModel, hold_velocity, rotational_displacement_step
 
 
 class StepModule(nn.Module):
@@ -60,7 +60,7 @@ class StepModule(nn.Module):
         tau_rbd = self.rnea(q, dq, ddq) + self.ia * ddq if self.rnea is not None else torch.zeros_like(q)
         if self.delan is not None:
             tau_rbd = self.delan(q, dq, ddq)
-        dq_fit = torch.minimum(torch.maximum(dq, -self.dq_hold), self.dq_hold)  # as TorqueModel.held
+        dq_fit = hold_velocity(dq, self.dq_hold)
         if self.fric.numel():
             tau_f = torch_friction_torque(dq_fit, self.fric, self.cfg.friction_kinds)
         else:
@@ -110,8 +110,8 @@ def build_metadata(
     tau_range: tuple[np.ndarray, np.ndarray] | None = None,
     dq_abs_max: np.ndarray | None = None,
 ) -> dict[str, Any]:
-    """The JSON metadata stored in the artifact (see module docstring); ``dq_abs_max``: the training data's
-    largest |dq| per joint (``training.velocity_range``)."""
+    """The JSON metadata stored in the artifact (see module docstring). ``fit_dq_abs_max`` is the model's own velocity
+    hold when it has one; ``dq_abs_max`` (``training.velocity_range``) is recorded only for models without one."""
     inputs, outputs, state = io_names(model)
     hold = model.dq_hold.detach().double().numpy()
     if np.all(np.isfinite(hold)):  # the model's own hold (TorqueModel.set_velocity_hold) is what its graph does

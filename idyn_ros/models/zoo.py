@@ -242,6 +242,11 @@ def rotational_displacement(q: torch.Tensor, state: torch.Tensor | None = None) 
     return torch.stack(out, 1), state
 
 
+def hold_velocity(dq: torch.Tensor, hold: torch.Tensor) -> torch.Tensor:
+    """dq clipped to +-hold per joint (``TorqueModel.set_velocity_hold``; the exported step graph uses it too)."""
+    return torch.minimum(torch.maximum(dq, -hold), hold)
+
+
 class TorqueModel(nn.Module):
     """tau = Y(q,dq,ddq) pi + F(dq) phi + residual(q, dq, ddq [, tau_rbd, r]); see module doc."""
 
@@ -296,8 +301,7 @@ class TorqueModel(nn.Module):
 
     def held(self, dq: torch.Tensor) -> torch.Tensor:
         """dq held to the velocity range (``set_velocity_hold``), for friction and the residual."""
-        hold = self.dq_hold.to(dq.dtype)
-        return torch.minimum(torch.maximum(dq, -hold), hold)
+        return hold_velocity(dq, self.dq_hold.to(dq.dtype))
 
     def freeze_physics(self) -> None:
         """2S training: keep identified RBD + friction fixed (Reuss Sec. V '2S')."""
