@@ -8,6 +8,8 @@ torque with the artifact's gains (``control.effort``), as the nodes do. Reported
   nMSE         MSE / variance of the measured torque (1.0 = no better than the mean)
   RMSE         root mean squared error in Nm
   NMSE(minmax) MSE of torques min-max scaled with the training ranges (Reuss et al. 2022 "NMSE")
+A recording that runs a joint more than 10 % faster than the model's training data gets a warning (JSON:
+"speed_coverage"): the model holds friction and residual at the training speed there, as the controller does.
 """
 
 from __future__ import annotations
@@ -42,12 +44,13 @@ def run(args: argparse.Namespace) -> int:
 def _run(args: argparse.Namespace) -> int:
     import json
     import sys
+    import warnings
 
     import numpy as np
 
     from idyn_ros.control.effort import EffortToTorque
     from idyn_ros.dynamics import RobotModel
-    from idyn_ros.models.metrics import torque_metrics
+    from idyn_ros.models.metrics import speed_coverage, speed_warning, torque_metrics
     from idyn_ros.models.sources import load_recordings
     from idyn_ros.runtime import ModelRuntime, read_metadata
 
@@ -70,6 +73,11 @@ def _run(args: argparse.Namespace) -> int:
     total = torque_metrics(np.concatenate(preds), np.concatenate(taus), meta.get("tau_min"), meta.get("tau_max"))
     out = {"model": str(args.model), "model_id": meta.get("model_id"), "model_kind": meta["model_kind"],
            "joint_names": meta["joint_names"], "all": total, "files": per_file}
+    if rt.velocity_hold is not None:
+        out["speed_coverage"] = speed_coverage(rt.velocity_hold, recs)
+        message = speed_warning("the data", out["speed_coverage"], meta["joint_names"])
+        if message:
+            warnings.warn(message, stacklevel=1)
     if args.json:
         print(json.dumps(out))
         return 0

@@ -8,7 +8,10 @@ only with --resume-on-new-data (fine-tuning). A warning says when the data are f
 (fewer torque values than fitted parameters), or unnamed (taken by joint position); unnamed data
 outside the robot's joint limits are refused. Models with an RBD part evaluate friction and residual with the
 velocity held to the training data's largest |dq| per joint (fitted terms do not extrapolate): the validation,
-test and auto scores printed here, the exported graph and the controller all hold it the same way.
+test and auto scores printed here, the exported graph and the controller all hold it the same way (unheld, a
+residual fitted on slow data ran a joint into its limit in closed loop: studies/velocity_hold). A --val or --test
+recording that runs a joint more than 10 % faster than the training data gets a warning (metrics.json
+"speed_coverage"): record training data at the speeds the robot will run.
 
 Motor currents as effort (UR arms; the file says so, or --effort-kind current): per-joint current -> torque
 gains are identified jointly with the rigid-body and friction parameters, the scale fixed by the nominal

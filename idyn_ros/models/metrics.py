@@ -96,3 +96,28 @@ def state_overlap(train: Any, val: Any, radius: float = OVERLAP_RADIUS, max_poin
     dist, _ = cKDTree(X / scale).query(V / scale, p=np.inf)
     return float(np.mean(dist <= radius))
 
+
+
+#: A recording that runs some joint faster than this multiple of the training data's largest |dq| gets a warning
+SPEED_WARNING = 1.1
+
+
+def speed_coverage(dq_hold: Any, recs: Any) -> dict[str, Any]:
+    """How far recordings run beyond the speeds a model holds friction and residual to
+    (``TorqueModel.set_velocity_hold``): per joint the largest |dq| over the hold, and the share of samples with some
+    joint beyond it."""
+    hold = np.maximum(np.asarray(dq_hold, dtype=np.float64), 1e-9)
+    dq = np.abs(np.concatenate([r.dq for r in recs]))
+    return {"ratio": (dq.max(0) / hold).tolist(), "share_beyond": float(np.mean(np.any(dq > hold, axis=1)))}
+
+
+def speed_warning(what: str, coverage: dict[str, Any], joint_names: Any) -> str | None:
+    """The user-facing warning for ``speed_coverage`` beyond ``SPEED_WARNING``, else None."""
+    ratio = np.asarray(coverage["ratio"])
+    fast = [f"{joint_names[j]} {ratio[j]:.1f}x" for j in np.argsort(-ratio) if ratio[j] > SPEED_WARNING]
+    if not fast:
+        return None
+    return (f"{what} runs faster than the training data ({', '.join(fast)} its largest speed; "
+            f"{coverage['share_beyond']:.0%} of the samples beyond it). The model holds friction and residual at the "
+            f"training speed there (closed-loop safety: unheld, a fitted residual ran a joint into its limit), so "
+            f"expect a larger error on those samples; record training data that covers the speeds the robot will run")

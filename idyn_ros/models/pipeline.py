@@ -22,7 +22,14 @@ from idyn_ros.errors import ModelArtifactError, ParameterError
 from idyn_ros.models import checkpoint
 from idyn_ros.models import export as ex
 from idyn_ros.models.features import R_FEATURE_VERSION
-from idyn_ros.models.metrics import OVERLAP_RADIUS, OVERLAP_WARNING, state_overlap, torque_metrics
+from idyn_ros.models.metrics import (
+    OVERLAP_RADIUS,
+    OVERLAP_WARNING,
+    speed_coverage,
+    speed_warning,
+    state_overlap,
+    torque_metrics,
+)
 from idyn_ros.models.sources import Recording
 from idyn_ros.models.training import TrainResult, fit, predict
 from idyn_ros.models.uncertainty import torque_uncertainty
@@ -133,6 +140,16 @@ def train_run(
         metrics["val"] = evaluate_torch(res, robot, val, preds["val"])
     if test:
         metrics["test"] = evaluate_torch(res, robot, test, preds["test"])
+    hold = res.model.dq_hold.detach().numpy()
+    if np.all(np.isfinite(hold)):
+        for split, recs in (("val", val), ("test", test)):
+            if recs:
+                coverage = speed_coverage(hold, recs)
+                metrics.setdefault("speed_coverage", {})[split] = coverage
+                message = speed_warning(f"the {'validation' if split == 'val' else 'test'} data", coverage,
+                                        robot.joint_names)
+                if message:
+                    warnings.warn(message, stacklevel=2)
     uncertainty = torque_uncertainty([(name, recs, preds[name]) for name, recs in
                                       (("val", val), ("test", test), ("train", train))])
     if effort is not None:

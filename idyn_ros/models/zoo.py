@@ -291,8 +291,9 @@ class TorqueModel(nn.Module):
 
     def set_velocity_hold(self, dq_abs_max: np.ndarray | None) -> None:
         """Friction and residual see |dq| held to ``dq_abs_max`` (the training data's largest, per joint); RBD the
-        measured dq. Decision: fitted terms do not extrapolate (a viscous term fitted below 0.7 rad/s ran a soft-gain
-        iiwa joint into its limit at 2), and scoring, export and the runtime all hold the same way. Only models with
+        measured dq. Decision: fitted terms do not extrapolate (closed loop on the plant, models fitted on slow data
+        tracked faster moves better held, and unheld a residual ran a joint into its limit: studies/velocity_hold),
+        and scoring, export and the runtime all hold the same way. Only models with
         an RBD part: the physics-like parts of lstm / DeLaN need the measured velocity."""
         with torch.no_grad():
             self.dq_hold.fill_(torch.inf)

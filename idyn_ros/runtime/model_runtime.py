@@ -137,9 +137,11 @@ class ModelRuntime:
             self._setup_binding()
         self._out = TorquePrediction(*(np.zeros(n) for _ in range(4)))
         # Decision: friction and residual see |dq| held to the training data's largest (RBD the measured dq): fits do
-        # not extrapolate, and a viscous term fitted below 0.7 rad/s ran a soft-gain iiwa joint into its limit at 2.
-        lim = meta.get("fit_dq_abs_max")  # held only where RBD runs apart (pinocchio): see the module docstring
-        self.dq_fit_limit = None if lim is None or self._pin is None else np.asarray(lim, dtype=np.float64)
+        # not extrapolate (unheld, a residual fitted on slow data ran a joint into its limit: studies/velocity_hold).
+        lim = meta.get("fit_dq_abs_max")
+        # (n,) rad/s the model holds friction and residual to (both backends), or None (kinds without RBD: unheld)
+        self.velocity_hold = None if lim is None or self.inertial is None else np.asarray(lim, dtype=np.float64)
+        self.dq_fit_limit = None if self._pin is None else self.velocity_hold  # the split path clips here as well
         self._dq_fit_low = None if self.dq_fit_limit is None else -self.dq_fit_limit  # no negation per tick
         self._dq_fit = np.zeros(n)
         self._fric_in_graph = self._sess is not None and "tau_friction" in self._outb

@@ -29,11 +29,15 @@ def test_train_then_evaluate_json(files, tmp_path, capsys):
     assert (out / "model.onnx").is_file() and (out / "metrics.json").is_file()
     capsys.readouterr()
     assert main(["evaluate", "--model", str(out / "model.onnx"), "--data", files[2], "--json"]) == 0
-    captured = capsys.readouterr().out
-    result = json.loads(captured)  # the whole stdout is exactly one JSON object
+    captured = capsys.readouterr()
+    result = json.loads(captured.out)  # the whole stdout is exactly one JSON object
     m = result["all"]
     assert len(m["nmse"]) == len(m["rmse_nm"]) == len(m["minmax_nmse"]) == 7
     assert m["nmse_mean"] < 0.1  # SDP + friction on a known robot, other trajectory 2x faster
+    # ... so the user is told the model holds friction at the training speed on most of it
+    assert max(result["speed_coverage"]["ratio"]) > 1.5 and result["speed_coverage"]["share_beyond"] > 0.3
+    assert "runs faster than the training data" in captured.err
+    assert "speed_coverage" in json.loads((out / "metrics.json").read_text())  # train measured its validation too
     # the human-readable form names every joint
     assert main(["evaluate", "--model", str(out / "model.onnx"), "--data", files[2]]) == 0
     assert "lbr_A7" in capsys.readouterr().out

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from idyn_ros.models import identification as ident
-from idyn_ros.models.metrics import nmse, nmse_percent, torque_metrics
+from idyn_ros.models.metrics import nmse, nmse_percent, speed_coverage, speed_warning, torque_metrics
 
 
 def test_every_nmse_in_the_package_is_the_same_number(iiwa, synth):
@@ -35,3 +35,17 @@ def test_constant_joint_has_no_nmse_and_is_left_out_of_the_mean():
     assert m["nmse_mean"] == pytest.approx(m["nmse"][0]) and m["nmse_max"] == pytest.approx(m["nmse"][0])
     # a small but real variation is a signal, not a constant
     assert np.isfinite(nmse(pred[:, 0] * 1e-3, tau[:, 0] * 1e-3)).all()
+
+
+def test_speed_coverage_names_the_joints_beyond_the_held_speed():
+    """A recording faster than the training data is flagged per joint; one within it is not."""
+    from types import SimpleNamespace
+
+    t = np.linspace(0, 1, 101)
+    rec = SimpleNamespace(dq=np.stack([np.sin(2 * np.pi * t), 0.5 * np.sin(2 * np.pi * t)], 1))
+    cov = speed_coverage([0.5, 1.0], [rec])
+    np.testing.assert_allclose(cov["ratio"], [2.0, 0.5], atol=1e-3)
+    assert 0.3 < cov["share_beyond"] < 0.8
+    message = speed_warning("the test data", cov, ["a", "b"])
+    assert message is not None and "a 2.0x" in message and "b " not in message
+    assert speed_warning("the test data", speed_coverage([1.0, 1.0], [rec]), ["a", "b"]) is None
