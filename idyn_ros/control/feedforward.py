@@ -112,6 +112,18 @@ class FeedforwardComputer:
         without a friction model (or in fallback)."""
         return None if self.runtime is None else self.runtime.static_friction
 
+    def training_speed_note(self) -> str:
+        """'' or one line: on how many ticks the robot ran faster than the model's training data, and which joints
+        (the model holds friction and residual at the training speed there: ``TorqueModel.set_velocity_hold``)."""
+        rt = self.runtime
+        if rt is None or rt.ticks_beyond_hold == 0:
+            return ""
+        ratio = rt.peak_speed_ratio
+        fast = ", ".join(f"{rt.joint_names[j]} {ratio[j]:.1f}x" for j in np.argsort(-ratio) if ratio[j] > 1.0)
+        return (f"the robot ran faster than the model's training data on {rt.ticks_beyond_hold} tick(s) ({fast} its "
+                f"largest speed): friction and residual are held at the training speed there; record training data "
+                f"at these speeds")
+
     def feedback_model(self) -> Any:
         """The ``RobotModel`` whose M(q) the controller's feedback and the observers use: this artifact's identified
         inertials + armature when it has them, else the nominal URDF (``RobotModel.with_identified``)."""

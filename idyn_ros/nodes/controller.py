@@ -67,6 +67,7 @@ class ControllerNode(LifecycleNode):
         self.deadline_misses = 0
         self.compute_us_max = 0.0
         self._reported = ""
+        self._speed_noted = False  # the training-speed warning is logged once (diagnostics timer)
         payload_service(self, self._set_payload)
         if autostart and self.trigger_configure() == TransitionCallbackReturn.SUCCESS:
             self.trigger_activate()
@@ -285,7 +286,13 @@ class ControllerNode(LifecycleNode):
             else:
                 level = Diagnostics.WARN if core.ff.fallback else Diagnostics.OK
                 diag.set(level, "active" + (f"; {core.ff.fallback_reason}" if core.ff.fallback else ""))
+        speed_note = core.ff.training_speed_note()
+        if speed_note and not self._speed_noted:  # once per run; the count stays on /diagnostics
+            self.get_logger().warning(speed_note)
+            self._speed_noted = True
         diag.values.update(ticks=str(core.ticks), deadline_misses=str(self.deadline_misses),
+                           ticks_beyond_training_speed=str(core.ff.runtime.ticks_beyond_hold
+                                                           if core.ff.runtime is not None else 0),
                            compute_us_max=f"{self.compute_us_max:.1f}", gain_preset=core.params.gain_preset,
                            faults=str(wd.trips), recoveries=str(wd.recoveries))
         diag.publish()

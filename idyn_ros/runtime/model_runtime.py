@@ -144,6 +144,12 @@ class ModelRuntime:
         self.dq_fit_limit = None if self._pin is None else self.velocity_hold  # the split path clips here as well
         self._dq_fit_low = None if self.dq_fit_limit is None else -self.dq_fit_limit  # no negation per tick
         self._dq_fit = np.zeros(n)
+        # for diagnostics: ticks on which some joint ran beyond the hold, and each joint's largest |dq| / hold
+        self.ticks_beyond_hold = 0
+        self.peak_speed_ratio = np.zeros(n)
+        self._inv_hold = None if self.velocity_hold is None else 1.0 / np.maximum(self.velocity_hold, 1e-9)
+        self._abs_dq = np.zeros(n)
+        self._beyond = np.zeros(n, dtype=bool)
         self._fric_in_graph = self._sess is not None and "tau_friction" in self._outb
         if self._sess is not None:  # direct references: no dict lookups per tick
             self._q_in, self._dq_in = self._in["q"][0], self._in["dq"][0]
@@ -212,6 +218,12 @@ class ModelRuntime:
         if self._pin is not None:
             out.rbd[:] = self._pin.rnea(q, dq, ddq)
         dq_fit = dq
+        if self._inv_hold is not None:  # ~1 us: two ufuncs into buffers; the peak only on ticks beyond
+            np.greater(np.abs(dq, out=self._abs_dq), self.velocity_hold, out=self._beyond)
+            if self._beyond.any():
+                self.ticks_beyond_hold += 1
+                np.multiply(self._abs_dq, self._inv_hold, out=self._abs_dq)
+                np.maximum(self.peak_speed_ratio, self._abs_dq, out=self.peak_speed_ratio)
         if self.dq_fit_limit is not None:
             dq_fit = np.clip(dq, self._dq_fit_low, self.dq_fit_limit, out=self._dq_fit)
         if self._sess is not None:

@@ -129,6 +129,32 @@ def test_fitted_parts_are_held_to_the_training_velocity_range(robot, tmp_path):
         q, 3.0 * rt.dq_fit_limit, ddq), atol=1e-9)
     inside = 0.5 * rt.dq_fit_limit
     np.testing.assert_allclose(rt.step(q, inside, ddq).friction, robot_friction(rt, inside))
+    # counted for the controller's diagnostics: the edge itself is not beyond, 3x is (once), 0.5x is not
+    assert rt.ticks_beyond_hold == 1
+    np.testing.assert_allclose(rt.peak_speed_ratio, 3.0)
+
+
+def test_the_feedforward_says_when_the_robot_outruns_the_training_data(robot, tmp_path):
+    """The controller node logs this line once and counts the ticks on /diagnostics."""
+    from idyn_ros.control.feedforward import FeedforwardComputer
+    from idyn_ros.models import export as ex
+    from idyn_ros.models.synthetic import fourier_recording, make_true_robot
+    from idyn_ros.models.training import fit
+    from idyn_ros.models.zoo import ModelConfig
+
+    rec = fourier_recording(robot.pin_model, make_true_robot(robot.pin_model), duration=2.0, rate_hz=1000.0)
+    res = fit(ModelConfig(kind="rbd-friction", id_method="ols"), robot, [rec], progress=False)
+    path = tmp_path / "model.onnx"
+    ex.export_onnx(res.model, robot, path, ex.build_metadata(res.model, robot, dq_abs_max=res.dq_abs_max))
+    ff = FeedforwardComputer(robot, path)
+    q, ddq = np.full(robot.n, 0.3), np.zeros(robot.n)
+    ff.compute(q, 0.5 * res.dq_abs_max, ddq)
+    assert ff.training_speed_note() == ""
+    dq = 0.5 * res.dq_abs_max
+    dq[2] = 1.5 * res.dq_abs_max[2]
+    ff.compute(q, dq, ddq)
+    note = ff.training_speed_note()
+    assert f"on 1 tick(s) ({robot.joint_names[2]} 1.5x its largest speed)" in note
 
 
 def test_offline_scores_export_and_runtime_hold_the_velocity_alike(robot, tmp_path):
