@@ -55,9 +55,13 @@ AUTO_ROWS: dict[str, str] = {"identified_rbd_friction": "rbd-friction", "hybrid_
 # Bumped when the recorded data or the models change for the same settings (4: recorded by the controller core,
 # 5: the true profiles gained the joint effects of sim/joint_effects.py, 6: excitations at 0.8 of the limits and
 # artifacts carrying their training velocity range, 7: auto fits the per-joint residual on every physics candidate,
-# 8: validation, the gate, early stopping and auto score the model with its velocity held as the runtime holds it),
-# so cached data and artifacts made by older code are re-recorded / retrained instead of silently reused.
-CACHE_VERSION = 8
+# 8: validation, the gate, early stopping and auto score the model with its velocity held as the runtime holds it,
+# 9: auto's per-joint 2S residuals compete as their average over the physics candidates), so cached data and
+# artifacts made by older code are re-recorded / retrained instead of silently reused.
+CACHE_VERSION = 9
+# The recorded data's part of it: bumped with CACHE_VERSION when the recordings change (last at 8), not when only
+# the models do, so a model change retrains without re-recording.
+DATA_VERSION = 8
 # Bumped when the exported artifacts change for the same data and training (2: they carry their validation
 # uncertainty, which the wrench observer's trust stage reads): cached models are re-exported, the data is kept.
 ARTIFACT_VERSION = 2
@@ -96,7 +100,7 @@ class DataSpec:
     seed: int = 0
 
     def key(self) -> dict[str, Any]:
-        return {**self.__dict__, "cache_version": CACHE_VERSION}
+        return {**self.__dict__, "cache_version": DATA_VERSION}
 
 
 def excitation_trajectories(robot_model: Any, spec: DataSpec, progress: Callable[[str], None] | None = None) -> list:

@@ -2,7 +2,8 @@
 
 Graph: inputs ``q, dq, ddq`` (1, n) float32 (+ ``h_in, c_in`` (1, 1, H) for LSTM models, + ``rd_in``
 (1, 4, n), the state of the r feature (``zoo.rotational_displacement_step``), for hybrid-r / hybrid-j), outputs
-``tau, tau_rbd, tau_friction, tau_residual`` (1, n) (+ ``h_out, c_out`` [, ``rd_out``]). The RBD
+``tau, tau_rbd, tau_friction, tau_residual`` (1, n) (+ ``tau_rbd_base_<b>`` for a model averaged over physics bases,
++ ``h_out, c_out`` [, ``rd_out``]). The RBD
 part is ``idyn_ros.dynamics.torch_rnea.TorchRNEA`` with the identified parameters as constants
 (DeLaN: its closed-form Euler-Lagrange torque, ``zoo.DeLaN.forward``); friction and the residual
 network (with its input/output normalisation folded in) follow. The runtime may instead evaluate RBD
@@ -46,6 +47,14 @@ class StepModule(nn.Module):
             with torch.no_grad():
                 pi = model.pi().double().numpy()
             self.rnea = TorchRNEA(robot, torch.float32, pi=pi, learn_parameters=False)
+        # a model averaged over physics bases (TorqueModel.average_over_bases): each base's tau_RBD feeds its member
+        self.base_rneas = nn.ModuleList()
+        if cfg.bases > 1:
+            with torch.no_grad():
+                for b in range(cfg.bases):
+                    self.base_rneas.append(TorchRNEA(robot, torch.float32, pi=model.base_pi[b].reshape(model.n, 10)
+                                                     .numpy(), learn_parameters=False))
+                self.register_buffer("base_ia", model.base_ia.detach().float().clone())
         with torch.no_grad():
             self.register_buffer("ia", model.armature().float().clone())  # (n,) kg m^2, tau_rbd += Ia ddq
         self.register_buffer("fric", model.friction.detach().float().clone())
@@ -70,9 +79,10 @@ class StepModule(nn.Module):
             return tau_rbd + tau_f + tau_res, tau_rbd, tau_f, tau_res
         feats = [q, dq_fit, ddq]
         r_out = None
+        bases = [rnea(q, dq, ddq) + self.base_ia[b] * ddq for b, rnea in enumerate(self.base_rneas)]
         if self.with_r:
             r, r_out = rotational_displacement_step(q, state[-1])  # rd_in is the last state input
-            feats += [tau_rbd, r]
+            feats += [*(bases or [tau_rbd]), r]
         elif self.with_tau_rbd:
             feats.append(tau_rbd)
         x = (torch.cat(feats, -1) - self.norm.x_mean) / self.norm.x_std  # (1, F)
@@ -83,13 +93,14 @@ class StepModule(nn.Module):
             return (*outs, r_out) if r_out is not None else outs
         y, _ = self.residual(x)
         tau_res = y * self.norm.y_scale
-        outs = (tau_rbd + tau_f + tau_res, tau_rbd, tau_f, tau_res)
+        outs = (tau_rbd + tau_f + tau_res, tau_rbd, tau_f, tau_res, *bases)
         return (*outs, r_out) if r_out is not None else outs
 
 
 def io_names(model: TorqueModel) -> tuple[list[str], list[str], list[dict[str, Any]]]:
     """Input names, output names and recurrent-state descriptions for a model."""
     inputs, outputs = ["q", "dq", "ddq"], ["tau", "tau_rbd", "tau_friction", "tau_residual"]
+    outputs += [f"tau_rbd_base_{b}" for b in range(model.cfg.bases if model.cfg.bases > 1 else 0)]
     state: list[dict[str, Any]] = []
     if model.residual is not None and model.state_size:
         H = model.state_size
@@ -138,6 +149,11 @@ def build_metadata(
             "armature": armature,  # (n,) kg m^2 reflected rotor inertia (tau_j += Ia_j ddq_j, M_jj += Ia_j) or None
             "friction_kinds": list(model.cfg.friction_kinds) if model.friction.numel() else [],
             "friction": model.friction.detach().double().numpy().tolist(),
+            # averaged over physics bases: each base's inertial (n, 10) and armature (n,); the graph's residual takes
+            # their RBD torques as inputs tau_rbd_base_<b> (the runtime's split path computes them with pinocchio)
+            "bases": None if model.cfg.bases == 1 else [
+                {"inertial": model.base_pi[b].reshape(model.n, 10).tolist(), "armature": model.base_ia[b].tolist()}
+                for b in range(model.cfg.bases)],
         },
         "urdf": robot.urdf_xml,
         "training_data_sha256": fingerprint,

@@ -319,6 +319,9 @@ def fit(
                              "dropout in [0, 1)")
     if max_minutes is not None and not max_minutes > 0:
         raise ParameterError(f"max_minutes must be > 0 (got {max_minutes}); leave it out for no time budget")
+    if cfg.bases != 1:
+        raise ParameterError("a model averaged over physics bases is assembled from fitted members "
+                             "(TorqueModel.average_over_bases, used by --model auto), not trained as a whole")
     if not train:
         raise IdentificationError("no training recordings given")
     torch.set_num_threads(MAX_THREADS)

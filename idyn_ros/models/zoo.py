@@ -22,7 +22,7 @@ parts switched off per kind, so training, evaluation and ONNX export are written
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -50,6 +50,9 @@ class ModelConfig:
     hidden: int = 50  # Reuss Table IV: LSTM hidden 50
     mlp_dim: int = 200  # Reuss Table IV: residual MLP 2 x 200
     joint_dim: int = 32  # hybrid-j: width of each joint's MLP (2 hidden layers)
+    # hybrid-j 2S only: the residual averages this many per-joint MLPs, each fitted on another physics base
+    # (``TorqueModel.average_over_bases``); 1 = one base. Assembled from fitted members, never trained as a whole.
+    bases: int = 1
     delan_dim: int = 64
     window: int = 100  # Reuss Sec. IV: windows of 100 steps, hidden state reset per window
     stride: int = 100  # = window: non-overlapping
@@ -119,7 +122,7 @@ class ModelConfig:
     def n_features_per_joint(self) -> int:
         """Residual inputs per joint: q, dq, ddq (+ tau_RBD, r for hybrid-r / hybrid-j, Callar Eq. 4.28; + tau_DeLaN
         for delan-lstm, Doenges eq. 19)."""
-        return 5 if self.uses_r else 4 if self.kind == "delan-lstm" else 3
+        return 4 + self.bases if self.uses_r else 4 if self.kind == "delan-lstm" else 3
 
 
 class Normaliser(nn.Module):
@@ -209,6 +212,31 @@ class JointMLPResidual(nn.Module):
         return y.reshape(*lead, self.n), state
 
 
+class BaseAveragedResidual(nn.Module):
+    """The mean of B per-joint residuals (``JointMLPResidual``), member b fitted on physics base b and fed that base's
+    tau_RBD. Input: features (..., (4 + B) n) feature-major [q, dq, ddq, tau_RBD,1 .. tau_RBD,B, r]; each member's
+    output is scaled by its own training scale (``member_scale``) before the mean.
+
+    Why: which physics base a residual extrapolates best from cannot be seen on validation that repeats training, and
+    on both real arms' held-out runs the average beat every single base (studies/auto_selection/README.md).
+    """
+
+    def __init__(self, n: int, bases: int, dim: int, dropout: float = 0.0) -> None:
+        super().__init__()
+        self.n, self.bases, self.hidden = n, bases, 0
+        self.members = nn.ModuleList(JointMLPResidual(n, 5, dim, dropout) for _ in range(bases))
+        self.register_buffer("member_scale", torch.ones(bases, n))  # each member's output scale [Nm]
+
+    def forward(self, x: torch.Tensor, state: Any = None) -> Any:
+        f = x.reshape(*x.shape[:-1], 4 + self.bases, self.n)
+        shared = (f[..., 0:3, :], f[..., 3 + self.bases :, :])  # q, dq, ddq | r
+        y = 0.0
+        for b, member in enumerate(self.members):
+            xb = torch.cat([shared[0], f[..., 3 + b : 4 + b, :], shared[1]], -2).reshape(*x.shape[:-1], 5 * self.n)
+            y = y + member(xb)[0] * self.member_scale[b]
+        return y / self.bases, state
+
+
 def rotational_displacement_step(q: torch.Tensor, state: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """One tick of Callar's r (``idyn_ros.models.features``): q (B, n) rad, state (B, 4, n) -> r (B, n), state.
 
@@ -271,13 +299,58 @@ class TorqueModel(nn.Module):
         elif cfg.residual == "mlp":
             self.residual = MLPResidual(3 * n, n, cfg.mlp_dim, cfg.dropout)
         elif cfg.residual == "joint-mlp":
-            self.residual = JointMLPResidual(n, cfg.n_features_per_joint, cfg.joint_dim, cfg.dropout)
+            self.residual = (JointMLPResidual(n, cfg.n_features_per_joint, cfg.joint_dim, cfg.dropout)
+                             if cfg.bases == 1 else BaseAveragedResidual(n, cfg.bases, cfg.joint_dim, cfg.dropout))
         else:
             self.residual = None
         self.norm = Normaliser(n * cfg.n_features_per_joint, n)
         self.delan = DeLaN(n, cfg.delan_dim) if cfg.kind in ("delan", "delan-lstm") else None
         # the velocity hold (``set_velocity_hold``): +inf = none; rebuilt from the checkpoint's dq_abs_max on load
         self.register_buffer("dq_hold", torch.full((n,), torch.inf, dtype=torch.float64), persistent=False)
+        if cfg.bases > 1:
+            if cfg.kind != "hybrid-j" or cfg.mode != "2s":
+                raise ValueError(f"bases > 1 is a hybrid-j 2S model (averaged over physics bases), not {cfg.kind} "
+                                 f"{cfg.mode}")
+            # each base's inertial parameters (flattened (n, 10)) and armature: the members' tau_RBD features
+            self.register_buffer("base_pi", torch.zeros(cfg.bases, n * 10, dtype=torch.float64))
+            self.register_buffer("base_ia", torch.zeros(cfg.bases, n, dtype=torch.float64))
+
+    @classmethod
+    def average_over_bases(cls, members: list[TorqueModel]) -> TorqueModel:
+        """One model whose prediction is the mean of ``members``' (hybrid-j 2S fits on different physics bases, same
+        training data): RBD and friction are linear in their parameters, so the physics part is the members' mean
+        parameters, and the residual is ``BaseAveragedResidual`` with each member fed its own base's tau_RBD."""
+        first = members[0]
+        if len(members) < 2 or any(m.cfg.kind != "hybrid-j" or m.cfg.mode != "2s" or m.cfg.bases != 1 or
+                                   m.cfg.friction_kinds != first.cfg.friction_kinds or
+                                   m.cfg.joint_dim != first.cfg.joint_dim for m in members):
+            raise ValueError("average_over_bases takes two or more hybrid-j 2S models of one architecture")
+        if not all(torch.equal(m.dq_hold, first.dq_hold) for m in members):
+            raise ValueError("average_over_bases: the members were trained on different data (velocity holds differ)")
+        n, B = first.n, len(members)
+        cfg = replace(first.cfg, bases=B)
+        with torch.no_grad():
+            pis = torch.stack([m.pi().double().reshape(-1) for m in members])
+            out = cls(cfg, n, pis.mean(0).reshape(n, 10).numpy())
+            out.base_pi.copy_(pis)
+            out.base_ia.copy_(torch.stack([m.armature().double() for m in members]))
+            out.ia.copy_(out.base_ia.mean(0))
+            out.friction.copy_(torch.stack([m.friction.detach() for m in members]).mean(0))
+            out.dq_hold.copy_(first.dq_hold)
+            for b, m in enumerate(members):
+                out.residual.members[b].load_state_dict(m.residual.state_dict())
+                out.residual.member_scale[b] = m.norm.y_scale
+            # features [q, dq, ddq, tau_RBD,1..B, r]: q, dq, ddq, r are the same data for every member
+            mean = first.norm.x_mean.reshape(5, n)
+            std = first.norm.x_std.reshape(5, n)
+            x_mean = torch.cat([mean[:3], *(m.norm.x_mean.reshape(5, n)[3:4] for m in members), mean[4:]])
+            x_std = torch.cat([std[:3], *(m.norm.x_std.reshape(5, n)[3:4] for m in members), std[4:]])
+            out.norm.x_mean.copy_(x_mean.reshape(-1))
+            out.norm.x_std.copy_(x_std.reshape(-1))
+            out.norm.y_scale.fill_(1.0)
+        out.freeze_physics()
+        out.eval()
+        return out
 
     # ---- parameters ----
     def pi(self) -> torch.Tensor:
@@ -303,6 +376,14 @@ class TorqueModel(nn.Module):
     def held(self, dq: torch.Tensor) -> torch.Tensor:
         """dq held to the velocity range (``set_velocity_hold``), for friction and the residual."""
         return hold_velocity(dq, self.dq_hold.to(dq.dtype))
+
+    def rbd_features(self, Y: torch.Tensor | None, ddq: torch.Tensor, tau_rbd: torch.Tensor) -> list[torch.Tensor]:
+        """The residual's tau_RBD input(s): the model's own, or each physics base's (``average_over_bases``)."""
+        if self.cfg.bases == 1:
+            return [tau_rbd.detach()]
+        assert Y is not None, "a model averaged over bases needs the regressor Y"
+        return [torch.einsum("btnk,k->btn", Y, self.base_pi[b].to(Y.dtype)) + ddq * self.base_ia[b].to(ddq.dtype)
+                for b in range(self.cfg.bases)]
 
     def freeze_physics(self) -> None:
         """2S training: keep identified RBD + friction fixed (Reuss Sec. V '2S')."""
@@ -351,7 +432,7 @@ class TorqueModel(nn.Module):
             if self.cfg.uses_r:
                 if r is None:
                     r, r_state = rotational_displacement(q, None if state is None else state[2])
-                feats += [tau_rbd.detach(), r.to(q.dtype)]
+                feats += [*self.rbd_features(Y, ddq, tau_rbd), r.to(q.dtype)]
             elif self.cfg.residual_sees_tau_rbd:
                 feats.append(tau_rbd.detach())
             x = (torch.cat(feats, -1) - self.norm.x_mean) / self.norm.x_std

@@ -108,9 +108,19 @@ class ModelRuntime:
         # per-joint break-away friction [Nm] of the identified friction model (None: the model has none)
         self.static_friction = static_friction_level(self._fric, self._kinds) if self._kinds else None
         has_residual = meta["model_kind"] not in ("rbd", "rbd-friction")
-        needs_rbd_input = "tau_rbd" in self._residual_inputs(model) if has_residual else False
+        residual_inputs = self._residual_inputs(model) if has_residual else set()
+        needs_rbd_input = "tau_rbd" in residual_inputs
+        # a model averaged over physics bases: its residual takes each base's RBD torque (export.build_metadata)
+        bases = params.get("bases") or []
+        base_inputs = [f"tau_rbd_base_{b}" for b in range(len(bases))]
+        if any(name not in residual_inputs for name in base_inputs):
+            raise ModelArtifactError(f"{self.path.name}: the metadata lists {len(bases)} physics bases but the graph's "
+                                     f"residual does not take their torques; re-export it")
+        self._base_pins: list[Any] = []
         if rbd_backend == "pinocchio" and params.get("inertial") is not None:
             self._pin = self._pinocchio_model(robot, self.inertial)
+            self._base_pins = [self._pinocchio_model(robot, np.asarray(b["inertial"], dtype=np.float64),
+                                                     np.asarray(b["armature"], dtype=np.float64)) for b in bases]
         # The split path needs inertial parameters to rebuild the RBD part in pinocchio; artifacts without
         # them (lstm, delan, GP models whose energy part is in tau_rbd) run the whole graph.
         if rbd_backend == "onnx" or self._pin is None:
@@ -118,7 +128,8 @@ class ModelRuntime:
             graph = model
             self._feeds_rbd = False
         elif has_residual:
-            ins = ["q", "dq", "ddq"] + (["tau_rbd"] if needs_rbd_input else []) + [s[0] for s in self._state]
+            ins = ["q", "dq", "ddq"] + (["tau_rbd"] if needs_rbd_input else []) + base_inputs + [s[0] for s in
+                                                                                                self._state]
             # friction is a handful of nodes: cheaper in the same ORT call than in numpy
             outs = ["tau_residual", "tau_friction"] + [s[1] for s in self._state]
             graph = onnx.utils.Extractor(model).extract_model(ins, outs)
@@ -155,6 +166,9 @@ class ModelRuntime:
             self._q_in, self._dq_in = self._in["q"][0], self._in["dq"][0]
             self._ddq_in = self._in["ddq"][0] if "ddq" in self._in else None
             self._rbd_in = self._in["tau_rbd"][0] if self._feeds_rbd else None
+            # (pinocchio model, input buffer) per physics base; empty on the whole-graph backend
+            self._base_in = [(pin, self._in[f"tau_rbd_base_{b}"][0]) for b, pin in enumerate(self._base_pins)
+                             if self.backend == "pinocchio"]
             self._res_out = self._outb["tau_residual"][0]
             self._fric_out = self._outb["tau_friction"][0] if self._fric_in_graph else None
             self._rbd_out = self._outb["tau_rbd"][0] if "tau_rbd" in self._outb else None
@@ -171,7 +185,7 @@ class ModelRuntime:
             if t in seen:
                 continue
             seen.add(t)
-            if t == "tau_rbd":
+            if t == "tau_rbd" or t.startswith("tau_rbd_base_"):
                 leaves.add(t)
                 continue
             node = producers.get(t)
@@ -181,7 +195,7 @@ class ModelRuntime:
                 stack.extend(i for i in node.input if i)
         return leaves
 
-    def _pinocchio_model(self, robot: Any, pi: np.ndarray) -> Any:
+    def _pinocchio_model(self, robot: Any, pi: np.ndarray, armature: np.ndarray | None = None) -> Any:
         """The configured robot with the artifact's identified inertials and armature (``RobotModel``)."""
         if robot is None:
             from idyn_ros.dynamics import RobotModel
@@ -189,7 +203,7 @@ class ModelRuntime:
             robot = RobotModel.from_urdf(self.meta["urdf"], name=self.meta["robot"])
         if robot.n != self.n:
             raise ModelArtifactError(f"robot has {robot.n} DoF, model has {self.n}")
-        return robot.with_identified(pi, self.armature)
+        return robot.with_identified(pi, self.armature if armature is None else armature)
 
     def _setup_binding(self) -> None:
         """Preallocated input/output buffers bound once (IOBinding): no per-tick allocation."""
@@ -233,6 +247,8 @@ class ModelRuntime:
                 self._ddq_in[:] = ddq
             if self._rbd_in is not None:
                 self._rbd_in[:] = out.rbd
+            for pin, buf in self._base_in:
+                buf[:] = pin.rnea(q, dq, ddq)
             self._sess.run_with_iobinding(self._bind)
             for buf, new in self._copies:
                 np.copyto(buf, new)

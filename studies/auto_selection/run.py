@@ -14,6 +14,8 @@ Sections (each writes results/<section>.json with ``_provenance``):
   kuka_gp_holdout       real KUKA: `idyn train --model lip-gp --max-samples 500` on file 1 without --val
   kuka_seed_spread      real KUKA: hybrid-j 2S on each of auto's physics candidates, seeds 0..4, file 3 per seed,
                         seed averages and the average over the physics candidates
+  ur5_base_average      real UR5 (currents): the same over the physics candidates on both validation splits, seeds
+                        0..1, test No1
 
 Rules kept: choices are made on validation data only (plant: a held-out trajectory; KUKA: file 2); the plant's
 test trajectory and KUKA file 3 are reported, never used for a choice. Recordings are cached under --work.
@@ -255,9 +257,73 @@ def kuka_gp_holdout(work: Path, minutes: float) -> dict:
     return res
 
 
+UR5_RUNS = ("Movement_No2", "Movement_No3_Acc", "Movement_No4_Acc", "Movement_No5_Acc_slow_no_disturbance",
+            "Movement_No6_Acc_slow_Verify_Model", "Movement_No7_Acc_slow_Verify_Model_short",
+            "Movement_No8_Singularity_Free_1", "TEST")
+UR5_SPLITS = {"A": "Movement_No7_Acc_slow_Verify_Model_short", "B": "Movement_No2"}  # validation run; test No1
+SEED_BASE_ARGS = {"rbd-friction": [], "rbd-friction reg 1e-2": ["--reg", "1e-2"],
+                  "rbd-friction nominal": ["--id-method", "nominal"]}  # SEED_BASES as `idyn train` options
+
+
+def _runtime_currents(model: Path, run: Path) -> tuple[np.ndarray, np.ndarray]:
+    """(predicted, measured) motor current [A] of one UR5 run, the model stepped as the controller does."""
+    from idyn_ros.dynamics import RobotModel
+    from idyn_ros.models.sources import load_recordings
+    from idyn_ros.runtime import ModelRuntime, read_metadata
+
+    meta = read_metadata(model)
+    robot = RobotModel.from_urdf(meta["urdf"], name=meta["robot"])
+    rec = load_recordings([run], robot, rate_hz=meta["rate_hz"])[0]
+    rt = ModelRuntime(model, robot, rate_hz=rec.rate_hz)
+    pred = np.array([rt.step(rec.q[t], rec.dq[t], rec.ddq[t]).total.copy() for t in range(rec.n_samples)])
+    return pred / rt.torque_constants, rec.tau  # the recording's effort is the current as recorded
+
+
+def ur5_base_average(work: Path, minutes: float, seeds: int = 2) -> dict:
+    """UR5 (currents): hybrid-j 2S on each of auto's physics candidates, and their predictions averaged, on both
+    validation splits of results/ur5_acceptance.json; test No1. nMSE in current units (= in Nm: one gain per joint)."""
+    import subprocess
+    import sys
+
+    from idyn_ros.models.metrics import nmse
+    from idyn_ros.paths import shared_data_dir
+
+    data = shared_data_dir() / "ur5_ft"
+    out: dict[str, Any] = {"protocol": "train on the UR bench split's contact-free runs but the validation run; "
+                                       "hybrid-j 2S (idyn train defaults, --seed S) on each physics candidate; "
+                                       "predictions of the three averaged in motor current; test Movement_No1",
+                           "runs": {}}
+    for split, val in UR5_SPLITS.items():
+        train = [str(data / r) for r in UR5_RUNS if r != val]
+        for seed in range(seeds):
+            preds: dict[str, dict[str, np.ndarray]] = {}
+            measured: dict[str, np.ndarray] = {}
+            for base, extra in SEED_BASE_ARGS.items():
+                out_dir = work / "study_auto" / f"ur5_{split}_{base.replace(' ', '_')}_{seed}"
+                cmd = [sys.executable, "-m", "idyn_ros.cli", "train", "--robot", "ur5", "--model", "hybrid-j",
+                       "--mode", "2s", *extra, "--seed", str(seed), "--max-minutes", f"{minutes:g}", "--data",
+                       *train, "--val", str(data / val), "--no-progress", "--out", str(out_dir)]
+                subprocess.run(cmd, check=True, capture_output=True, text=True)
+                preds[base] = {}
+                for name, run in (("val", val), ("test", "Movement_No1")):
+                    preds[base][name], measured[name] = _runtime_currents(out_dir / "model.onnx", data / run)
+            for base in [*SEED_BASE_ARGS, "average of the three"]:
+                row = {}
+                for name in ("val", "test"):
+                    p = (np.mean([preds[b][name] for b in SEED_BASE_ARGS], 0) if base not in preds
+                         else preds[base][name])
+                    per_joint = nmse(p, measured[name])
+                    row[f"{name}_nmse_mean"], row[f"{name}_nmse"] = float(per_joint.mean()), per_joint.tolist()
+                out["runs"][f"split {split}, seed {seed}, {base}"] = row
+                print(f"split {split} seed {seed} {base:<22} val {row['val_nmse_mean']:.4f} "
+                      f"test {row['test_nmse_mean']:.4f}", flush=True)
+    return out
+
+
 SECTIONS = {"plant_regularisation": plant_regularisation, "plant_data_size": plant_data_size,
             "kuka_regularisation": kuka_regularisation, "kuka_acceptance": kuka_acceptance,
-            "kuka_gp_holdout": kuka_gp_holdout, "kuka_seed_spread": kuka_seed_spread}
+            "kuka_gp_holdout": kuka_gp_holdout, "kuka_seed_spread": kuka_seed_spread,
+            "ur5_base_average": ur5_base_average}
 
 
 def main() -> None:

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from idyn_ros.errors import DatasetError
-from idyn_ros.models.auto import LEARNED_MARGIN, fit_auto, scores
+from idyn_ros.models.auto import AVERAGED, LEARNED_MARGIN, fit_auto, scores
 from idyn_ros.models.sources import hold_out_tail
 from idyn_ros.models.training import _optimizer, fit, fit_residual_gate, prepare
 from idyn_ros.models.zoo import JointMLPResidual, ModelConfig, TorqueModel
@@ -186,10 +186,47 @@ def test_the_per_joint_residual_is_fitted_on_every_physics_candidate(iiwa, synth
     rows = {c.name: c.row() for c in done}
     best_phys, other = sorted(["rbd-friction", "rbd-friction nominal"], key=lambda n: rows[n]["val_nmse_mean"])
     assert set(rows) == {"rbd-friction", "rbd-friction nominal", "hybrid-j 2S", f"hybrid-j 2S on {other}",
-                         "hybrid 2S"}  # the LSTM residual only on the best physics
+                         "hybrid 2S", AVERAGED}  # the LSTM residual only on the best physics
     assert rows[f"hybrid-j 2S on {other}"]["id_method"] == rows[other]["id_method"]
     assert rows["hybrid-j 2S"]["id_method"] == rows["hybrid 2S"]["id_method"] == rows[best_phys]["id_method"]
-    learned = min((r for r in rows.values() if r["kind"] != "rbd-friction"), key=lambda r: r["val_nmse_mean"])
+    # the per-joint fits compete only through their average
+    assert rows["hybrid-j 2S"]["member_of"] == rows[f"hybrid-j 2S on {other}"]["member_of"] == AVERAGED
+    assert rows[AVERAGED]["members"] == ["hybrid-j 2S", f"hybrid-j 2S on {other}"]
+    learned = min((r for r in rows.values() if r["kind"] != "rbd-friction" and not r.get("member_of")),
+                  key=lambda r: r["val_nmse_mean"])
     phys = rows[best_phys]["val_nmse_mean"]
     expect = learned["name"] if learned["val_nmse_mean"] < (1 - LEARNED_MARGIN) * phys else best_phys
     assert res.cfg.extra["candidate"] == expect
+
+
+def test_a_model_averaged_over_physics_bases_is_the_mean_of_its_members_everywhere(iiwa, synth, tmp_path):
+    """Torch, the checkpoint, the exported graph and both runtime backends give the members' mean prediction."""
+    from idyn_ros.errors import ParameterError
+    from idyn_ros.models import export as ex
+    from idyn_ros.models.pipeline import load_model, save_model
+    from idyn_ros.models.training import predict
+    from idyn_ros.runtime import ModelRuntime
+
+    train, val, test = synth
+    members = [fit(ModelConfig(kind="hybrid-j", mode="2s", id_method=m, epochs=2, **TINY), iiwa, [train], [val],
+                   progress=False) for m in ("sdp", "nominal")]
+    model = TorqueModel.average_over_bases([m.model for m in members])
+    parts = [predict(m.model, iiwa.pin_model, test) for m in members]
+    mean = {k: (parts[0][k] + parts[1][k]) / 2 for k in ("tau", "tau_residual")}
+    got = predict(model, iiwa.pin_model, test)
+    scale = np.abs(mean["tau"]).max()
+    np.testing.assert_allclose(got["tau"], mean["tau"], atol=1e-6 * scale)  # float32 regressor products
+    np.testing.assert_allclose(got["tau_residual"], mean["tau_residual"], atol=1e-7)
+    assert not np.allclose(parts[0]["tau_residual"], parts[1]["tau_residual"])  # the members do differ
+    result = dataclasses.replace(members[0], model=model, cfg=model.cfg)
+    save_model(tmp_path / "model.pt", result, model.pi().detach().numpy(), {})
+    loaded, _ = load_model(tmp_path / "model.pt")
+    np.testing.assert_allclose(predict(loaded, iiwa.pin_model, test)["tau"], got["tau"], atol=1e-9)
+    path = tmp_path / "model.onnx"
+    ex.export_onnx(loaded, iiwa, path, ex.build_metadata(loaded, iiwa, dq_abs_max=members[0].dq_abs_max))
+    for backend in ("pinocchio", "onnx"):
+        rt = ModelRuntime(path, iiwa, rbd_backend=backend)
+        tau = np.array([rt.step(test.q[t], test.dq[t], test.ddq[t]).total.copy() for t in range(test.n_samples)])
+        np.testing.assert_allclose(tau, got["tau"], atol=1e-5 * scale, err_msg=backend)
+    with pytest.raises(ParameterError, match="assembled from fitted members"):
+        fit(model.cfg, iiwa, [train], [val], progress=False)
