@@ -87,6 +87,9 @@ def _table(robot: Any, train: list, val: list, test: list, minutes: float, epoch
         }
         if "selected" in m:
             row["selected"] = m["selected"]
+        if cfg.kind == "auto":  # what a user's default model costs per tick (model_step.json "auto_on_this_data")
+            step = step_latency(d / "model.onnx", n_steps=3000)
+            row["runtime_step"] = {k: step[k] for k in ("pinocchio", "onnx")}
         if res.model.inertial is not None:
             from idyn_ros.models import rbd
 
@@ -320,6 +323,9 @@ def run_benchmarks(quick: bool = False) -> dict[str, Any]:
     out["parity"] = parity(10.0)
     print(f"parity: {out['parity']}", flush=True)
     out["kuka"] = kuka_table(minutes=minutes)
+    auto = out["kuka"].get("rows", {}).get("auto (idyn train's default)", {})
+    if "runtime_step" in auto:
+        out["model_step"]["auto_on_kuka"] = {"selected": auto.get("selected"), **auto["runtime_step"]}
     out["synthetic"] = synthetic_table(minutes=minutes / 1.5)
     out["training_speed"] = training_speed(20_000 if quick else 100_000, max_minutes=2 if quick else 10)
     print(f"training_speed: {out['training_speed']}", flush=True)

@@ -81,7 +81,12 @@ def _model_step(d: dict) -> Lines:
     return ["One runtime step of the 7-DoF hybrid (ModelRuntime): RBD in pinocchio + friction/LSTM in ONNX "
             "Runtime (the default), or the whole graph in ONNX Runtime.", "",
             *table(["RBD backend", "p50 [us]", "p99 [us]"],
-                   [[name, d[name]["p50_us"], d[name]["p99_us"]] for name in ("pinocchio", "onnx") if name in d])]
+                   [[name, d[name]["p50_us"], d[name]["p99_us"]] for name in ("pinocchio", "onnx") if name in d]),
+            *([] if "auto_on_kuka" not in d else
+              ["", f"`idyn train`'s default model on the real KUKA data ({d['auto_on_kuka']['selected']}):", "",
+               *table(["RBD backend", "p50 [us]", "p99 [us]"],
+                      [[name, d["auto_on_kuka"][name]["p50_us"], d["auto_on_kuka"][name]["p99_us"]]
+                       for name in ("pinocchio", "onnx")])])]
 
 
 def _model_rows(rows: dict) -> Lines:

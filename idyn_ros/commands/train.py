@@ -22,8 +22,10 @@ Model kinds:
   auto          (default) fits the physics candidates (SDP RBD + friction + armature at two ridge strengths, the
                 URDF + friction) and the learned residuals on the best of them (hybrid-j 2S/E2E, hybrid 2S/E2E,
                 hybrid-r E2E; hybrid-j also on each other physics candidate), scores each on the validation
-                recordings and exports the best; a learned one only if it beats physics by 2 %. --max-minutes is
-                the total; metrics.json["candidates"] lists them all.
+                recordings and exports the best; a learned one only if it beats physics by 2 %. The hybrid-j 2S
+                fits on the physics candidates compete as one model, their average (it carried better to unseen
+                runs than any single one on real KUKA and UR5 data). --max-minutes is the total;
+                metrics.json["candidates"] lists them all.
   rbd           rigid-body dynamics only (nominal URDF with --id-method nominal, else identified)
   rbd-friction  RBD + friction, identified by least squares / SDP (--id-method, --friction)
   hybrid        RBD + friction + LSTM residual (Reuss et al. 2022); --mode e2e trains all parts jointly

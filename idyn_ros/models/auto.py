@@ -11,7 +11,8 @@ own physics, on the real KUKA LWR4+ the E2E hybrid-r won by a factor 4), and a u
   validation none is worse than its own physics part. The per-joint residuals (``EVERY_PHYSICS_KINDS``) are also
   fitted on each other physics candidate ("hybrid-j 2S on rbd-friction reg 1e-2"): the best physics alone need not
   be the best base for a residual, and these fits take seconds. Order: the per-joint residuals first (best on
-  held-out trajectories, studies/auto_selection/README.md), so a short budget spends itself on them.
+  held-out trajectories, studies/auto_selection/README.md), so a short budget spends itself on them. The 2S ones
+  compete as one model, their average over the physics candidates (``AVERAGED``); their rows stay in the table.
 - Score: mean per-joint nMSE (``metrics.nmse``) on the validation recordings, each run as one sequence.
 - Validation that repeats the training states (a second run of the same trajectory) cannot tell memorising from
   generalising: then only the per-joint residuals compete (``GENERALISING_KINDS``), the others are listed as skipped.

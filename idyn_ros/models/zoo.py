@@ -10,7 +10,9 @@ parts switched off per kind, so training, evaluation and ONNX export are written
 | hybrid       | E2E: DiffBary, 2S: SDP     | E2E / LS      | LSTM 21->100->LSTM(50)->7 (Reuss)|
 | hybrid-r     | as hybrid                  | as hybrid     | LSTM with tau_RBD and r (Callar) |
 | hybrid-j     | as hybrid                  | as hybrid     | per-joint MLPs: joint j's q, dq, |
-|              |                            |               | ddq, tau_RBD, r only (JointMLP)  |
+|              |                            |               | ddq, tau_RBD, r only (JointMLP); |
+|              |                            |               | with ``bases`` > 1 (2S): the mean|
+|              |                            |               | of fits on several physics bases |
 | mlp-hybrid   | SDP (2S)                   | LS            | MLP 21->200->200->7 (Reuss)      |
 | lstm         | -                          | -             | LSTM black box                   |
 | delan        | DeLaN (Lutter 2019)        | learned       | -                                |
@@ -213,9 +215,10 @@ class JointMLPResidual(nn.Module):
 
 
 class BaseAveragedResidual(nn.Module):
-    """The mean of B per-joint residuals (``JointMLPResidual``), member b fitted on physics base b and fed that base's
-    tau_RBD. Input: features (..., (4 + B) n) feature-major [q, dq, ddq, tau_RBD,1 .. tau_RBD,B, r]; each member's
-    output is scaled by its own training scale (``member_scale``) before the mean.
+    """The mean of B per-joint residuals, member b fitted on physics base b and fed that base's tau_RBD. Input:
+    features (..., (4 + B) n) feature-major [q, dq, ddq, tau_RBD,1 .. tau_RBD,B, r]; each member's output is scaled
+    by its own training scale (``member_scale``) before the mean. The members run as one ``JointMLPResidual`` over
+    B n "joints" (member b's joint j is b n + j): one batched matmul per layer, not B.
 
     Why: which physics base a residual extrapolates best from cannot be seen on validation that repeats training, and
     on both real arms' held-out runs the average beat every single base (studies/auto_selection/README.md).
@@ -224,17 +227,23 @@ class BaseAveragedResidual(nn.Module):
     def __init__(self, n: int, bases: int, dim: int, dropout: float = 0.0) -> None:
         super().__init__()
         self.n, self.bases, self.hidden = n, bases, 0
-        self.members = nn.ModuleList(JointMLPResidual(n, 5, dim, dropout) for _ in range(bases))
+        self.joints = JointMLPResidual(bases * n, 5, dim, dropout)
         self.register_buffer("member_scale", torch.ones(bases, n))  # each member's output scale [Nm]
 
+    def load_member(self, b: int, member: JointMLPResidual) -> None:
+        """Copy a fitted single-base residual into member slot ``b``."""
+        rows = slice(b * self.n, (b + 1) * self.n)
+        for name, value in member.state_dict().items():
+            getattr(self.joints, name).data[rows] = value
+
     def forward(self, x: torch.Tensor, state: Any = None) -> Any:
-        f = x.reshape(*x.shape[:-1], 4 + self.bases, self.n)
-        shared = (f[..., 0:3, :], f[..., 3 + self.bases :, :])  # q, dq, ddq | r
-        y = 0.0
-        for b, member in enumerate(self.members):
-            xb = torch.cat([shared[0], f[..., 3 + b : 4 + b, :], shared[1]], -2).reshape(*x.shape[:-1], 5 * self.n)
-            y = y + member(xb)[0] * self.member_scale[b]
-        return y / self.bases, state
+        lead, B = x.shape[:-1], self.bases
+        f = x.reshape(*lead, 4 + B, self.n)
+        reps = (1,) * len(lead) + (1, B)
+        xb = torch.cat([f[..., 0:3, :].repeat(reps), f[..., 3 : 3 + B, :].reshape(*lead, 1, B * self.n),
+                        f[..., 3 + B :, :].repeat(reps)], -2)  # (..., 5, B n): [q, dq, ddq, own tau_RBD, r]
+        y, _ = self.joints(xb.reshape(*lead, 5 * B * self.n))
+        return (y.reshape(*lead, B, self.n) * self.member_scale).mean(-2), state
 
 
 def rotational_displacement_step(q: torch.Tensor, state: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -338,7 +347,7 @@ class TorqueModel(nn.Module):
             out.friction.copy_(torch.stack([m.friction.detach() for m in members]).mean(0))
             out.dq_hold.copy_(first.dq_hold)
             for b, m in enumerate(members):
-                out.residual.members[b].load_state_dict(m.residual.state_dict())
+                out.residual.load_member(b, m.residual)
                 out.residual.member_scale[b] = m.norm.y_scale
             # features [q, dq, ddq, tau_RBD,1..B, r]: q, dq, ddq, r are the same data for every member
             mean = first.norm.x_mean.reshape(5, n)
