@@ -112,17 +112,21 @@ class FeedforwardComputer:
         without a friction model (or in fallback)."""
         return None if self.runtime is None else self.runtime.static_friction
 
+    @property
+    def ticks_beyond_training_speed(self) -> int:
+        """Ticks on which some joint ran faster than the model's training data (0 in fallback)."""
+        return 0 if self.runtime is None else self.runtime.ticks_beyond_hold
+
     def training_speed_note(self) -> str:
-        """'' or one line: on how many ticks the robot ran faster than the model's training data, and which joints
-        (the model holds friction and residual at the training speed there: ``TorqueModel.set_velocity_hold``)."""
+        """'' or the warning ``idyn train`` / ``idyn evaluate`` give (``models.metrics.speed_warning``), for the ticks
+        on which the robot ran faster than the model's training data (friction and residual are held there)."""
+        from idyn_ros.models.metrics import speed_warning  # numpy only
+
         rt = self.runtime
         if rt is None or rt.ticks_beyond_hold == 0:
             return ""
-        ratio = rt.peak_speed_ratio
-        fast = ", ".join(f"{rt.joint_names[j]} {ratio[j]:.1f}x" for j in np.argsort(-ratio) if ratio[j] > 1.0)
-        return (f"the robot ran faster than the model's training data on {rt.ticks_beyond_hold} tick(s) ({fast} its "
-                f"largest speed): friction and residual are held at the training speed there; record training data "
-                f"at these speeds")
+        coverage = {"ratio": rt.peak_speed_ratio, "share_beyond": rt.ticks_beyond_hold / max(rt.ticks, 1)}
+        return speed_warning("the robot", coverage, rt.joint_names) or ""
 
     def feedback_model(self) -> Any:
         """The ``RobotModel`` whose M(q) the controller's feedback and the observers use: this artifact's identified

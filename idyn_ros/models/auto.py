@@ -150,9 +150,9 @@ def average_candidate(members: Sequence[Candidate], robot: Any, val: Sequence[Re
     """The ``AVERAGED`` candidate from fitted hybrid-j 2S candidates on different physics bases, gated on validation
     like any hybrid (``training.fit_residual_gate``); marks the members."""
     t1 = time.perf_counter()
-    first = members[0].result
-    assert first is not None
-    model = TorqueModel.average_over_bases([c.result.model for c in members if c.result is not None])
+    results = [c.result for c in members if c.result is not None]
+    first = results[0]
+    model = TorqueModel.average_over_bases([r.model for r in results])
     model.cfg.id_method = "mean of the members' bases"
     model.cfg.extra = {**model.cfg.extra, "bases": [c.name for c in members]}
     gate = None

@@ -97,7 +97,6 @@ def state_overlap(train: Any, val: Any, radius: float = OVERLAP_RADIUS, max_poin
     return float(np.mean(dist <= radius))
 
 
-
 #: A recording that runs some joint faster than this multiple of the training data's largest |dq| gets a warning
 SPEED_WARNING = 1.1
 

@@ -291,8 +291,7 @@ class ControllerNode(LifecycleNode):
             self.get_logger().warning(speed_note)
             self._speed_noted = True
         diag.values.update(ticks=str(core.ticks), deadline_misses=str(self.deadline_misses),
-                           ticks_beyond_training_speed=str(core.ff.runtime.ticks_beyond_hold
-                                                           if core.ff.runtime is not None else 0),
+                           ticks_beyond_training_speed=str(core.ff.ticks_beyond_training_speed),
                            compute_us_max=f"{self.compute_us_max:.1f}", gain_preset=core.params.gain_preset,
                            faults=str(wd.trips), recoveries=str(wd.recoveries))
         diag.publish()

@@ -155,7 +155,8 @@ class ModelRuntime:
         self.dq_fit_limit = None if self._pin is None else self.velocity_hold  # the split path clips here as well
         self._dq_fit_low = None if self.dq_fit_limit is None else -self.dq_fit_limit  # no negation per tick
         self._dq_fit = np.zeros(n)
-        # for diagnostics: ticks on which some joint ran beyond the hold, and each joint's largest |dq| / hold
+        # diagnostics: ticks stepped, ticks with some joint beyond the hold, each joint's largest |dq| / hold
+        self.ticks = 0
         self.ticks_beyond_hold = 0
         self.peak_speed_ratio = np.zeros(n)
         self._inv_hold = None if self.velocity_hold is None else 1.0 / np.maximum(self.velocity_hold, 1e-9)
@@ -167,8 +168,7 @@ class ModelRuntime:
             self._ddq_in = self._in["ddq"][0] if "ddq" in self._in else None
             self._rbd_in = self._in["tau_rbd"][0] if self._feeds_rbd else None
             # (pinocchio model, input buffer) per physics base; empty on the whole-graph backend
-            self._base_in = [(pin, self._in[f"tau_rbd_base_{b}"][0]) for b, pin in enumerate(self._base_pins)
-                             if self.backend == "pinocchio"]
+            self._base_in = [(pin, self._in[f"tau_rbd_base_{b}"][0]) for b, pin in enumerate(self._base_pins)]
             self._res_out = self._outb["tau_residual"][0]
             self._fric_out = self._outb["tau_friction"][0] if self._fric_in_graph else None
             self._rbd_out = self._outb["tau_rbd"][0] if "tau_rbd" in self._outb else None
@@ -233,6 +233,7 @@ class ModelRuntime:
             out.rbd[:] = self._pin.rnea(q, dq, ddq)
         dq_fit = dq
         if self._inv_hold is not None:  # ~1 us: two ufuncs into buffers; the peak only on ticks beyond
+            self.ticks += 1
             np.greater(np.abs(dq, out=self._abs_dq), self.velocity_hold, out=self._beyond)
             if self._beyond.any():
                 self.ticks_beyond_hold += 1

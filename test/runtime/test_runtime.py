@@ -154,7 +154,8 @@ def test_the_feedforward_says_when_the_robot_outruns_the_training_data(robot, tm
     dq[2] = 1.5 * res.dq_abs_max[2]
     ff.compute(q, dq, ddq)
     note = ff.training_speed_note()
-    assert f"on 1 tick(s) ({robot.joint_names[2]} 1.5x its largest speed)" in note
+    assert ff.ticks_beyond_training_speed == 1  # of 2 ticks: the same words as idyn train / idyn evaluate
+    assert f"({robot.joint_names[2]} 1.5x its largest speed; 50% of the samples beyond it)" in note
 
 
 def test_offline_scores_export_and_runtime_hold_the_velocity_alike(robot, tmp_path):
