@@ -68,7 +68,7 @@ EVERY_PHYSICS_KINDS = ("hybrid-j",)
 # Decision: the per-joint residual 2S fits on the physics candidates compete as one model, their average
 # (``TorqueModel.average_over_bases``), not one by one. Which base a residual carries best from to another trajectory
 # did not show on validation, and on the held-out runs of both real arms the average beat every single base (KUKA file
-# 3: 13.9-18.1 % vs 19.9-26.4 % for the base validation picked, five seeds; UR5 No1 on both validation splits:
+# 3: 13.9-18.1 % vs 19.9-26.4 % for the base validation picked, six seeds; UR5 No1 on both validation splits:
 # 26.2-27.7 % vs 27.8-31.9 %; studies/auto_selection/README.md). Decided after seeing KUKA file 3 and UR5 No1.
 AVERAGED = "hybrid-j 2S, averaged over the physics candidates"
 MIN_CANDIDATE_MINUTES = 0.1  # a learned candidate with less budget left than this is skipped (and listed so)
