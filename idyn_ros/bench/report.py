@@ -316,9 +316,16 @@ def _ur5(d: dict) -> Lines:
         for cm in ("wrench", "point"):
             s = m["wrench"][f"no10_{cm}"]
             o, u = s["ours"]["rmse_n"], s["ur_controller"]["rmse_n"]
+            hidden = s.get("hidden_by_friction")  # results before it was recorded have none
+            floor = "" if hidden is None else (f"{joints(hidden['floor_rmse_n'].values())} "
+                                               f"({fmt(hidden['floor_ratio_to_vendor'])}x UR)")
             rows.append([kind, cm, joints([o["x"], o["y"], o["z"]]), joints([u["x"], u["y"], u["z"]]),
-                         fmt(s["rmse_ratio_ours_to_ur"])])
-    out += table(["model", "contact model", "ours RMSE x y z [N]", "UR RMSE x y z [N]", "ours / UR"], rows)
+                         fmt(s["rmse_ratio_ours_to_ur"]), floor])
+    out += table(["model", "contact model", "ours RMSE x y z [N]", "UR RMSE x y z [N]", "ours / UR",
+                  "floor: force hidden by static friction [N]"], rows)
+    out += ["Floor: the sensor's RMSE on the samples where zero force explains every joint's current within its "
+            "static-friction band; an estimate that stays quiet there (as it must for the position loop's stick-slip) "
+            "cannot do better (`idyn wrench` prints it).", ""]
     rows = [[n, fmt(v["ours"]), fmt(v["ur_controller"])] for n, v in h["false_alarm_force_rms_n"].items()]
     out += table(["contact-free run (not trained on)", "ours force RMS [N]", "UR force RMS [N]"], rows)
     p = d["plant_trust"]["pushes"]

@@ -104,7 +104,7 @@ def wrench_scores(model: str, root: Path) -> dict[str, Any]:
             "rmse_ratio_ours_to_ur": s["rmse_ratio_ours_to_vendor"], "lag_s": {"ours": s["ours"]["lag_s"],
                                                                               "ur": s["vendor"]["lag_s"]},
             "contact_fraction": s["ours"]["contact_fraction"], "rezeros": s["ours"]["rezeros"],
-            "conventions": s["conventions"]}
+            "hidden_by_friction": s["hidden_by_friction"], "conventions": s["conventions"]}
     for name in FALSE_ALARM:
         rate = RATE_HZ if name == "Movement_No1" else None
         s = _wrench(model, d / name, "wrench", rate=rate)

@@ -18,6 +18,9 @@ Scoring (--ft-topic): every signal minus its mean over the initial rest window (
 per-axis RMSE and correlation against the sensor, for ours and for the vendor's own estimate when the bag has
 one (--vendor-topic, default ur_robot_driver's /force_torque_sensor_broadcaster/wrench, which reports the wrench
 the robot applies: --vendor-sign -1). Rate: the recording's own (median stamp spacing) unless --rate resamples.
+With the stiction band on, also the force no estimate from currents can see without reading the arm's own stick-slip
+as force: the sensor's RMSE on the samples where zero force explains every joint's current within its static
+friction (``hidden_by_friction``: a floor for an estimate that stays quiet there, as ours does).
 """
 
 from __future__ import annotations
@@ -118,6 +121,13 @@ def _print(s: dict) -> None:
         print(f"vendor: |f| RMS {s['vendor']['force_rms_n']:.2f} N after the bias window", file=out)
     if "rmse_ratio_ours_to_vendor" in s:
         print(f"RMSE ours / vendor: {s['rmse_ratio_ours_to_vendor']:.2f}", file=out)
+    if "hidden_by_friction" in s:
+        h = s["hidden_by_friction"]
+        f = h["floor_rmse_n"]
+        ratio = f" = {h['floor_ratio_to_vendor']:.2f}x the vendor's" if "floor_ratio_to_vendor" in h else ""
+        print(f"static friction: on {h['share_of_samples']:.0%} of the samples zero force explains every joint's "
+              f"current; an estimate that stays quiet there errs by at least x {f['x']:.2f} y {f['y']:.2f} "
+              f"z {f['z']:.2f} N RMSE (mean {h['floor_rmse_mean_n']:.2f}{ratio})", file=out)
     if "warning" in s:
         print(f"warning: {s['warning']}", file=out)
     print(f"wrote {s['output']}" + (f" and {s['plot']}" if "plot" in s else ""), file=out)

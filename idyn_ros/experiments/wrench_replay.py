@@ -56,6 +56,7 @@ class Replay:
     frame: str
     rate_hz: float
     notes: list[str] = field(default_factory=list)
+    stiction_band: bool = False  # tau_ext went through the static-friction band (exactly 0 inside it)
 
     def save(self, path: str | Path, extra: dict[str, Any] | None = None) -> Path:
         """OUT.npz: t [s] (header stamps; t_ns the same exactly), wrench, wrench_base, frame and the rest (atomic)."""
@@ -139,6 +140,7 @@ def replay(model_path: str | Path, source: str | Path, robot: Any = None, rate_h
     out = Replay(t_ns, *(np.full((N, 6), np.nan) for _ in range(3)), np.zeros(N, bool), np.zeros(N),
                  np.zeros(N, int), np.zeros(N, bool), np.zeros(N, bool), np.full((N, n), np.nan),
                  np.full((N, 6), np.nan), q, np.abs(dq).max(1), robot_model.flange_frame, rate, notes)
+    out.stiction_band = trust.stiction is not None and settings.stiction_band
     observer.warm_up(q[0])
     tau = np.zeros(n)
     for k in range(N):
@@ -293,7 +295,23 @@ def score(rep: Replay, source: str | Path, ft_topic: str | None, vendor_topic: s
             summary["rmse_ratio_ours_to_vendor"] = (summary["ours"]["vs_sensor"]["rmse_mean_n"]
                                                     / summary["vendor"]["vs_sensor"]["rmse_mean_n"])
         summary["samples_in_contact"] = int(in_contact.sum())
+        if rep.stiction_band:
+            summary["hidden_by_friction"] = _hidden_by_friction(rep, sensor, scored, summary)
     return summary, arrays
+
+
+def _hidden_by_friction(rep: Replay, sensor: np.ndarray, scored: np.ndarray, summary: dict) -> dict[str, Any]:
+    """The sensor force on the samples where zero force explains every joint's current within its static-friction
+    band (our banded tau_ext is exactly 0 there): an estimate that stays quiet there, as it must for a position loop's
+    stick-slip and for contact-free stillness, errs by that force, so its RMSE is a floor for such estimators."""
+    hidden = np.all(rep.tau_ext == 0.0, axis=1) & scored
+    floor = np.sqrt(np.sum(sensor[hidden] ** 2, axis=0) / max(int(scored.sum()), 1))
+    out: dict[str, Any] = {"share_of_samples": float(hidden.sum() / max(int(scored.sum()), 1)),
+                           "floor_rmse_n": dict(zip("xyz", floor.tolist(), strict=True)),
+                           "floor_rmse_mean_n": float(floor.mean())}
+    if "vs_sensor" in summary.get("vendor", {}):
+        out["floor_ratio_to_vendor"] = float(floor.mean() / summary["vendor"]["vs_sensor"]["rmse_mean_n"])
+    return out
 
 
 def plot(rep: Replay, summary: dict[str, Any], arrays: dict[str, np.ndarray], path: str | Path,

@@ -145,29 +145,25 @@ def score_variant(model: str, root: Path, band_cls: type, settings: wt.TrustSett
 def bounds(model: str, root: Path) -> dict[str, Any]:
     """Two limits on No10, per contact model.
 
-    - ``no_false_force``: an estimator that reports no force whenever zero force explains every joint's residual
-      within its static-friction band (what keeps the hunting and contact-free runs from reading as force) errs by the
-      whole sensor force at those samples: the RMSE of the sensor force there is a floor for it.
-    - ``oracle_gate``: the band skipped exactly while the sensor reads a force (its estimate without the band there,
-      with it elsewhere): does letting pushes through help, if one could tell them from the hunting?"""
+    - ``no_false_force``: ``idyn wrench``'s ``hidden_by_friction``, the sensor force on the samples where zero force
+      explains every joint's residual within its static-friction band. An estimator that stays quiet there (what
+      keeps the hunting and the contact-free runs from reading as force) errs by that force: a floor for it.
+    - ``oracle_gate_10n``: the band skipped exactly while the sensor reads more than 10 N (its estimate without the
+      band there, with it elsewhere): does letting pushes through help, if one could tell them from the hunting?"""
     d = root / "ur5_ft"
     out: dict[str, Any] = {}
     for cm in ("wrench", "point"):
         reps = {on: wr.replay(model, d / SCORE, "ur5", None,
                               settings=wt.TrustSettings(contact_model=cm, stiction_band=on)) for on in (True, False)}
         summary, arrays = wr.score(reps[True], d / SCORE, FT_TOPIC, robot="ur5")
-        rep = reps[True]
-        window = wr._bias_window(rep, wr.BIAS_WINDOW_S)
-        scored = np.isfinite(rep.wrench[:, 0]) & (rep.t_ns >= rep.t_ns[window][-1])
-        sensor = arrays["sensor"][:, :3] - arrays["sensor"][window, :3].mean(0)
-        vendor = float(summary["vendor"]["vs_sensor"]["rmse_mean_n"])
-        # with the band on, tau_ext is each joint's residual shrunk by its band: zero exactly when inside it
-        feasible = np.all(np.abs(rep.tau_ext) <= 1e-12, axis=1)
-        floor = np.sqrt(np.mean(sensor[scored] ** 2 * feasible[scored, None], axis=0))
+        hidden = summary["hidden_by_friction"]
         row: dict[str, Any] = {
-            "vendor_rmse_mean_n": vendor, "ours_rmse_mean_n": summary["ours"]["vs_sensor"]["rmse_mean_n"],
-            "no_false_force": {"share_of_samples": float(feasible[scored].mean()), "rmse_n": floor.tolist(),
-                               "ratio_to_ur": float(floor.mean() / vendor)}}
+            "vendor_rmse_mean_n": summary["vendor"]["vs_sensor"]["rmse_mean_n"],
+            "ours_rmse_mean_n": summary["ours"]["vs_sensor"]["rmse_mean_n"],
+            "no_false_force": {"share_of_samples": hidden["share_of_samples"], "rmse_n": hidden["floor_rmse_n"],
+                               "ratio_to_ur": hidden["floor_ratio_to_vendor"]}}
+        window = wr._bias_window(reps[True], wr.BIAS_WINDOW_S)
+        sensor = arrays["sensor"][:, :3] - arrays["sensor"][window, :3].mean(0)
         push = np.linalg.norm(sensor, axis=1) > 10.0
         mixed = reps[True]
         mixed.wrench = np.where(push[:, None], reps[False].wrench, reps[True].wrench)
@@ -175,8 +171,8 @@ def bounds(model: str, root: Path) -> dict[str, Any]:
         row["oracle_gate_10n"] = {"ratio_to_ur": s["rmse_ratio_ours_to_vendor"],
                                   "rmse_n": s["ours"]["vs_sensor"]["rmse_n"]}
         out[cm] = row
-        print(f"{cm}: floor for estimators without false force {row['no_false_force']['ratio_to_ur']:.2f}x the UR's "
-              f"error (F = 0 fits {row['no_false_force']['share_of_samples'] * 100:.0f} % of the samples); band "
+        print(f"{cm}: floor for estimators without false force {hidden['floor_ratio_to_vendor']:.2f}x the UR's "
+              f"error (F = 0 fits {hidden['share_of_samples'] * 100:.0f} % of the samples); band "
               f"skipped while the sensor reads > 10 N: {s['rmse_ratio_ours_to_vendor']:.2f}x", flush=True)
     return out
 

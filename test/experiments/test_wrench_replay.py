@@ -155,3 +155,29 @@ def test_no10_against_the_sensor_and_the_urs_estimate(shared_data, tmp_path, cap
     assert 2.0 < vendor["rmse_mean_n"] < 8.0 and vendor["corr"]["z"] > 0.8
     assert s["ours"]["vs_sensor"]["corr"]["z"] > 0.8 and s["samples_scored"] > 2000
     assert "motor current" in " ".join(s["notes"])
+    # the force static friction hides: a floor below our own error on every axis (ours is ~0 there too)
+    hidden, ours = s["hidden_by_friction"], s["ours"]["vs_sensor"]["rmse_n"]
+    assert 0.3 < hidden["share_of_samples"] < 0.95
+    assert all(hidden["floor_rmse_n"][a] <= 1.05 * ours[a] + 0.1 for a in "xyz")
+    assert 0.1 < hidden["floor_ratio_to_vendor"] < s["rmse_ratio_ours_to_vendor"]
+
+
+def test_the_force_hidden_by_friction_is_the_sensor_where_every_joint_is_inside_its_band():
+    """Samples where the banded residual is exactly zero on every joint count with their whole sensor force, the
+    others with none; the mean is over all scored samples."""
+    from idyn_ros.experiments.wrench_replay import Replay, _hidden_by_friction
+
+    n_samples = 4
+    tau_ext = np.array([[0.0, -0.0], [0.0, 0.5], [0.0, 0.0], [np.nan, np.nan]])
+    rep = Replay(np.arange(n_samples), *(np.zeros((n_samples, 6)) for _ in range(3)), np.zeros(n_samples, bool),
+                 np.zeros(n_samples), np.zeros(n_samples, int), np.zeros(n_samples, bool),
+                 np.zeros(n_samples, bool), tau_ext, np.zeros((n_samples, 6)), np.zeros((n_samples, 2)),
+                 np.zeros(n_samples), "tool0", 100.0)
+    sensor = np.array([[3.0, 0.0, 4.0], [10.0, 10.0, 10.0], [0.0, 6.0, 0.0], [9.0, 9.0, 9.0]])
+    scored = np.array([True, True, True, False])
+    vendor = {"vendor": {"vs_sensor": {"rmse_mean_n": 2.0}}}
+    h = _hidden_by_friction(rep, sensor, scored, vendor)
+    assert h["share_of_samples"] == pytest.approx(2 / 3)
+    expected = np.sqrt(np.array([9.0, 36.0, 16.0]) / 3)
+    assert np.allclose([h["floor_rmse_n"][a] for a in "xyz"], expected)
+    assert h["floor_ratio_to_vendor"] == pytest.approx(expected.mean() / 2.0)
