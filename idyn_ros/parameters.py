@@ -382,8 +382,9 @@ class WrenchObserverParams(CommonParams):
     frame_id_base: str = param("", "header.frame_id of the base-frame wrench ('' = the robot's base link)",
                                read_only=True)
     wrench_topic: str = param("/idyn/wrench_estimate", "geometry_msgs/WrenchStamped (base axes), the trusted "
-                              "estimate; also <topic>/tool (flange axes), /sigma (1-sigma, flange axes), /contact "
-                              "(std_msgs/Bool), /direct and /momentum (raw, base axes)", read_only=True)
+                              "estimate; also <topic>/tool (flange axes), /sigma (1-sigma, flange axes), /hidden "
+                              "(the most force the stiction band can hide, flange axes), /contact (std_msgs/Bool), "
+                              "/direct and /momentum (raw, base axes)", read_only=True)
     external_torque_topic: str = param("/idyn/external_torque", "sensor_msgs/JointState, effort = tau_ext",
                                        read_only=True)
     publish_divider: int = param(4, "publish the estimates every k-th state (the observers still update every "

@@ -11,7 +11,8 @@ when they are motor currents (a UR driver's default).
 OUT.npz: t [s] (joint-state header stamps; t_ns the same in integer ns), wrench (N, 6) = [fx fy fz tx ty tz]
 applied by the environment to the robot at the flange origin in flange axes (tool0 on a UR), wrench_base (N, 6)
 the same in base axes, frame; also sigma (1-sigma per flange axis), contact, contact_score, rank, at_rest,
-rezeroed, tau_ext, wrench_direct, and with --ft-topic the sensor and vendor wrenches on the same stamps
+rezeroed, tau_ext, wrench_direct, hidden (per flange axis, the most force the stiction band can hide at that
+state: 0 while the joints slide), and with --ft-topic the sensor and vendor wrenches on the same stamps
 (sign-normalised, flange axes, bias kept).
 
 Scoring (--ft-topic): every signal minus its mean over the initial rest window (--bias-window), forces only,
@@ -128,6 +129,11 @@ def _print(s: dict) -> None:
         print(f"static friction: on {h['share_of_samples']:.0%} of the samples zero force explains every joint's "
               f"current; an estimate that stays quiet there errs by at least x {f['x']:.2f} y {f['y']:.2f} "
               f"z {f['z']:.2f} N RMSE (mean {h['floor_rmse_mean_n']:.2f}{ratio})", file=out)
+        if "sensor_within_hidden_bound" in h:
+            m = h["hidden_bound_median_n"]
+            print(f"  there the sensor stayed within the force the band can hide (OUT.npz hidden, median "
+                  f"x {m['x']:.1f} y {m['y']:.1f} z {m['z']:.1f} N) on {h['sensor_within_hidden_bound']:.0%} of the "
+                  f"samples", file=out)
     if "warning" in s:
         print(f"warning: {s['warning']}", file=out)
     print(f"wrote {s['output']}" + (f" and {s['plot']}" if "plot" in s else ""), file=out)

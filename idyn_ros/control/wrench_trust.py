@@ -11,7 +11,8 @@ What users ask vendors for, and what each part here answers:
 - stiction at standstill (a position-controlled arm held still by a PI loop winds its motor torque up and down
   inside the static-friction band, and a push leaves part of itself in that band): ``StictionBand`` reports the
   external joint torque closest to zero that the model's break-away friction allows (a soft threshold that fades
-  out as the joint starts sliding);
+  out as the joint starts sliding), and ``WrenchEstimate.hidden_tool`` how much force per axis it can hide then (not
+  silent: a user sees how large a push can go unseen at standstill);
 - contact detection: ``ContactDetector``, the force's Mahalanobis distance against that sigma, with hysteresis;
 - silent zeroing near singularities: ``ContactWrenchMapper`` drops the wrench directions the joint torques cannot
   see (singular values of J below ``min_singular_value``), estimates the rest, and reports the rank and the
@@ -299,6 +300,8 @@ class WrenchEstimate:
     base: np.ndarray = field(default_factory=lambda: np.zeros(6))  # [f N; m Nm], base axes
     tool: np.ndarray = field(default_factory=lambda: np.zeros(6))  # the same in flange axes
     sigma_tool: np.ndarray = field(default_factory=lambda: np.zeros(6))  # 1-sigma per flange axis (inf: dropped)
+    # per flange axis, the most the stiction band can hide: sum_j |P_ij| band_j (0 while every joint slides)
+    hidden_tool: np.ndarray = field(default_factory=lambda: np.zeros(6))
     tau_ext: np.ndarray = field(default_factory=lambda: np.zeros(0))  # external joint torque after the bias, Nm
     contact: bool = False
     contact_score: float = 0.0  # the force's distance from zero, in sigma
@@ -344,6 +347,7 @@ class TrustedWrench:
         self._sigma = self.tau_sigma.copy()
         self._rest_var = np.minimum(self.tau_sigma_rest, self.tau_sigma) ** 2
         self._model_var = self.tau_sigma**2
+        self._tool_p = np.zeros((6, n))  # the mapping to flange axes, |.| in place (hidden_tool)
 
     @classmethod
     def from_model(cls, rbd: RobotModel, model: Any, settings: TrustSettings = TrustSettings()) -> TrustedWrench:
@@ -376,6 +380,17 @@ class TrustedWrench:
     def rezero(self) -> None:
         """Zero the estimate at the next update (the node's ``~/rezero`` service)."""
         self.bias.request()
+
+    def _hidden(self, T: np.ndarray) -> None:
+        """out.hidden_tool: the band removes at most band_j from joint j, so at most sum_j |P_ij| band_j from axis i of
+        the estimate; with P J^T = 1 (wrench model, full rank) that also bounds a contact force the joints' static
+        friction can hold entirely, the estimate reading zero."""
+        if self.stiction is None or not self.settings.stiction_band:
+            self.out.hidden_tool[:] = 0.0
+            return
+        np.matmul(T, self.mapper.P, out=self._tool_p)
+        np.abs(self._tool_p, out=self._tool_p)
+        np.dot(self._tool_p, self.stiction.band, out=self.out.hidden_tool)
 
     def _external(self, tau_ext: np.ndarray, dq: np.ndarray) -> None:
         """out.tau_ext = the observer's estimate minus the bias, through the stiction band when on."""
@@ -414,6 +429,7 @@ class TrustedWrench:
             dropped = (T @ self.mapper.unobservable.T) ** 2  # (6, k)
             var[dropped.sum(1) > 1e-6] = np.inf
         out.sigma_tool[:] = np.sqrt(np.maximum(var, 0.0))
+        self._hidden(T)
         out.contact = contact
         out.contact_score = self.detector.score
         out.rank = self.mapper.rank

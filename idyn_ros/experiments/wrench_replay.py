@@ -57,6 +57,7 @@ class Replay:
     rate_hz: float
     notes: list[str] = field(default_factory=list)
     stiction_band: bool = False  # tau_ext went through the static-friction band (exactly 0 inside it)
+    hidden: np.ndarray | None = None  # (N, 6) flange axes: the most the band can hide (WrenchEstimate.hidden_tool)
 
     def save(self, path: str | Path, extra: dict[str, Any] | None = None) -> Path:
         """OUT.npz: t [s] (header stamps; t_ns the same exactly), wrench, wrench_base, frame and the rest (atomic)."""
@@ -67,6 +68,7 @@ class Replay:
                   "frame": np.array(self.frame), "sigma": self.sigma, "contact": self.contact,
                   "contact_score": self.contact_score, "rank": self.rank, "at_rest": self.at_rest,
                   "rezeroed": self.rezeroed, "tau_ext": self.tau_ext, "wrench_direct": self.direct,
+                  "hidden": self.hidden if self.hidden is not None else np.zeros_like(self.wrench),
                   "rate_hz": np.array(self.rate_hz), "notes": np.array(self.notes, dtype=str)}
         arrays.update(extra or {})
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -141,6 +143,7 @@ def replay(model_path: str | Path, source: str | Path, robot: Any = None, rate_h
                  np.zeros(N, int), np.zeros(N, bool), np.zeros(N, bool), np.full((N, n), np.nan),
                  np.full((N, 6), np.nan), q, np.abs(dq).max(1), robot_model.flange_frame, rate, notes)
     out.stiction_band = trust.stiction is not None and settings.stiction_band
+    out.hidden = np.full((N, 6), np.nan)
     observer.warm_up(q[0])
     tau = np.zeros(n)
     for k in range(N):
@@ -152,6 +155,7 @@ def replay(model_path: str | Path, source: str | Path, robot: Any = None, rate_h
         out.wrench[k], out.wrench_base[k], out.sigma[k] = est.tool, est.base, est.sigma_tool
         out.contact[k], out.contact_score[k], out.rank[k] = est.contact, est.contact_score, est.rank
         out.at_rest[k], out.rezeroed[k], out.tau_ext[k] = est.at_rest, est.rezeroed, est.tau_ext
+        out.hidden[k] = est.hidden_tool
         other = observer.tau_direct if primary == "momentum" else observer.tau_momentum
         out.direct[k] = direct_trust.update(int(t_ns[k]), q[k], dq[k], other).tool
     return out
@@ -309,6 +313,11 @@ def _hidden_by_friction(rep: Replay, sensor: np.ndarray, scored: np.ndarray, sum
     out: dict[str, Any] = {"share_of_samples": float(hidden.sum() / max(int(scored.sum()), 1)),
                            "floor_rmse_n": dict(zip("xyz", floor.tolist(), strict=True)),
                            "floor_rmse_mean_n": float(floor.mean())}
+    if rep.hidden is not None and hidden.any():  # does the reported bound cover the force the estimate missed there
+        covered = np.all(np.abs(sensor[hidden]) <= rep.hidden[hidden, :3], axis=1)
+        out["sensor_within_hidden_bound"] = float(covered.mean())
+        out["hidden_bound_median_n"] = dict(zip("xyz", np.median(rep.hidden[hidden, :3], axis=0).tolist(),
+                                                strict=True))
     if "vs_sensor" in summary.get("vendor", {}):
         out["floor_ratio_to_vendor"] = float(floor.mean() / summary["vendor"]["vs_sensor"]["rmse_mean_n"])
     return out
@@ -337,6 +346,10 @@ def plot(rep: Replay, summary: dict[str, Any], arrays: dict[str, np.ndarray], pa
         ax.plot(t, ours[:, c], color="C0", lw=0.9, label="ours (momentum observer)")
         band = 2 * np.where(np.isfinite(rep.sigma[:, c]), rep.sigma[:, c], np.nan)
         ax.fill_between(t, ours[:, c] - band, ours[:, c] + band, color="C0", alpha=0.15, lw=0, label="ours +-2 sigma")
+        if rep.hidden is not None and rep.stiction_band:
+            h = rep.hidden[:, c]
+            ax.plot(t, ours[:, c] + h, color="C2", lw=0.7, ls=":", label="ours +- what static friction can hide")
+            ax.plot(t, ours[:, c] - h, color="C2", lw=0.7, ls=":")
         label = f"f{'xyz'[c]} [N]"
         if "vs_sensor" in summary.get("ours", {}):
             o = summary["ours"]["vs_sensor"]["rmse_n"]["xyz"[c]]

@@ -12,6 +12,7 @@ Outputs (geometry_msgs/WrenchStamped, wrench applied BY the environment at the f
 ``wrench_topic`` (primary after the trust stage of ``idyn_ros.control.wrench_trust``: re-zeroed at rest,
 reduced rank near singularities; base axes), ``<wrench_topic>/tool`` (the same, flange axes),
 ``<wrench_topic>/sigma`` (its 1-sigma per flange axis; inf for a direction it cannot see),
+``<wrench_topic>/hidden`` (per flange axis, the most force the stiction band can hide at this state; 0 when moving),
 ``<wrench_topic>/contact`` (std_msgs/Bool), ``<wrench_topic>/direct`` and ``<wrench_topic>/momentum`` (raw, base
 axes); tau_ext after the bias as sensor_msgs/JointState effort on ``external_torque_topic``. Service ``~/rezero``
 (std_srvs/Trigger) zeros the estimate at the next state. ``idyn wrench`` replays a recording through the same
@@ -128,6 +129,7 @@ class WrenchObserverNode(Node):
         self.pub_direct = self.create_publisher(WrenchStamped, f"{topic}/direct", MONITOR)
         self.pub_momentum = self.create_publisher(WrenchStamped, f"{topic}/momentum", MONITOR)
         self.pub_sigma = self.create_publisher(WrenchStamped, f"{topic}/sigma", MONITOR)
+        self.pub_hidden = self.create_publisher(WrenchStamped, f"{topic}/hidden", MONITOR)
         self.pub_contact = self.create_publisher(Bool, f"{topic}/contact", MONITOR)
         self.pub_tau = self.create_publisher(JointState, v.external_torque_topic, MONITOR)
         self._contact_msg = Bool()
@@ -194,6 +196,7 @@ class WrenchObserverNode(Node):
         self._publish(self.pub, stamp, self.frame_base, est.base)
         self._publish(self.pub_tool, stamp, self.frame_tool, est.tool)
         self._publish(self.pub_sigma, stamp, self.frame_tool, est.sigma_tool)
+        self._publish(self.pub_hidden, stamp, self.frame_tool, est.hidden_tool)
         self._contact_msg.data = bool(est.contact)
         self.pub_contact.publish(self._contact_msg)
         self._jt.header.stamp = stamp

@@ -208,6 +208,25 @@ def test_trust_stage_holds_a_joint_torque_inside_the_friction_band_as_no_contact
     assert "no stiction band" in TrustedWrench(ur5, tau_sigma=sigma).describe()
 
 
+def test_hidden_force_is_the_largest_wrench_static_friction_can_hold_with_the_estimate_at_zero(ur5):
+    level = np.array([8.0, 9.0, 8.0, 2.0, 2.0, 2.0])
+    trust = TrustedWrench(ur5, TrustSettings(auto_rezero=False), np.full(6, 1.0), np.full(6, 0.05),
+                          static_friction=level)
+    J, R = ur5.flange_jacobian(Q0)
+    T = np.zeros((6, 6))
+    T[:3, :3] = T[3:, 3:] = R.T
+    to_tool = T @ np.linalg.inv(J.T)  # joint torque -> wrench in flange axes (wrench model, full rank)
+    est = _feed(trust, ur5, 0.2, np.zeros(6))
+    np.testing.assert_allclose(est.hidden_tool, np.abs(to_tool) @ level, rtol=1e-9)
+    # attained: the joint torques of the extreme wrench along tool z sit on the bands' edges, the estimate reads 0
+    tau = level * np.sign(to_tool[2])
+    est = _feed(trust, ur5, 0.2, tau)
+    assert np.abs(est.tool).max() == 0.0 and (to_tool @ tau)[2] == pytest.approx(est.hidden_tool[2])
+    assert np.all(_feed(trust, ur5, 0.2, tau, dq=np.full(6, 0.5)).hidden_tool == 0.0)  # sliding: nothing hides
+    plain = TrustedWrench(ur5, TrustSettings(auto_rezero=False, stiction_band=False), static_friction=level)
+    assert np.all(_feed(plain, ur5, 0.2, tau).hidden_tool == 0.0)
+
+
 @pytest.mark.slow
 def test_plant_detection_with_an_identified_model_and_its_own_sigma(tmp_path, monkeypatch):
     """The node's path: an identified RBD + friction model of the plant gives sigma (validation residuals) and the

@@ -42,9 +42,10 @@ def test_currents_are_converted_and_the_trusted_estimate_published(rclpy_context
     assert "motor current" in node.effort.describe() and "torque_constants parameter" in node.effort.describe()
     plant = rclpy.create_node("scripted_ur", context=rclpy_context)
     pub = plant.create_publisher(JointState, "/joint_states", COMMAND_OUT)
-    got = {"tool": [], "sigma": [], "contact": []}
+    got = {"tool": [], "sigma": [], "contact": [], "hidden": []}
     plant.create_subscription(WrenchStamped, "/idyn/wrench_estimate/tool", got["tool"].append, MONITOR)
     plant.create_subscription(WrenchStamped, "/idyn/wrench_estimate/sigma", got["sigma"].append, MONITOR)
+    plant.create_subscription(WrenchStamped, "/idyn/wrench_estimate/hidden", got["hidden"].append, MONITOR)
     plant.create_subscription(Bool, "/idyn/wrench_estimate/contact", got["contact"].append, MONITOR)
     exe = SingleThreadedExecutor(context=rclpy_context)
     for n in (plant, node):
@@ -73,6 +74,8 @@ def test_currents_are_converted_and_the_trusted_estimate_published(rclpy_context
     assert got["contact"][-1].data and got["tool"][-1].header.frame_id == "tool0"
     s = got["sigma"][-1].wrench.force
     assert 0 < s.x < np.inf and 0 < s.z < np.inf
+    h = got["hidden"][-1].wrench.force  # no friction model, so no band: nothing hides in it
+    assert (h.x, h.y, h.z) == (0.0, 0.0, 0.0) and got["hidden"][-1].header.frame_id == "tool0"
     client = plant.create_client(Trigger, "/wrench_observer/rezero")
     assert client.wait_for_service(timeout_sec=2.0)
     future = client.call_async(Trigger.Request())
