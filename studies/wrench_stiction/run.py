@@ -60,6 +60,15 @@ class SlipBand(wt.StictionBand):
         return tau
 
 
+class ScaledBand(wt.StictionBand):
+    """The product's soft threshold with the identified break-away level times ``scale`` (is the level off?)."""
+
+    scale = 1.0
+
+    def __init__(self, static_friction: np.ndarray) -> None:
+        super().__init__(np.asarray(static_friction, dtype=np.float64) * self.scale)
+
+
 _LAST: dict[str, np.ndarray] = {}  # the residual before the band and the band, from the band to the mapper
 
 
@@ -116,6 +125,10 @@ VARIANTS: dict[str, Callable[[], tuple[Any, ...]]] = {
     "slip direction (-), creep 5e-4 rad/s": lambda: (_variant(SlipBand, sign=-1.0), wt.TrustSettings()),
     "slip direction (+), creep 2e-3 rad/s": lambda: (_variant(SlipBand, slip=2e-3), wt.TrustSettings()),
     "band as an interval in the wrench fit (dead zone)": lambda: (IntervalBand, wt.TrustSettings(), IntervalMapper),
+    "soft threshold, break-away level x 0.6": lambda: (_variant(ScaledBand, scale=0.6), wt.TrustSettings()),
+    "soft threshold, break-away level x 0.8": lambda: (_variant(ScaledBand, scale=0.8), wt.TrustSettings()),
+    "soft threshold, break-away level x 1.25": lambda: (_variant(ScaledBand, scale=1.25), wt.TrustSettings()),
+    "soft threshold, break-away level x 1.5": lambda: (_variant(ScaledBand, scale=1.5), wt.TrustSettings()),
 }
 
 
