@@ -41,6 +41,18 @@ def test_effort_to_torque_says_where_its_gains_come_from():
         EffortToTorque("current", 2, None, (1.0, -1.0))
 
 
+def test_mahalanobis_is_the_pseudo_inverse_distance_also_where_the_covariance_is_singular():
+    from idyn_ros.control.wrench_trust import mahalanobis
+
+    rng = np.random.default_rng(3)
+    for rank in (3, 2, 1, 0):
+        a = rng.normal(size=(3, rank))
+        cov = a @ a.T
+        x = rng.normal(size=3)
+        expected = np.sqrt(max(x @ np.linalg.pinv(cov, rcond=1e-9, hermitian=True) @ x, 0.0))
+        assert mahalanobis(x, cov) == pytest.approx(expected, rel=1e-9, abs=1e-12)
+
+
 def test_mapper_recovers_a_wrench_and_says_where_it_is_blind(ur5):
     F = np.array([3.0, -2.0, 5.0, 0.4, -0.3, 0.2])
     sigma = np.array([2.0, 2.0, 1.5, 0.5, 0.5, 0.5])
