@@ -26,8 +26,8 @@ def _bringup(probe, *args: str) -> subprocess.Popen:
 def _running(probe, proc: subprocess.Popen) -> list[int]:
     assert probe.spin_until(probe.active, 90), "the controller never became ACTIVE"
     n = len(probe.commands)
-    probe.spin(0.5)
-    assert len(probe.commands) - n > 20, "no commands flow"
+    # the other nodes may still be loading their models on the 2 cores: commands must flow, not within a fixed 0.5 s
+    assert probe.spin_until(lambda: len(probe.commands) - n > 20, 10), "no commands flow"
     children = probe.descendants(proc.pid)
     assert len(children) >= 7, children  # plant + six nodes
     return children
