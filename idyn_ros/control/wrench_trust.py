@@ -173,10 +173,10 @@ class RestDetector:
 
 def mahalanobis(x: np.ndarray, cov: np.ndarray, rcond: float = 1e-9) -> float:
     """sqrt(x^T cov^+ x) for a symmetric PSD ``cov``, directions with eigenvalue below rcond x the largest dropped:
-    what ``pinv(cov, rcond, hermitian=True)`` gives, from one eigh (a fifth of pinv's cost per tick)."""
+    what ``pinv(cov, rcond, hermitian=True)`` gives, from one eigh without forming the pseudo-inverse."""
     w, v = np.linalg.eigh(cov)
     a = np.abs(w)
-    keep = a > rcond * a.max() if a.size else a > 0
+    keep = a > rcond * a.max()  # an all-zero cov keeps nothing: distance 0
     proj = v.T @ x
     return float(np.sqrt(max(float(np.sum(proj[keep] ** 2 / w[keep])), 0.0)))
 
