@@ -358,6 +358,8 @@ class TrustedWrench:
         self._rest_var = np.minimum(self.tau_sigma_rest, self.tau_sigma) ** 2
         self._model_var = self.tau_sigma**2
         self._tool_p = np.zeros((6, n))  # the mapping to flange axes, |.| in place (hidden_tool)
+        self._rest_sigma_sq = self.tau_sigma_rest**2
+        self._T = np.zeros((6, 6))  # base -> flange axes for [f; m]: blockdiag(R^T, R^T)
 
     @classmethod
     def from_model(cls, rbd: RobotModel, model: Any, settings: TrustSettings = TrustSettings()) -> TrustedWrench:
@@ -423,18 +425,17 @@ class TrustedWrench:
         cov = self.mapper.cov
         contact = self.detector.update(out.base[:3], cov[:3, :3])
         np.dot(self.mapper.P[:3], tau_ext, out=self._raw_force)
-        rest_cov = self.mapper.P[:3] @ np.diag(self.tau_sigma_rest**2) @ self.mapper.P[:3].T
-        out.rezeroed = self.bias.update(stamp_ns, q, at_rest, tau_ext, self._raw_force, contact,
-                                        np.sqrt(np.maximum(np.diag(rest_cov), 0.0)))
+        rest_force_sigma = np.sqrt((self.mapper.P[:3] ** 2) @ self._rest_sigma_sq)  # diag(P S P^T), S diagonal
+        out.rezeroed = self.bias.update(stamp_ns, q, at_rest, tau_ext, self._raw_force, contact, rest_force_sigma)
         if out.rezeroed:  # the new bias applies from this sample on
             self._external(tau_ext, dq)
             out.base[:] = self.mapper.P @ out.tau_ext
             contact = self.detector.update(out.base[:3], cov[:3, :3])
         R = self.mapper.R
         out.tool[:] = block_rotate(R, out.base)
-        T = np.zeros((6, 6))
+        T = self._T
         T[:3, :3] = T[3:, 3:] = R.T
-        var = np.diag(T @ cov @ T.T).copy()
+        var = np.einsum("ij,jk,ik->i", T, cov, T)  # diag(T cov T^T)
         if self.mapper.rank < 6:  # a dropped direction's component along an axis is unknown
             dropped = (T @ self.mapper.unobservable.T) ** 2  # (6, k)
             var[dropped.sum(1) > 1e-6] = np.inf
