@@ -63,13 +63,20 @@ def results_dir() -> Path:
     return path
 
 
+def _is_result_file(path: str) -> bool:
+    """Files the benchmarks and studies write themselves: a run that rewrites them leaves the code it ran clean."""
+    return path.startswith("bench/results/") or path == "docs/benchmarks.md" or (
+        path.startswith("studies/") and "/results/" in path)
+
+
 def run_provenance(command: str) -> dict:
     """The ``_provenance`` block of a result: command, git revision (``-dirty`` if edited), UTC date, machine."""
     try:
         revision = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
                                   cwd=Path(__file__).parent, timeout=5).stdout.strip()
-        dirty = bool(subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], capture_output=True,
-                                    text=True, cwd=Path(__file__).parent, timeout=5).stdout.strip())
+        status = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], capture_output=True,
+                                text=True, cwd=Path(__file__).parent, timeout=5).stdout.splitlines()
+        dirty = any(not _is_result_file(line[3:]) for line in status)
     except (OSError, subprocess.SubprocessError):
         revision, dirty = "unknown", False
     return {

@@ -100,3 +100,24 @@ def test_setup_py_and_cmake_do_not_install_studies() -> None:
     installed = [src for _, sources in namespace["_data_files"]() for src in sources]
     assert installed and not [src for src in installed if src.startswith("studies")]
     assert "studies" not in (ROOT / "CMakeLists.txt").read_text()
+
+
+def test_provenance_counts_code_edits_as_dirty_but_not_result_files(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A bench topic rewrites bench/results/*.json; the topics after it in the same run ran clean code."""
+    import subprocess
+
+    from idyn_ros import bench
+
+    status = {"out": ""}
+
+    def fake_run(args: list[str], **kwargs: object) -> subprocess.CompletedProcess:
+        out = "abc1234\n" if args[:2] == ["git", "rev-parse"] else status["out"]
+        return subprocess.CompletedProcess(args, 0, stdout=out, stderr="")
+
+    monkeypatch.setattr(bench.subprocess, "run", fake_run)
+    status["out"] = " M bench/results/sim.json\n M docs/benchmarks.md\n M studies/gp_lip/results/kernels.json\n"
+    assert bench.run_provenance("x")["git_revision"] == "abc1234"
+    status["out"] += " M idyn_ros/control/law.py\n"
+    assert bench.run_provenance("x")["git_revision"] == "abc1234-dirty"
+    status["out"] = " M studies/gp_lip/run.py\n"
+    assert bench.run_provenance("x")["git_revision"] == "abc1234-dirty"
