@@ -7,7 +7,7 @@ own physics, on the real KUKA LWR4+ the E2E hybrid-r won by a factor 4), and a u
   toward the URDF and with a 100x stronger one, and the URDF's RBD with least-squares friction + armature), and
   the learned residuals on top of the physics that scored best (its id_method and ridge; decision: physics
   first, then learn what it misses) (per-joint hybrid-j 2S and E2E, the LSTM hybrids 2S and E2E, hybrid-r E2E), each
-  with the training defaults of ``ModelConfig`` and its residual gate (``training.fit_residual_gate``), so on
+  with the command's training options (``base``) and its residual gate (``training.fit_residual_gate``), so on
   validation none is worse than its own physics part. The per-joint residuals (``EVERY_PHYSICS_KINDS``) are also
   fitted on each other physics candidate ("hybrid-j 2S on rbd-friction reg 1e-2"): the best physics alone need not
   be the best base for a residual, and these fits take seconds. Order: the per-joint residuals first (best on
@@ -20,7 +20,8 @@ own physics, on the real KUKA LWR4+ the E2E hybrid-r won by a factor 4), and a u
   (relative); otherwise the physics model is exported (smaller, and it generalises where a residual's gain on
   one validation trajectory may be chance).
 - Budget: ``max_minutes`` covers everything; physics candidates (seconds) first, then each learned candidate
-  gets an equal share of what is left, so time an early-stopped candidate does not use goes to the next.
+  gets an equal share of what is left (at least ``MIN_CANDIDATE_MINUTES``), so time an early-stopped candidate does
+  not use goes to the next; once less than that is left, the remaining candidates are skipped and listed so.
 """
 
 from __future__ import annotations
@@ -195,10 +196,10 @@ def fit_auto(base: ModelConfig, robot: Any, train: Sequence[Recording], val: Seq
         budget = None
         if max_minutes is not None:
             left = max_minutes - (time.perf_counter() - t0) / 60.0
-            budget = left / (len(fits) - i)
-            if budget < MIN_CANDIDATE_MINUTES:
+            if left < MIN_CANDIDATE_MINUTES:  # skipped from the back: the first (per-joint) candidates keep their time
                 done.append(Candidate(name, None, {}, {}, 0.0, skipped=f"time budget used up ({max_minutes:g} min)"))
                 continue
+            budget = max(left / (len(fits) - i), MIN_CANDIDATE_MINUTES)
         done.append(_fit_candidate(name, {**base.to_dict(), **pbase, **over, "extra": dict(base.extra)}, robot,
                                    train, val, budget, progress))
     members = [c for c in done if c.result is not None and (c.result.cfg.kind, c.result.cfg.mode) == ("hybrid-j", "2s")]

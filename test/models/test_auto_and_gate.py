@@ -230,3 +230,31 @@ def test_a_model_averaged_over_physics_bases_is_the_mean_of_its_members_everywhe
         np.testing.assert_allclose(tau, got["tau"], atol=1e-5 * scale, err_msg=backend)
     with pytest.raises(ParameterError, match="assembled from fitted members"):
         fit(model.cfg, iiwa, [train], [val], progress=False)
+
+
+def test_a_short_budget_goes_to_the_first_candidates_and_skips_from_the_back(iiwa, synth, monkeypatch):
+    """The per-joint residuals come first so that a tight --max-minutes spends itself on them."""
+    from idyn_ros.models import auto
+
+    train, val, _ = synth
+    clock = {"now": 0.0}  # minutes; only the fake learned fits below advance it
+    monkeypatch.setattr(auto.time, "perf_counter", lambda: clock["now"] * 60.0)
+    real_fit = auto._fit_candidate
+    budgets: dict[str, float] = {}
+
+    def fake_fit(name, settings, robot, train_, val_, budget, progress):
+        if budget is None:  # a physics candidate: the real fit
+            return real_fit(name, settings, robot, train_, val_, budget, progress)
+        budgets[name] = budget
+        clock["now"] += budget  # uses all of its share
+        return auto.Candidate(name, None, {}, {}, 0.0, skipped="not fitted in this test")
+
+    monkeypatch.setattr(auto, "_fit_candidate", fake_fit)
+    learned = [(f"learned {i}", {"kind": "hybrid", "mode": "2s"}) for i in range(4)]
+    cands = (("rbd-friction", {"kind": "rbd-friction"}), *learned)
+    _, done = fit_auto(ModelConfig(kind="auto", epochs=1, **TINY), iiwa, [train], [val], max_minutes=0.25,
+                       progress=False, candidates=cands)
+    assert list(budgets) == ["learned 0", "learned 1"]  # 0.25 min: two of 0.1 min, then less than 0.1 is left
+    assert all(b == pytest.approx(auto.MIN_CANDIDATE_MINUTES) for b in budgets.values())
+    skipped = {c.name: c.skipped for c in done}
+    assert "time budget used up" in skipped["learned 2"] and "time budget used up" in skipped["learned 3"]
