@@ -75,15 +75,15 @@ PHYSICS_KINDS = ("rbd", "rbd-friction")  # nothing learned by gradient: all data
 GP_KINDS = ("lip-gp", "se-gp", "gip-gp", "lse-gp")  # == idyn_ros.models.gp.GP_KINDS (test checks)
 
 EPILOG = """examples:
-  idyn train --robot kuka_lwr4.urdf --data measurements_1.npz --val measurements_2.npz \
+  idyn train --robot kuka_lwr4.urdf --data measurements_1.npz --val measurements_2.npz \\
       --test measurements_3.npz --out runs/kuka_auto --max-minutes 10     # --model auto: the best on validation
   idyn train --robot kuka_lwr4.urdf --data measurements_1.npz --val measurements_2.npz \\
       --test measurements_3.npz --model hybrid --mode e2e --out runs/kuka_hybrid --max-minutes 5
   idyn train --robot panda --data bags/excite_* --model rbd-friction --id-method sdp --out runs/panda_rbd
   idyn train ... --out runs/x --resume          # continue an interrupted run from runs/x/checkpoint.pt
-  idyn train --robot ur5 --data ur5_ft/Movement_No6_Acc_slow_Verify_Model ur5_ft/Movement_No2 \
+  idyn train --robot ur5 --data ur5_ft/Movement_No6_Acc_slow_Verify_Model ur5_ft/Movement_No2 \\
       --val ur5_ft/Movement_No7_Acc_slow_Verify_Model_short --model rbd-friction --out runs/ur5   # currents
-  idyn train --robot kuka_lwr4.urdf --data measurements_1.npz --val measurements_2.npz \
+  idyn train --robot kuka_lwr4.urdf --data measurements_1.npz --val measurements_2.npz \\
       --test measurements_3.npz --model lip-gp --max-samples 500 --out runs/kuka_lip   # ~10 min on 2 cores
 """
 
@@ -122,7 +122,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="training recordings (rosbag2 folder, .db3, .mcap, .npz, .csv)")
     parser.add_argument("--val", nargs="+", default=[], metavar="F",
                         help="validation recordings (another trajectory) for early stopping, the residual gate and "
-                             "auto's choice (default: the last 20 %% of the training data is held out)")
+                             "auto's choice (default for the kinds that learn, all but rbd and rbd-friction: the last "
+                             "20 %% of the training data is held out)")
     parser.add_argument("--test", nargs="+", default=[], metavar="F",
                         help="test recordings: metrics go to metrics.json and the artifact metadata")
     parser.add_argument("--model", default="auto", metavar="KIND",
@@ -143,10 +144,11 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seed", type=int, default=0, help="random seed (default: 0)")
     parser.add_argument("--epochs", type=positive(int), default=300, help="maximum epochs (default: 300)")
     parser.add_argument("--max-minutes", type=positive(float), default=None, metavar="M",
-                        help="wall-clock budget for the training loop in minutes, > 0 (default: none)")
+                        help="wall-clock budget for the training loop in minutes, > 0 (default: none; GP kinds: 10)")
     parser.add_argument("--patience", type=positive(int), default=30,
                         help="early-stopping patience in epochs (default: 30)")
-    parser.add_argument("--lr", type=float, default=None, help="Adam learning rate (default: 4e-3; DeLaN 1e-3)")
+    parser.add_argument("--lr", type=float, default=None,
+                        help="Adam learning rate (default: 4e-3; DeLaN: at most 1e-3)")
     parser.add_argument("--window", type=positive(int), default=100,
                         help="training window length in samples (default: 100)")
     parser.add_argument("--stride", type=positive(int), default=None,
