@@ -5,13 +5,15 @@
 SRC: a rosbag2 bag (folder, .mcap, .db3) or a dataset .npz. Each joint state is fed with its header stamp to the
 direct residual and the momentum observer (idyn_ros.control.wrench) and the trust stage (bias re-zeroed at rest,
 uncertainty, contact detection, reduced rank near singularities: idyn_ros.control.wrench_trust), as the
-wrench_observer node runs them with torque_source effort. Efforts are converted to torque with the model's gains
+wrench_observer node runs them with torque_source effort and its default parameters (the options below set the
+ones of the same names). Efforts are converted to torque with the model's gains
 when they are motor currents (a UR driver's default).
 
 OUT.npz: t [s] (joint-state header stamps; t_ns the same in integer ns), wrench (N, 6) = [fx fy fz tx ty tz]
 applied by the environment to the robot at the flange origin in flange axes (tool0 on a UR), wrench_base (N, 6)
 the same in base axes, frame; also sigma (1-sigma per flange axis), contact, contact_score, rank, at_rest,
-rezeroed, tau_ext, wrench_direct, hidden (per flange axis, the most force the stiction band can hide at that
+rezeroed, tau_ext, wrench_direct (the direct residual through its own trust stage; = wrench with --primary
+direct), hidden (per flange axis, the most force the stiction band can hide at that
 state: 0 while the joints slide), and with --ft-topic the sensor and vendor wrenches on the same stamps
 (sign-normalised, flange axes, bias kept).
 
@@ -42,8 +44,9 @@ EPILOG = """examples:
 def configure(parser: argparse.ArgumentParser) -> None:
     from idyn_ros.control.wrench_trust import CONTACT_MODELS, TrustSettings
     from idyn_ros.experiments.wrench_replay import BIAS_WINDOW_S, VENDOR_TOPIC
+    from idyn_ros.parameters import WrenchObserverParams
 
-    d = TrustSettings()
+    d, node = TrustSettings(), WrenchObserverParams()  # the wrench_observer node's defaults
     parser.epilog = EPILOG
     parser.add_argument("--model", required=True, metavar="M.onnx", help="exported model (idyn train)")
     parser.add_argument("--data", required=True, metavar="SRC", help="rosbag2 bag or dataset .npz")
@@ -57,7 +60,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
                              "the model was trained on)")
     parser.add_argument("--primary", choices=("momentum", "direct"), default="momentum",
                         help="which observer feeds the trust stage and OUT.npz wrench (default momentum)")
-    parser.add_argument("--observer-gain", type=float, default=50.0, help="K_O of the momentum observer [1/s]")
+    parser.add_argument("--observer-gain", type=float, default=node.observer_gain,
+                        help=f"K_O of the momentum observer [1/s] (default {node.observer_gain:g}, the node's)")
     parser.add_argument("--contact-model", choices=CONTACT_MODELS, default=d.contact_model,
                         help="wrench: any wrench at the flange; point: a contact near the flange (little moment, "
                              "forces estimated with redundancy)")
@@ -85,11 +89,14 @@ def run(args: argparse.Namespace) -> int:
     from idyn_ros.control.wrench_trust import TrustSettings
     from idyn_ros.experiments import wrench_replay as wr
     from idyn_ros.models.artifact import read_metadata
+    from idyn_ros.parameters import WrenchObserverParams
 
     robot = wr.robot_for(read_metadata(args.model), args.robot)  # a damaged or foreign file stops here, said once
-    settings = TrustSettings(contact_model=args.contact_model, point_moment_nm=args.point_moment,
-                             auto_rezero=not args.no_auto_rezero, stiction_band=not args.no_stiction_band)
-    rep = wr.replay(args.model, args.data, robot, args.rate, args.effort_unit, settings, args.observer_gain,
+    node = WrenchObserverParams().replace(robot.n, observer_gain=args.observer_gain, contact_model=args.contact_model,
+                                          point_moment_nm=args.point_moment, auto_rezero=not args.no_auto_rezero,
+                                          stiction_band=not args.no_stiction_band)  # checked as the node checks them
+    settings = TrustSettings.from_params(node)
+    rep = wr.replay(args.model, args.data, robot, args.rate, args.effort_unit, settings, node.observer_gain,
                     primary=args.primary, topic=args.topic)
     summary, arrays = wr.score(rep, args.data, args.ft_topic, args.vendor_topic or None, args.ft_sign,
                                args.vendor_sign, args.bias_window, robot)

@@ -32,6 +32,7 @@ import numpy as np
 
 from idyn_ros.dynamics import RobotModel
 from idyn_ros.dynamics.friction import DQ_LIM
+from idyn_ros.errors import ParameterError
 
 CONTACT_MODELS = ("wrench", "point")
 #: Without a model uncertainty (no model, or an artifact from before it was recorded): 5 % of each joint's effort
@@ -46,10 +47,11 @@ BLEND_SPEEDS = 10.0
 
 @dataclass(frozen=True)
 class TrustSettings:
-    """The tunables (the wrench_observer node's parameters of the same names)."""
+    """The tunables: the wrench_observer node's parameters of the same names, ``damping`` its ``pinv_damping``
+    (defaults equal to the node's: a test checks it, so ``idyn wrench`` scores what the node publishes)."""
 
     min_singular_value: float = 0.05  # singular values of J below this: direction dropped and flagged
-    damping: float = 0.0  # isotropic prior (the old damped pseudo-inverse's mu); 0 = none
+    damping: float = 0.01  # isotropic prior on the wrench (the damped pseudo-inverse's mu); 0 = none
     contact_model: str = "wrench"  # wrench: any [f; m]; point: contact near the flange, moment ~ point_moment_nm
     point_moment_nm: float = 1.0  # 1-sigma of the moment a point contact transmits at the flange origin
     auto_rezero: bool = True
@@ -64,6 +66,18 @@ class TrustSettings:
     contact_on_sigma: float = 6.0
     contact_off_sigma: float = 3.0
     stiction_band: bool = True  # soft-threshold each joint by its break-away friction at standstill (StictionBand)
+
+    @classmethod
+    def from_params(cls, v: Any) -> TrustSettings:
+        """From the node's ``WrenchObserverParams`` (ParameterError for an inconsistent pair)."""
+        try:
+            return cls(min_singular_value=v.min_singular_value, damping=v.pinv_damping,
+                       contact_model=v.contact_model, point_moment_nm=v.point_moment_nm, auto_rezero=v.auto_rezero,
+                       rest_velocity=v.rest_velocity, rest_time=v.rest_time, pose_tolerance=v.pose_tolerance,
+                       settle_time=v.settle_time, contact_on_sigma=v.contact_on_sigma,
+                       contact_off_sigma=v.contact_off_sigma, stiction_band=v.stiction_band)
+        except ValueError as exc:
+            raise ParameterError(str(exc)) from None
 
     def __post_init__(self) -> None:
         if self.contact_model not in CONTACT_MODELS:

@@ -91,15 +91,18 @@ def robot_for(meta: dict[str, Any], robot: Any) -> Any:
 
 
 def replay(model_path: str | Path, source: str | Path, robot: Any = None, rate_hz: float | None = None,
-           effort_unit: str = "auto", settings: Any = None, observer_gain: float = 50.0,
-           accel_cutoff_hz: float = 20.0, primary: str = "momentum", topic: str | None = None) -> Replay:
-    """Run the observer over ``source`` (bag or dataset .npz) with the artifact ``model_path`` (module doc)."""
+           effort_unit: str = "auto", settings: Any = None, observer_gain: float | None = None,
+           accel_cutoff_hz: float | None = None, primary: str = "momentum", topic: str | None = None) -> Replay:
+    """Run the observer over ``source`` (bag or dataset .npz) with the artifact ``model_path`` (module doc).
+
+    Unset tunables take the wrench_observer node's defaults (``WrenchObserverParams``, ``TrustSettings``)."""
     from idyn_ros.control.effort import EffortToTorque
     from idyn_ros.control.feedforward import FeedforwardComputer
     from idyn_ros.control.wrench import WrenchObserver
     from idyn_ros.control.wrench_trust import TrustedWrench, TrustSettings
     from idyn_ros.data.wrenches import read_joint_states
     from idyn_ros.models.artifact import read_metadata
+    from idyn_ros.parameters import WrenchObserverParams
     from idyn_ros.robots.drives import torque_constants
 
     meta = read_metadata(model_path)
@@ -132,9 +135,13 @@ def replay(model_path: str | Path, source: str | Path, robot: Any = None, rate_h
     notes.append(conv.describe() + (f" (the recording says: {series.effort_kind})" if series.effort_kind else ""))
     if conv.warning:
         notes.append("warning: " + conv.warning)
+    node = WrenchObserverParams()
+    observer_gain = node.observer_gain if observer_gain is None else observer_gain
+    accel_cutoff_hz = node.accel_cutoff_hz if accel_cutoff_hz is None else accel_cutoff_hz
     observer = WrenchObserver(robot_model, rate, model, observer_gain, accel_cutoff_hz)
-    observer.set_tunables(observer_gain, 0.0, 0.0, 0.0, 1.0)
     settings = settings or TrustSettings()
+    # the node's raw-estimate tunables (no deadband or low-pass there by default; they never reach the trust stage)
+    observer.set_tunables(observer_gain, settings.damping, node.deadband_force, node.deadband_torque, 1.0)
     trust = TrustedWrench.from_model(observer.rbd, model, settings)
     direct_trust = TrustedWrench.from_model(observer.rbd, model, settings)
     notes.append(trust.describe())
@@ -156,8 +163,8 @@ def replay(model_path: str | Path, source: str | Path, robot: Any = None, rate_h
         out.contact[k], out.contact_score[k], out.rank[k] = est.contact, est.contact_score, est.rank
         out.at_rest[k], out.rezeroed[k], out.tau_ext[k] = est.at_rest, est.rezeroed, est.tau_ext
         out.hidden[k] = est.hidden_tool
-        other = observer.tau_direct if primary == "momentum" else observer.tau_momentum
-        out.direct[k] = direct_trust.update(int(t_ns[k]), q[k], dq[k], other).tool
+        out.direct[k] = est.tool if primary == "direct" else direct_trust.update(int(t_ns[k]), q[k], dq[k],
+                                                                                   observer.tau_direct).tool
     return out
 
 

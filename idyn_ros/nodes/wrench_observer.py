@@ -52,27 +52,12 @@ from idyn_ros.parameters import WrenchObserverParams
 from idyn_ros.robots.drives import torque_constants
 
 
-def trust_settings(v: WrenchObserverParams) -> TrustSettings:
-    """The trust stage's settings from the node's parameters (ParameterError for an inconsistent pair)."""
-    from idyn_ros.errors import ParameterError
-
-    try:
-        return TrustSettings(min_singular_value=v.min_singular_value, damping=v.pinv_damping,
-                             contact_model=v.contact_model, point_moment_nm=v.point_moment_nm,
-                             auto_rezero=v.auto_rezero, rest_velocity=v.rest_velocity, rest_time=v.rest_time,
-                             pose_tolerance=v.pose_tolerance, settle_time=v.settle_time,
-                             contact_on_sigma=v.contact_on_sigma,
-                             contact_off_sigma=v.contact_off_sigma, stiction_band=v.stiction_band)
-    except ValueError as exc:
-        raise ParameterError(str(exc)) from None
-
-
 def _settings_problem(v: WrenchObserverParams) -> str | None:
     """A parameter set the trust stage refuses (e.g. a release threshold above the contact threshold), or None."""
     from idyn_ros.errors import ParameterError
 
     try:
-        trust_settings(v)
+        TrustSettings.from_params(v)
     except ParameterError as exc:
         return str(exc)
     return None
@@ -111,7 +96,7 @@ class WrenchObserverNode(Node):
             np.asarray(unc["tau_sigma_nm"]) if unc and unc.get("tau_sigma_nm") else None)
         sigma_rest = np.asarray(v.tau_sigma_rest) if v.tau_sigma_rest else (
             np.asarray(unc["tau_sigma_rest_nm"]) if unc and unc.get("tau_sigma_rest_nm") else None)
-        self.trust = TrustedWrench(self.observer.rbd, trust_settings(v), sigma, sigma_rest,
+        self.trust = TrustedWrench(self.observer.rbd, TrustSettings.from_params(v), sigma, sigma_rest,
                                    trusted_model.static_friction if trusted_model is not None else None)
         self.get_logger().info(self.trust.describe())
         self._apply_tunables(v)
@@ -152,7 +137,7 @@ class WrenchObserverNode(Node):
         fc = v.lowpass_cutoff_hz
         alpha = 1.0 - math.exp(-2 * math.pi * fc / v.rate_hz) if fc > 0 else 1.0
         self.observer.set_tunables(v.observer_gain, v.pinv_damping, v.deadband_force, v.deadband_torque, alpha)
-        self.trust.set_settings(trust_settings(v))
+        self.trust.set_settings(TrustSettings.from_params(v))
         self.trust.bias.contact_expected = v.contact_expected
 
     def _srv_rezero(self, _request: Any, response: Any) -> Any:
