@@ -9,6 +9,8 @@ Arguments (``ros2 launch idyn_ros panda.launch.py --show-args``):
   clock:=lockstep|realtime             mode mujoco: the embedded plant's clock ('' = the files', lockstep)
   params_file:=A.yaml[,B.yaml]         your parameter files, after config/<robot>.yaml; the arguments above win
   observer_only:=true                  only joint_state_buffer + wrench_observer, no torque commands (hardware, mock)
+  nodes:=A,B                           our nodes to start ('' = the six; optional: payload_identifier,
+                                       gripper_compensation)
   <xacro arguments>                    robot_ip, payload_mass, payload_com_x, ... (see --show-args)
 
 What starts:

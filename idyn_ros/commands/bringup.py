@@ -48,8 +48,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--duration", type=float, default=0.0,
                         help="seconds to run, then stop everything (default 0 = until Ctrl-C or SIGTERM)")
     parser.add_argument("--nodes", default=None,
-                        help="comma-separated subset of joint_state_buffer,feedforward,controller,doomed,"
-                             "wrench_observer,reference (default all)")
+                        help="comma-separated: a subset of joint_state_buffer,feedforward,controller,doomed,"
+                             "wrench_observer,reference (default all six), plus optionally payload_identifier,"
+                             "gripper_compensation")
     parser.add_argument("--prefix", default="", help="joint/link name prefix ('' = the vendor default)")
     parser.add_argument("--observer-only", action="store_true",
                         help="only joint_state_buffer + wrench_observer, no torque commands (an arm that cannot take "

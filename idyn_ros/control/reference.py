@@ -73,7 +73,7 @@ class SampledTrajectory:
 
 
 def load_npz_trajectory(path: str | Path, joint_names: Sequence[str]) -> SampledTrajectory:
-    """Excitation/recorded trajectory from a DESIGN.md dataset ``.npz``: uses q_d/dq_d/ddq_d when
+    """Excitation/recorded trajectory from a dataset ``.npz`` (``idyn_ros.data.dataset``): uses q_d/dq_d/ddq_d when
     present (a planned trajectory), else q/dq/ddq; columns reordered by ``joint_names``."""
     path = Path(path)
     if not path.is_file():

@@ -5,7 +5,7 @@ upstream (bags, CSV, foreign NPZ files) is converted into one by :mod:`idyn_ros.
 Keeping one in-memory form with a strict ``validate()`` means the rest of the code never has to
 guess units, joint order or which optional signals are present.
 
-File form (DESIGN.md "Contracts"): an ``.npz`` with ``t`` (N,) s, ``q`` rad, ``dq`` rad/s,
+File form (the contract between layers; docs/interfaces.md): an ``.npz`` with ``t`` (N,) s, ``q`` rad, ``dq`` rad/s,
 ``tau`` Nm (or current-based driver units for ``effort_kind == "current"``) (N, n); optional
 ``ddq``, ``tau_cmd``, ``q_d``, ``dq_d``, ``ddq_d`` (N, n), ``wrench`` (N, 6) [f; n] in N and Nm;
 ``joint_names`` (n,), ``robot``, ``effort_kind``, ``source``. This module adds two optional keys:

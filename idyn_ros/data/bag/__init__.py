@@ -1,6 +1,6 @@
 """rosbag2 files without ROS: find the storage files, read raw CDR messages, write with recovery points.
 
-There is no rosbag2 here (see DESIGN.md "The environment"), so bags are written with the
+The ROS 2 wheels carry no rosbag2 (Python or C++), so bags are written with the
 ``rosbags`` library and read by this package. Reading is done here rather than by
 ``rosbags.rosbag2.Reader`` because real bags are messy and the reader must say exactly what is
 wrong, or recover what it can:
