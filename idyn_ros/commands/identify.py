@@ -34,8 +34,12 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="identification method (default: sdp)")
     parser.add_argument("--friction", default="coulomb,viscous,offset",
                         help="friction kinds, comma separated or 'none' (default: coulomb,viscous,offset)")
-    parser.add_argument("--reg", type=float, default=1e-4,
-                        help="ridge toward nominal, relative to the mean Gram diagonal (default: 1e-4)")
+    parser.add_argument("--prior", choices=["ridge", "geometric"], default="ridge",
+                        help="prior toward the nominal URDF: ridge (default), or geometric (sdp only: the log-det "
+                             "divergence of each link's pseudo-inertia, relative to the link's size)")
+    parser.add_argument("--reg", type=float, default=None,
+                        help="the prior's strength: ridge relative to the mean Gram diagonal (default 1e-4), "
+                             "geometric (default 1e-2)")
     parser.add_argument("--solver", choices=["CLARABEL", "SCS"], default="CLARABEL", help="SDP solver")
     parser.add_argument("--urdf-out", metavar="X.urdf", help="write the identified model as a URDF")
     parser.add_argument("--params-out", metavar="X.json", help="write all identified parameters as JSON")
@@ -57,14 +61,15 @@ def _run(args: argparse.Namespace) -> int:
     from idyn_ros.data.atomic import atomic_write_text
     from idyn_ros.dynamics.friction import parse_kinds
     from idyn_ros.errors import IdentificationError
-    from idyn_ros.models.identification import identify, write_urdf
+    from idyn_ros.models.identification import DEFAULT_STRENGTH, identify, write_urdf
     from idyn_ros.models.metrics import torque_metrics
     from idyn_ros.models.sources import load_recordings, load_robot
 
     robot = load_robot(args.robot)
     recs = load_recordings(args.data, robot)
-    res = identify(robot.pin_model, recs, args.method, parse_kinds(args.friction), reg=args.reg,
-                   solver=args.solver)
+    reg = DEFAULT_STRENGTH[args.prior] if args.reg is None else args.reg
+    res = identify(robot.pin_model, recs, args.method, parse_kinds(args.friction), reg=reg, solver=args.solver,
+                   prior=args.prior)
     from idyn_ros.dynamics.inertia import check_physical_consistency
 
     eig = np.asarray(res.info["min_pseudo_inertia_eig"])

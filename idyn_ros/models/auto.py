@@ -4,12 +4,13 @@ Why: which model is best depends on the robot and the data (on a real Panda log 
 own physics, on the real KUKA LWR4+ the E2E hybrid-r won by a factor 4), and a user cannot know in advance.
 
 - Candidates (``CANDIDATES``): physics models (SDP-identified RBD + friction + armature with the default ridge
-  toward the URDF and with a 100x stronger one, and the URDF's RBD with least-squares friction + armature), and
+  toward the URDF and with the geometric prior toward it, and the URDF's RBD with least-squares friction +
+  armature), and
   the learned residuals on top of the physics that scored best (its id_method and ridge; decision: physics
   first, then learn what it misses) (per-joint hybrid-j 2S and E2E, the LSTM hybrids 2S and E2E, hybrid-r E2E), each
   with the command's training options (``base``) and its residual gate (``training.fit_residual_gate``), so on
   validation none is worse than its own physics part. The per-joint residuals (``EVERY_PHYSICS_KINDS``) are also
-  fitted on each other physics candidate ("hybrid-j 2S on rbd-friction reg 1e-2"): the best physics alone need not
+  fitted on each other physics candidate ("hybrid-j 2S on rbd-friction nominal"): the best physics alone need not
   be the best base for a residual, and these fits take seconds. Order: the per-joint residuals first (best on
   held-out trajectories, studies/auto_selection/README.md), so a short budget spends itself on them. The 2S ones
   compete as one model, their average over the physics candidates (``AVERAGED``); their rows stay in the table.
@@ -41,12 +42,16 @@ from idyn_ros.models.training import TrainResult, fit, fit_residual_gate, predic
 from idyn_ros.models.zoo import ModelConfig, TorqueModel
 
 # (name, ModelConfig overrides); physics candidates are those whose kind learns no residual.
-# Physics candidates: the ridge strength and the URDF-or-identified choice are chosen on validation (on a 2 or 5 s
-# cut of real KUKA data the SDP fit extrapolated worse to the rest of the trajectory than the URDF + friction).
-PHYSICS_SETTINGS = ("id_method", "reg")  # what a learned candidate takes over from the best physics candidate
+# Physics candidates: the prior toward the URDF and the URDF-or-identified choice are chosen on validation (on a 2 or
+# 5 s cut of real KUKA data the SDP fit extrapolated worse to the rest of the trajectory than the URDF + friction).
+# Decision: the strong-prior candidate is the geometric prior at 1e-2 (it replaced a 100x ridge): with validation off
+# the training states (UR5 validated on No2, the Panda plant on another trajectory) the per-joint residual on it
+# validated best of ridge 1e-4 / 1e-2 and geometric 1e-3..1 on both (studies/auto_selection/README.md).
+PHYSICS_SETTINGS = ("id_method", "reg", "id_prior")  # what a learned candidate takes over from its physics candidate
 CANDIDATES: tuple[tuple[str, dict[str, Any]], ...] = (
     ("rbd-friction", {"kind": "rbd-friction"}),
-    ("rbd-friction reg 1e-2", {"kind": "rbd-friction", "reg": 1e-2}),
+    ("rbd-friction geometric 1e-2", {"kind": "rbd-friction", "id_method": "sdp", "id_prior": "geometric",
+                                     "reg": 1e-2}),
     ("rbd-friction nominal", {"kind": "rbd-friction", "id_method": "nominal"}),
     ("hybrid-j 2S", {"kind": "hybrid-j", "mode": "2s"}),
     ("hybrid-j E2E", {"kind": "hybrid-j", "mode": "e2e"}),
@@ -63,7 +68,7 @@ LEARNED_MARGIN = 0.02
 # residuals learned their training trajectories and carried nothing; studies/auto_selection/README.md).
 GENERALISING_KINDS = ("hybrid-j",)
 # Decision: the per-joint residual is fitted on every physics candidate, and validation scores the sums. On real
-# KUKA data (validation a rerun of training) the residual on the 100x ridge scored better than on the physics that
+# KUKA data (validation a rerun of training) the residual on a 100x ridge scored better than on the physics that
 # won alone (2.0-2.2 vs 2.3-2.5 % over two seeds); the LSTM residuals stay on the best physics (minutes per fit).
 EVERY_PHYSICS_KINDS = ("hybrid-j",)
 # Decision: the per-joint residual 2S fits on the physics candidates compete as one model, their average

@@ -128,7 +128,8 @@ def _physics_init(cfg: ModelConfig, pin_model: Any,
                     ia[j] = max(float(x[B]), 0.0)
         what = "nominal" + ("+friction" if B else "") + ("+armature" if e2e else "") + ("-ls" if B or e2e else "")
         return pi_nom, fr, ia, {"method": what, "armature": ia.tolist()}
-    res = identification.identify(pin_model, recs, cfg.id_method, kinds, reg=cfg.reg, seed=cfg.seed)
+    res = identification.identify(pin_model, recs, cfg.id_method, kinds, reg=cfg.reg, seed=cfg.seed,
+                                  prior=cfg.id_prior)
     info = {"method": res.method, **{k: v for k, v in res.info.items() if k != "seconds"}}
     return res.pi, res.friction, res.armature, info
 
@@ -319,6 +320,7 @@ def fit(
                              "dropout in [0, 1)")
     if max_minutes is not None and not max_minutes > 0:
         raise ParameterError(f"max_minutes must be > 0 (got {max_minutes}); leave it out for no time budget")
+    identification.check_prior(cfg.id_prior, cfg.id_method)
     if cfg.bases != 1:
         raise ParameterError("a model averaged over physics bases is assembled from fitted members "
                              "(TorqueModel.average_over_bases, used by --model auto), not trained as a whole")

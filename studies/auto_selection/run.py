@@ -14,6 +14,11 @@ Sections (each writes results/<section>.json with ``_provenance``):
   kuka_gp_holdout       real KUKA: `idyn train --model lip-gp --max-samples 500` on file 1 without --val
   kuka_seed_spread      real KUKA: hybrid-j 2S on each of auto's physics candidates, seeds 0..4, file 3 per seed,
                         seed averages and the average over the physics candidates
+  kuka_hold_joint6      real KUKA: what the velocity hold costs auto's averaged model on file 3, and what joint 6's
+                        error is made of
+  prior_selection       the SDP's prior toward the URDF (ridge, geometric at four strengths) with validation off
+                        the training states: real UR5 (val No2) and the Panda plant; rbd-friction and hybrid-j 2S
+  kuka_geometric_prior  real KUKA: the same priors, validation file 2 (a rerun of file 1), test file 3
   ur5_base_average      real UR5 (currents): the same over the physics candidates on both validation splits, seeds
                         0..1, test No1
 
@@ -186,8 +191,10 @@ def kuka_acceptance(work: Path, minutes: float) -> dict:
     return out
 
 
-SEED_BASES = {"rbd-friction": {}, "rbd-friction reg 1e-2": {"reg": 1e-2},
-              "rbd-friction nominal": {"id_method": "nominal"}}  # auto's physics candidates (models.auto)
+# auto's physics candidates (models.auto.CANDIDATES). Until the geometric prior (rev after c67790e) the second one was
+# "rbd-friction reg 1e-2" (a 100x ridge): results/kuka_hold_joint6.json and ur5_base_average.json were made with it.
+SEED_BASES = {"rbd-friction": {}, "rbd-friction geometric 1e-2": {"id_prior": "geometric", "reg": 1e-2},
+              "rbd-friction nominal": {"id_method": "nominal"}}
 
 
 def kuka_seed_spread(work: Path, minutes: float, seeds: int = 6) -> dict:
@@ -331,7 +338,7 @@ UR5_RUNS = ("Movement_No2", "Movement_No3_Acc", "Movement_No4_Acc", "Movement_No
             "Movement_No6_Acc_slow_Verify_Model", "Movement_No7_Acc_slow_Verify_Model_short",
             "Movement_No8_Singularity_Free_1", "TEST")
 UR5_SPLITS = {"A": "Movement_No7_Acc_slow_Verify_Model_short", "B": "Movement_No2"}  # validation run; test No1
-SEED_BASE_ARGS = {"rbd-friction": [], "rbd-friction reg 1e-2": ["--reg", "1e-2"],
+SEED_BASE_ARGS = {"rbd-friction": [], "rbd-friction geometric 1e-2": ["--prior", "geometric", "--reg", "1e-2"],
                   "rbd-friction nominal": ["--id-method", "nominal"]}  # SEED_BASES as `idyn train` options
 
 
@@ -390,10 +397,70 @@ def ur5_base_average(work: Path, minutes: float, seeds: int = 2) -> dict:
     return out
 
 
+PRIORS: dict[str, dict[str, Any]] = {  # the SDP identification's prior toward the URDF (models.identification)
+    "ridge 1e-4": {}, "ridge 1e-2": {"reg": 1e-2},
+    **{f"geometric {g:g}": {"id_prior": "geometric", "reg": g} for g in (1e-3, 1e-2, 1e-1, 1.0)}}
+
+
+def _prior_rows(robot: Any, train: list, val: list, test: list, minutes: float, extra: dict[str, Any],
+                kinds: tuple[str, ...] = ("rbd-friction", "hybrid-j")) -> dict[str, Any]:
+    """Validation and test nMSE (mean over recordings, per joint) of each kind on each prior."""
+    from idyn_ros.models.metrics import torque_metrics
+    from idyn_ros.models.training import fit, predict
+    from idyn_ros.models.zoo import ModelConfig
+
+    rows: dict[str, Any] = {}
+    for kind in kinds:
+        for name, over in PRIORS.items():
+            cfg = ModelConfig.from_dict({**ModelConfig().to_dict(), "kind": kind, "mode": "2s", **extra, **over})
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                res = fit(cfg, robot, train, val, max_minutes=minutes, progress=False)
+            row: dict[str, Any] = {}
+            for split, recs in (("val", val), ("test", test)):
+                per = np.mean([torque_metrics(predict(res.model, robot.pin_model, r)["tau"], r.tau, res.tau_min,
+                                              res.tau_max)["nmse"] for r in recs], 0)
+                row[f"{split}_nmse_mean"], row[f"{split}_nmse"] = float(per.mean()), per.tolist()
+            rows[f"{kind} {'2S ' if kind == 'hybrid-j' else ''}on {name}"] = row
+            print(f"{kind:<12} {name:<15} val {row['val_nmse_mean']:.4f} test {row['test_nmse_mean']:.4f}",
+                  flush=True)
+    return rows
+
+
+def prior_selection(work: Path, minutes: float) -> dict:
+    """Which prior, with validation OFF the training states: the UR5 (currents; validation No2, test No1) and the
+    Panda plant (validation and test on other excitation trajectories). Rule fixed before the runs: the prior whose
+    hybrid-j 2S validates best on both becomes auto's strong-prior physics candidate."""
+    from idyn_ros.dynamics.friction import DEFAULT_KINDS
+    from idyn_ros.models.current_gains import currents_to_torque
+    from idyn_ros.models.sources import load_recordings, load_robot, load_split
+    from idyn_ros.paths import shared_data_dir
+
+    d = shared_data_dir() / "ur5_ft"
+    ur5 = load_robot("ur5")
+    train, val, test, rate = load_split([d / r for r in UR5_RUNS if r != UR5_SPLITS["B"]], [d / UR5_SPLITS["B"]],
+                                        [d / "Movement_No1"], ur5)
+    _, _, (train, val, test) = currents_to_torque(ur5, train, val, test, DEFAULT_KINDS)
+    panda = load_robot("panda")
+    recs = load_recordings(plant_recordings("panda", work, 6), panda)
+    return {"rule": "the prior whose hybrid-j 2S validates best on both",
+            "ur5": {"split": "train the contact-free runs but No2, val Movement_No2 (0 % overlap), test Movement_No1",
+                    "rows": _prior_rows(ur5, train, val, test, minutes, {"rate_hz": rate})},
+            "panda_plant": {"split": "train excite_0-3, val excite_4, test excite_5 (10 s each, 1 kHz)",
+                            "rows": _prior_rows(panda, recs[:4], recs[4:5], recs[5:6], minutes, {})}}
+
+
+def kuka_geometric_prior(work: Path, minutes: float) -> dict:
+    """KUKA (validation file 2 repeats file 1): rbd-friction and hybrid-j 2S on each prior, test file 3."""
+    robot, (f1, f2, f3) = _kuka()
+    return {"protocol": "train measurements_1, val measurements_2, test measurements_3; velocity held",
+            "rows": _prior_rows(robot, [f1], [f2], [f3], minutes, {})}
+
 SECTIONS = {"plant_regularisation": plant_regularisation, "plant_data_size": plant_data_size,
             "kuka_regularisation": kuka_regularisation, "kuka_acceptance": kuka_acceptance,
             "kuka_gp_holdout": kuka_gp_holdout, "kuka_seed_spread": kuka_seed_spread,
-            "kuka_hold_joint6": kuka_hold_joint6,
+            "kuka_hold_joint6": kuka_hold_joint6, "kuka_geometric_prior": kuka_geometric_prior,
+            "prior_selection": prior_selection,
             "ur5_base_average": ur5_base_average}
 
 

@@ -127,3 +127,48 @@ def test_structural_base_is_the_dynamics_base(iiwa):
     pi = rng.normal(size=Y.shape[1])
     ind, dep = base["ind_raw"], base["dependent"]
     assert np.allclose(Y @ pi, Y[:, ind] @ (pi[ind] + base["beta"] @ pi[dep]), atol=1e-9 * np.abs(Y @ pi).max())
+
+
+def _relative_deviation(pi: np.ndarray, pi_nom: np.ndarray) -> np.ndarray:
+    """Per link, the largest |eigenvalue| of J0^-1/2 (J - J0) J0^-1/2: the change relative to the link's own size."""
+    from idyn_ros.dynamics.inertia import pi_to_pseudo_inertia
+
+    out = []
+    for p, p0 in zip(pi, pi_nom, strict=True):
+        J, J0 = pi_to_pseudo_inertia(p), pi_to_pseudo_inertia(p0)
+        w, v = np.linalg.eigh(J0)
+        s = v @ np.diag(w**-0.5) @ v.T
+        out.append(np.abs(np.linalg.eigvalsh(s @ (J - J0) @ s)).max())
+    return np.array(out)
+
+
+def test_geometric_prior_fits_like_the_ridge_and_holds_each_link_relative_to_its_size(iiwa, synth, sdp_result):
+    train, _, test = synth
+    nominal = rbd.inertial_parameters(iiwa.pin_model)
+    res = ident.identify(iiwa.pin_model, [train], "sdp", KINDS, reg=ident.GEOMETRIC_REG, prior="geometric")
+    assert (np.asarray(res.info["min_pseudo_inertia_eig"]) > 0).all() and res.info["prior"] == "geometric 0.01"
+    m = torque_metrics(res.predict(iiwa.pin_model, test), test.tau)
+    ridge = torque_metrics(sdp_result.predict(iiwa.pin_model, test), test.tau)
+    assert m["nmse_mean"] < max(0.05, 1.5 * ridge["nmse_mean"]), (m["nmse"], ridge["nmse"])
+    geometric = _relative_deviation(res.pi, nominal)
+    assert 0.05 < geometric.max() < 1.0  # the data move the links, each by less than its own size
+    assert _relative_deviation(sdp_result.pi, nominal).max() > 10.0  # the ridge: small links by many times theirs
+    held = ident.identify(iiwa.pin_model, [train], "sdp", KINDS, reg=1e3, prior="geometric")
+    assert _relative_deviation(held.pi, nominal).max() < 0.05  # a strong prior holds every link, wrist included
+
+
+def test_prior_choices_are_checked():
+    from idyn_ros.errors import ParameterError
+
+    with pytest.raises(ParameterError, match="needs the SDP"):
+        ident.check_prior("geometric", "wls")
+    with pytest.raises(ParameterError, match="unknown identification prior"):
+        ident.check_prior("lasso", "sdp")
+    ident.check_prior("ridge", "wls")
+
+
+def test_a_negative_prior_strength_is_refused(iiwa, synth):
+    from idyn_ros.errors import ParameterError
+
+    with pytest.raises(ParameterError, match="--reg"):
+        ident.identify(iiwa.pin_model, [synth[0]], "sdp", KINDS, reg=-1.0)
