@@ -57,7 +57,8 @@ AUTO_ROWS: dict[str, str] = {"identified_rbd_friction": "rbd-friction", "hybrid_
 # artifacts carrying their training velocity range, 7: auto fits the per-joint residual on every physics candidate,
 # 8: validation, the gate, early stopping and auto score the model with its velocity held as the runtime holds it,
 # 9: auto's per-joint 2S residuals compete as their average over the physics candidates), so cached data and
-# artifacts made by older code are re-recorded / retrained instead of silently reused.
+# artifacts made by older code are re-recorded / retrained instead of silently reused. Auto's candidate list is part
+# of the auto rows' key by itself; a change of its rules (models.auto) still needs a bump here.
 CACHE_VERSION = 9
 # The recorded data's part of it: bumped with CACHE_VERSION when the recordings change (last at 8), not when only
 # the models do, so a model change retrains without re-recording.
@@ -272,9 +273,12 @@ def train_auto_rows(robot: str, train: Sequence[Path], val: Sequence[Path], root
 
     Each row's metrics.json carries the auto fit's whole candidate table (``auto_candidates``) and, for the auto
     row, which candidate won (``selected``)."""
+    from idyn_ros.models.auto import CANDIDATES  # in the key: a changed candidate set retrains (imports torch)
+
     root = Path(root)
-    specs = {row: _row_spec(row, {"kind": "auto", "candidate": AUTO_ROWS[row]}, train, val, minutes, epochs, seed)
-             for row in rows}
+    candidates = [[name, dict(sorted(over.items()))] for name, over in CANDIDATES]
+    specs = {row: _row_spec(row, {"kind": "auto", "candidate": AUTO_ROWS[row], "candidates": candidates}, train, val,
+                            minutes, epochs, seed) for row in rows}
     if all(_cached(root / row, specs[row]) for row in rows):
         return {row: root / row / "model.onnx" for row in rows}
     import torch  # noqa: F401  (training layer)
