@@ -79,6 +79,8 @@ def _run(args: argparse.Namespace) -> int:
     if "directions_held_at_nominal" in res.info:
         print(f"ridge toward nominal: {res.info['directions_held_at_nominal']} of {res.pi.size + res.friction.size} "
               f"parameter directions are excited less than the ridge and stay near nominal")
+    if "prior" in res.info:
+        print(f"prior toward nominal: {res.info['prior']} (log-det divergence per link, relative to its size)")
     print("train nMSE per joint: " + " ".join(f"{v:.4f}" for v in res.info["train_nmse"]))
     print("physically consistent links: " + " ".join("yes" if e > 0 else "NO" for e in eig))
     print("armature (reflected rotor inertia, kg m^2): " + " ".join(f"{v:.4f}" for v in res.armature))

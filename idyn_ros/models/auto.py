@@ -52,7 +52,7 @@ CANDIDATES: tuple[tuple[str, dict[str, Any]], ...] = (
     ("rbd-friction", {"kind": "rbd-friction"}),
     ("rbd-friction geometric 1e-2", {"kind": "rbd-friction", "id_method": "sdp", "id_prior": "geometric",
                                      "reg": 1e-2}),
-    ("rbd-friction nominal", {"kind": "rbd-friction", "id_method": "nominal"}),
+    ("rbd-friction nominal", {"kind": "rbd-friction", "id_method": "nominal", "id_prior": "ridge"}),  # no prior
     ("hybrid-j 2S", {"kind": "hybrid-j", "mode": "2s"}),
     ("hybrid-j E2E", {"kind": "hybrid-j", "mode": "e2e"}),
     ("hybrid 2S", {"kind": "hybrid", "mode": "2s"}),

@@ -237,8 +237,8 @@ def identify(
         b = Wf.T @ tw / (N * n)
         geometric = reg if prior == "geometric" else 0.0
         lam = (DEFAULT_REG if geometric else reg) * float(np.mean(np.diag(G)))
-        # how many parameter directions the data excite less than the ridge (these stay ~nominal)
-        info["directions_held_at_nominal"] = int((np.linalg.eigvalsh(G) < lam).sum())
+        if not geometric:  # how many parameter directions the data excite less than the ridge (these stay ~nominal)
+            info["directions_held_at_nominal"] = int((np.linalg.eigvalsh(G) < lam).sum())
         x_nom = np.concatenate([pi_nom, np.zeros(n * B)])
         lam_v = np.full(len(b), lam)
         lam_v[10 * n : 10 * n + A] *= ARMATURE_RIDGE

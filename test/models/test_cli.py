@@ -60,6 +60,16 @@ def test_identify_writes_a_consistent_urdf(files, tmp_path, capsys):
     assert "test" in capsys.readouterr().out
 
 
+def test_identify_with_the_geometric_prior_and_its_refusals(files, tmp_path, capsys):
+    rc = main(["identify", "--robot", "iiwa14", "--data", files[0], "--prior", "geometric"])
+    assert rc == 0 and "prior toward nominal: geometric 0.01" in capsys.readouterr().out
+    rc = main(["identify", "--robot", "iiwa14", "--data", files[0], "--method", "wls", "--prior", "geometric"])
+    assert rc == 2 and "needs the SDP" in capsys.readouterr().err
+    rc = main(["train", "--robot", "iiwa14", "--data", files[0], "--model", "lip-gp", "--prior", "geometric",
+               "--out", str(tmp_path / "gp")])
+    assert rc == 2 and "identifies none" in capsys.readouterr().err
+
+
 def test_wrong_robot_is_one_line_error(files, tmp_path, capsys):
     rc = main(["train", "--robot", "panda", "--data", files[0], "--model", "rbd", "--out", str(tmp_path / "x")])
     assert rc == 2
