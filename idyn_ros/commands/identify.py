@@ -25,6 +25,23 @@ EPILOG = """examples:
 """
 
 
+def add_prior_arguments(parser: argparse.ArgumentParser) -> None:
+    """--prior and --reg, shared with `idyn train` (``idyn_ros.models.identification``, module doc)."""
+    parser.add_argument("--prior", choices=["ridge", "geometric"], default="ridge",
+                        help="the SDP identification's prior toward the nominal URDF: ridge (default), or geometric "
+                             "(the log-det divergence of each link's pseudo-inertia, relative to the link's size)")
+    parser.add_argument("--reg", type=float, default=None,
+                        help="the prior's strength: ridge relative to the mean excitation (default 1e-4), geometric "
+                             "(default 1e-2); larger keeps weakly excited parameters nearer nominal")
+
+
+def prior_strength(args: argparse.Namespace) -> float:
+    """--reg, or the default strength of the chosen --prior."""
+    from idyn_ros.models.identification import DEFAULT_STRENGTH
+
+    return DEFAULT_STRENGTH[args.prior] if args.reg is None else args.reg
+
+
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.epilog = EPILOG
     parser.add_argument("--robot", required=True, help="robot preset (panda, iiwa14, ur5) or URDF path")
@@ -34,12 +51,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="identification method (default: sdp)")
     parser.add_argument("--friction", default="coulomb,viscous,offset",
                         help="friction kinds, comma separated or 'none' (default: coulomb,viscous,offset)")
-    parser.add_argument("--prior", choices=["ridge", "geometric"], default="ridge",
-                        help="prior toward the nominal URDF: ridge (default), or geometric (sdp only: the log-det "
-                             "divergence of each link's pseudo-inertia, relative to the link's size)")
-    parser.add_argument("--reg", type=float, default=None,
-                        help="the prior's strength: ridge relative to the mean Gram diagonal (default 1e-4), "
-                             "geometric (default 1e-2)")
+    add_prior_arguments(parser)
     parser.add_argument("--solver", choices=["CLARABEL", "SCS"], default="CLARABEL", help="SDP solver")
     parser.add_argument("--urdf-out", metavar="X.urdf", help="write the identified model as a URDF")
     parser.add_argument("--params-out", metavar="X.json", help="write all identified parameters as JSON")
@@ -61,15 +73,14 @@ def _run(args: argparse.Namespace) -> int:
     from idyn_ros.data.atomic import atomic_write_text
     from idyn_ros.dynamics.friction import parse_kinds
     from idyn_ros.errors import IdentificationError
-    from idyn_ros.models.identification import DEFAULT_STRENGTH, identify, write_urdf
+    from idyn_ros.models.identification import identify, write_urdf
     from idyn_ros.models.metrics import torque_metrics
     from idyn_ros.models.sources import load_recordings, load_robot
 
     robot = load_robot(args.robot)
     recs = load_recordings(args.data, robot)
-    reg = DEFAULT_STRENGTH[args.prior] if args.reg is None else args.reg
-    res = identify(robot.pin_model, recs, args.method, parse_kinds(args.friction), reg=reg, solver=args.solver,
-                   prior=args.prior)
+    res = identify(robot.pin_model, recs, args.method, parse_kinds(args.friction), reg=prior_strength(args),
+                   solver=args.solver, prior=args.prior)
     from idyn_ros.dynamics.inertia import check_physical_consistency
 
     eig = np.asarray(res.info["min_pseudo_inertia_eig"])

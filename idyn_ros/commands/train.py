@@ -67,6 +67,8 @@ import sys
 import warnings
 from collections.abc import Iterator
 
+from idyn_ros.commands.identify import add_prior_arguments, prior_strength
+
 HELP = ("train a model (auto, rbd*, hybrid, hybrid-r, hybrid-j, mlp-hybrid, lstm, delan[-lstm], *-gp) "
         "-> DIR/model.onnx")
 NN_KINDS = ("auto", "rbd", "rbd-friction", "hybrid", "hybrid-r", "hybrid-j", "mlp-hybrid", "lstm", "delan",
@@ -138,12 +140,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--friction", default="coulomb,viscous,offset",
                         help="friction kinds, comma separated or 'none' (coulomb = Reuss Eq. 13 with "
                              "dq_lim 0.02 rad/s; also viscous, asymmetric, stribeck, sigmoid, offset)")
-    parser.add_argument("--prior", choices=["ridge", "geometric"], default="ridge",
-                        help="the SDP identification's prior toward the nominal URDF: ridge (default), or geometric "
-                             "(the log-det divergence of each link's pseudo-inertia, relative to the link's size)")
-    parser.add_argument("--reg", type=float, default=None,
-                        help="the prior's strength: ridge relative to the mean excitation (default 1e-4), geometric "
-                             "(default 1e-2); larger keeps weakly excited parameters nearer nominal")
+    add_prior_arguments(parser)
     parser.add_argument("--seed", type=int, default=0, help="random seed (default: 0)")
     parser.add_argument("--epochs", type=positive(int), default=300, help="maximum epochs (default: 300)")
     parser.add_argument("--max-minutes", type=positive(float), default=None, metavar="M",
@@ -193,7 +190,6 @@ def run(args: argparse.Namespace) -> int:
 def _run(args: argparse.Namespace) -> int:
     from idyn_ros.dynamics.friction import parse_kinds
     from idyn_ros.errors import ParameterError
-    from idyn_ros.models.identification import DEFAULT_STRENGTH
     from idyn_ros.models.pipeline import train_run
     from idyn_ros.models.sources import hold_out_tail, load_robot, load_split
     from idyn_ros.models.zoo import ModelConfig
@@ -222,8 +218,7 @@ def _run(args: argparse.Namespace) -> int:
     cfg = ModelConfig(kind=args.model, mode=args.mode, id_method=args.id_method,
                       friction_kinds=kinds, seed=args.seed, epochs=args.epochs,
                       patience=args.patience, window=args.window, stride=args.stride or args.window,
-                      hidden=args.hidden, reg=DEFAULT_STRENGTH[args.prior] if args.reg is None else args.reg,
-                      id_prior=args.prior, rate_hz=rate)
+                      hidden=args.hidden, reg=prior_strength(args), id_prior=args.prior, rate_hz=rate)
     if args.lr is not None:
         cfg.lr = args.lr
     res, metrics = train_run(cfg, robot, train, val, test, args.out, args.max_minutes, args.resume,
