@@ -35,8 +35,8 @@ determine (only the base combinations are excited). They add a prior toward the 
   ``-log det(J0^-1 J) + tr(J0^-1 J) - 4`` of each link's pseudo-inertia from the URDF's (Lee, Wensing &
   Park 2020, "Geometric robot dynamic identification"): relative to each link's own size and
   coordinate-free; it also keeps J > 0 by itself. Friction and armature keep the ridge at ``DEFAULT_REG``.
-  With a validation trajectory off the training states it validated best at ``reg = 1e-2`` on the UR5
-  (real) and the Panda plant, for both the physics and the per-joint residual on it
+  With a validation trajectory off the training states, the per-joint residual on it validated best at
+  ``reg = 1e-2`` on the UR5 (real) and the Panda plant, and so did the physics alone on the plant
   (studies/auto_selection/README.md, "geometric prior").
 """
 
