@@ -32,6 +32,7 @@ import argparse
 import json
 import sys
 
+FLAGS = {"observer_gain": "--observer-gain", "point_moment_nm": "--point-moment"}  # node parameter -> option
 HELP = "replay a recording through the wrench observer; score it against an F/T sensor (RMSE, plot)"
 
 EPILOG = """examples:
@@ -87,14 +88,22 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from idyn_ros.control.wrench_trust import TrustSettings
+    from idyn_ros.errors import ParameterError
     from idyn_ros.experiments import wrench_replay as wr
     from idyn_ros.models.artifact import read_metadata
     from idyn_ros.parameters import WrenchObserverParams
 
     robot = wr.robot_for(read_metadata(args.model), args.robot)  # a damaged or foreign file stops here, said once
-    node = WrenchObserverParams().replace(robot.n, observer_gain=args.observer_gain, contact_model=args.contact_model,
-                                          point_moment_nm=args.point_moment, auto_rezero=not args.no_auto_rezero,
-                                          stiction_band=not args.no_stiction_band)  # checked as the node checks them
+    try:  # checked as the node checks its parameters, refused in the words of this command
+        node = WrenchObserverParams().replace(robot.n, observer_gain=args.observer_gain,
+                                              contact_model=args.contact_model, point_moment_nm=args.point_moment,
+                                              auto_rezero=not args.no_auto_rezero,
+                                              stiction_band=not args.no_stiction_band)
+    except ParameterError as exc:
+        message = str(exc).removeprefix("WrenchObserverParams: ")
+        for param, flag in FLAGS.items():
+            message = message.replace(param, flag)
+        raise ParameterError(message) from None
     settings = TrustSettings.from_params(node)
     rep = wr.replay(args.model, args.data, robot, args.rate, args.effort_unit, settings, node.observer_gain,
                     primary=args.primary, topic=args.topic)

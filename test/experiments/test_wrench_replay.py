@@ -134,6 +134,9 @@ def test_the_rate_comes_from_the_recording_and_the_runtime_refuses_another(recor
     assert main(["wrench", "--model", str(model), "--data", str(bag), "-o", str(tmp_path / "o.npz"), "--rate",
                  "125"]) == 2
     assert "250 Hz" in capsys.readouterr().err  # the model's rate, named in the refusal
+    assert main(["wrench", "--model", str(model), "--data", str(bag), "-o", str(tmp_path / "o.npz"),
+                 "--observer-gain", "-5"]) == 2
+    assert "--observer-gain=-5.0 is below its minimum" in capsys.readouterr().err  # the node's bound, the option's name
 
 
 @pytest.mark.realdata
