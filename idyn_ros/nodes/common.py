@@ -142,6 +142,7 @@ def drop_unconvertible(exc: RuntimeError, dropped: int) -> int:
 
 
 STOP_DEADLINE_S = 3.0  # stop request -> process gone, whatever hangs (a clean stop takes ~0.2 s here)
+STOP_TRACE_S = 2.5  # a teardown still running this long after the stop request prints every thread's stack
 PARENT_POLL_S = 0.1
 
 
@@ -150,12 +151,16 @@ def _request_stop(stop: list[str], reason: str) -> None:
 
     The deadline is a kernel timer (SIGALRM, default action: terminate), so it ends the process even when the teardown
     hangs in native code holding the GIL or in the interpreter's exit, where the DDS participant is destroyed and
-    SIGINT/SIGTERM are ignored. Safe from a signal handler and from another thread (no lock)."""
+    SIGINT/SIGTERM are ignored. Safe from a signal handler and from another thread (no lock). Shortly before the
+    deadline, faulthandler's watchdog thread prints where every thread is (it needs no GIL), so a log that ends in
+    exit code -14 says what hung."""
+    import faulthandler
     import signal
 
     if not stop:
         stop.append(reason)
         signal.setitimer(signal.ITIMER_REAL, STOP_DEADLINE_S)
+        faulthandler.dump_traceback_later(STOP_TRACE_S)
 
 
 def _watch_parent(parent: int, stop: list[str], done: Any) -> None:
