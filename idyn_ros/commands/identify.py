@@ -27,12 +27,15 @@ EPILOG = """examples:
 
 def add_prior_arguments(parser: argparse.ArgumentParser) -> None:
     """--prior and --reg, shared with `idyn train` (``idyn_ros.models.identification``, module doc)."""
-    parser.add_argument("--prior", choices=["ridge", "geometric"], default="ridge",
+    from idyn_ros.models.identification import DEFAULT_STRENGTH, PRIORS
+
+    parser.add_argument("--prior", choices=PRIORS, default="ridge",
                         help="the SDP identification's prior toward the nominal URDF: ridge (default), or geometric "
                              "(the log-det divergence of each link's pseudo-inertia, relative to the link's size)")
     parser.add_argument("--reg", type=float, default=None,
-                        help="the prior's strength: ridge relative to the mean excitation (default 1e-4), geometric "
-                             "(default 1e-2); larger keeps weakly excited parameters nearer nominal")
+                        help=f"the prior's strength: ridge relative to the mean excitation (default "
+                             f"{DEFAULT_STRENGTH['ridge']:g}), geometric (default {DEFAULT_STRENGTH['geometric']:g}); "
+                             f"larger keeps weakly excited parameters nearer nominal")
 
 
 def prior_strength(args: argparse.Namespace) -> float:

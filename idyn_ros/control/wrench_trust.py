@@ -26,13 +26,16 @@ as 1 N of force (a characteristic length of 1 m, about a UR5's reach), in the si
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from idyn_ros.dynamics import RobotModel
 from idyn_ros.dynamics.friction import DQ_LIM
 from idyn_ros.errors import ParameterError
+
+if TYPE_CHECKING:
+    from idyn_ros.parameters import WrenchObserverParams
 
 CONTACT_MODELS = ("wrench", "point")
 #: Without a model uncertainty (no model, or an artifact from before it was recorded): 5 % of each joint's effort
@@ -68,7 +71,7 @@ class TrustSettings:
     stiction_band: bool = True  # soft-threshold each joint by its break-away friction at standstill (StictionBand)
 
     @classmethod
-    def from_params(cls, v: Any) -> TrustSettings:
+    def from_params(cls, v: WrenchObserverParams) -> TrustSettings:
         """From the node's ``WrenchObserverParams`` (ParameterError for an inconsistent pair)."""
         try:
             return cls(min_singular_value=v.min_singular_value, damping=v.pinv_damping,

@@ -143,7 +143,8 @@ def replay(model_path: str | Path, source: str | Path, robot: Any = None, rate_h
     # the node's raw-estimate tunables (no deadband or low-pass there by default; they never reach the trust stage)
     observer.set_tunables(observer_gain, settings.damping, node.deadband_force, node.deadband_torque, 1.0)
     trust = TrustedWrench.from_model(observer.rbd, model, settings)
-    direct_trust = TrustedWrench.from_model(observer.rbd, model, settings)
+    # the direct residual through its own trust stage; with --primary direct that is the primary itself
+    direct_trust = None if primary == "direct" else TrustedWrench.from_model(observer.rbd, model, settings)
     notes.append(trust.describe())
     N, n = len(t_ns), robot_model.n
     out = Replay(t_ns, *(np.full((N, 6), np.nan) for _ in range(3)), np.zeros(N, bool), np.zeros(N),
@@ -163,8 +164,8 @@ def replay(model_path: str | Path, source: str | Path, robot: Any = None, rate_h
         out.contact[k], out.contact_score[k], out.rank[k] = est.contact, est.contact_score, est.rank
         out.at_rest[k], out.rezeroed[k], out.tau_ext[k] = est.at_rest, est.rezeroed, est.tau_ext
         out.hidden[k] = est.hidden_tool
-        out.direct[k] = est.tool if primary == "direct" else direct_trust.update(int(t_ns[k]), q[k], dq[k],
-                                                                                   observer.tau_direct).tool
+        out.direct[k] = est.tool if direct_trust is None else direct_trust.update(int(t_ns[k]), q[k], dq[k],
+                                                                                    observer.tau_direct).tool
     return out
 
 

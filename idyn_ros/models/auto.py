@@ -36,6 +36,7 @@ import numpy as np
 import torch
 
 from idyn_ros.errors import ParameterError
+from idyn_ros.models.identification import GEOMETRIC_REG
 from idyn_ros.models.metrics import OVERLAP_WARNING, state_overlap, torque_metrics
 from idyn_ros.models.sources import Recording
 from idyn_ros.models.training import TrainResult, fit, fit_residual_gate, predict, prepare
@@ -51,7 +52,7 @@ PHYSICS_SETTINGS = ("id_method", "reg", "id_prior")  # what a learned candidate 
 CANDIDATES: tuple[tuple[str, dict[str, Any]], ...] = (
     ("rbd-friction", {"kind": "rbd-friction"}),
     ("rbd-friction geometric 1e-2", {"kind": "rbd-friction", "id_method": "sdp", "id_prior": "geometric",
-                                     "reg": 1e-2}),
+                                     "reg": GEOMETRIC_REG}),
     ("rbd-friction nominal", {"kind": "rbd-friction", "id_method": "nominal", "id_prior": "ridge"}),  # no prior
     ("hybrid-j 2S", {"kind": "hybrid-j", "mode": "2s"}),
     ("hybrid-j E2E", {"kind": "hybrid-j", "mode": "e2e"}),
