@@ -38,9 +38,9 @@ TABLE: list[tuple[str, dict[str, Any]]] = [
     ("DiffBary RBD (consistent)", {"kind": "rbd", "id_method": "diffbary", "friction_kinds": ()}),
     ("nominal RBD + friction LS", {"kind": "rbd-friction", "id_method": "nominal"}),
     ("OLS RBD + friction", {"kind": "rbd-friction", "id_method": "ols"}),
-    ("SDP RBD + friction", {"kind": "rbd-friction", "id_method": "sdp"}),
-    ("SDP RBD + friction, geometric prior", {"kind": "rbd-friction", "id_method": "sdp", "id_prior": "geometric",
-                                             "reg": 1e-2}),
+    ("SDP RBD + friction", {"kind": "rbd-friction", "id_method": "sdp"}),  # its default: the geometric prior
+    ("SDP RBD + friction, ridge prior", {"kind": "rbd-friction", "id_method": "sdp", "id_prior": "ridge",
+                                         "reg": 1e-4}),
     ("DiffBary RBD + friction", {"kind": "rbd-friction", "id_method": "diffbary"}),
     ("hybrid E2E (DiffBary+fric+LSTM)", {"kind": "hybrid", "mode": "e2e"}),
     ("hybrid 2S (SDP+fric, then LSTM)", {"kind": "hybrid", "mode": "2s"}),

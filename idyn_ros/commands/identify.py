@@ -6,8 +6,9 @@ Methods (all on tau = Y(q,dq,ddq) pi + F(dq) phi, stacked over samples):
   sdp       physically consistent: one LMI per link on the 4x4 pseudo-inertia (cvxpy, CLARABEL/SCS)
   diffbary  same objective by Adam + L-BFGS through J = A A^T + 1e-8 (Reuss et al. 2022 Eq. 18-21)
   logchol   same through the log-Cholesky factor (Rucker & Wensing 2022)
-The consistent methods regularise toward the nominal URDF parameters (--reg, relative to the mean
-excitation; default 1e-4 keeps unexcited directions at their nominal values).
+The consistent methods regularise toward the nominal URDF parameters (--prior, --reg): the SDP by default
+with the geometric prior (each link's pseudo-inertia held relative to its own size, strength 1e-2), the
+others with a ridge relative to the mean excitation (1e-4 keeps unexcited directions at their nominal values).
 The written URDF (--urdf-out) reloads in pinocchio; for ols/wls it is only written if every link is
 physically consistent. Friction coefficients go to --params-out (JSON) since URDF cannot hold them.
 """
@@ -27,22 +28,16 @@ EPILOG = """examples:
 
 def add_prior_arguments(parser: argparse.ArgumentParser) -> None:
     """--prior and --reg, shared with `idyn train` (``idyn_ros.models.identification``, module doc)."""
-    from idyn_ros.models.identification import DEFAULT_STRENGTH, PRIORS
+    from idyn_ros.models.identification import DEFAULT_STRENGTH, PRIORS, SDP_DEFAULT_PRIOR
 
-    parser.add_argument("--prior", choices=PRIORS, default="ridge",
-                        help="the SDP identification's prior toward the nominal URDF: ridge (default), or geometric "
-                             "(the log-det divergence of each link's pseudo-inertia, relative to the link's size)")
+    parser.add_argument("--prior", choices=PRIORS, default=None,
+                        help=f"the identification's prior toward the nominal URDF: geometric (the log-det divergence "
+                             f"of each link's pseudo-inertia, relative to the link's size; SDP only) or ridge; "
+                             f"default {SDP_DEFAULT_PRIOR} for the SDP, ridge for the other methods")
     parser.add_argument("--reg", type=float, default=None,
                         help=f"the prior's strength: ridge relative to the mean excitation (default "
                              f"{DEFAULT_STRENGTH['ridge']:g}), geometric (default {DEFAULT_STRENGTH['geometric']:g}); "
                              f"larger keeps weakly excited parameters nearer nominal")
-
-
-def prior_strength(args: argparse.Namespace) -> float:
-    """--reg, or the default strength of the chosen --prior."""
-    from idyn_ros.models.identification import DEFAULT_STRENGTH
-
-    return DEFAULT_STRENGTH[args.prior] if args.reg is None else args.reg
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -82,7 +77,7 @@ def _run(args: argparse.Namespace) -> int:
 
     robot = load_robot(args.robot)
     recs = load_recordings(args.data, robot)
-    res = identify(robot.pin_model, recs, args.method, parse_kinds(args.friction), reg=prior_strength(args),
+    res = identify(robot.pin_model, recs, args.method, parse_kinds(args.friction), reg=args.reg,
                    solver=args.solver, prior=args.prior)
     from idyn_ros.dynamics.inertia import check_physical_consistency
 
@@ -94,7 +89,8 @@ def _run(args: argparse.Namespace) -> int:
         print(f"ridge toward nominal: {res.info['directions_held_at_nominal']} of {res.pi.size + res.friction.size} "
               f"parameter directions are excited less than the ridge and stay near nominal")
     if "prior" in res.info:
-        print(f"prior toward nominal: {res.info['prior']} (log-det divergence per link, relative to its size)")
+        print(f"prior toward nominal: {res.info['prior']}" + (" (log-det divergence per link, relative to its size)"
+                                                              if res.info["prior"].startswith("geometric") else ""))
     print("train nMSE per joint: " + " ".join(f"{v:.4f}" for v in res.info["train_nmse"]))
     print("physically consistent links: " + " ".join("yes" if e > 0 else "NO" for e in eig))
     print("armature (reflected rotor inertia, kg m^2): " + " ".join(f"{v:.4f}" for v in res.armature))

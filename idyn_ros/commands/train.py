@@ -19,10 +19,11 @@ model's gravity (idyn_ros.models.current_gains), or taken from --torque-constant
 torque in Nm, the artifact carries the gains (metadata "effort"), and metrics.json the RMSE in A and Nm.
 
 Model kinds:
-  auto          (default) fits the physics candidates (SDP RBD + friction + armature at two ridge strengths, the
-                URDF + friction) and the learned residuals on the best of them (hybrid-j 2S/E2E, hybrid 2S/E2E,
-                hybrid-r E2E; hybrid-j also on each other physics candidate), scores each on the validation
-                recordings and exports the best; a learned one only if it beats physics by 2 %. The hybrid-j 2S
+  auto          (default) fits the physics candidates (SDP RBD + friction + armature with the geometric prior and
+                with the ridge, the URDF + friction) and the learned residuals on the best of them (hybrid-j
+                2S/E2E, hybrid 2S/E2E, hybrid-r E2E; hybrid-j also on each other physics candidate), scores each
+                on the validation recordings and exports the best; a learned one only if it beats physics by 2 %.
+                The hybrid-j 2S
                 fits on the physics candidates compete as one model, their average (it carried better to unseen
                 runs than any single one on real KUKA and UR5 data). --max-minutes is the total;
                 metrics.json["candidates"] lists them all.
@@ -67,7 +68,7 @@ import sys
 import warnings
 from collections.abc import Iterator
 
-from idyn_ros.commands.identify import add_prior_arguments, prior_strength
+from idyn_ros.commands.identify import add_prior_arguments
 
 HELP = ("train a model (auto, rbd*, hybrid, hybrid-r, hybrid-j, mlp-hybrid, lstm, delan[-lstm], *-gp) "
         "-> DIR/model.onnx")
@@ -212,13 +213,13 @@ def _run(args: argparse.Namespace) -> int:
         if effort is not None:
             raise ParameterError(f"{args.model} takes torque data; convert the currents when importing "
                                  f"(`idyn dataset import ... --torque-constants ...`) or train an NN kind")
-        if args.prior != "ridge" or args.reg is not None:
+        if args.prior is not None or args.reg is not None:
             raise ParameterError(f"--prior and --reg set the RBD identification; {args.model} identifies none")
         return _train_gp(args, robot, train, val, test, note)
     cfg = ModelConfig(kind=args.model, mode=args.mode, id_method=args.id_method,
                       friction_kinds=kinds, seed=args.seed, epochs=args.epochs,
                       patience=args.patience, window=args.window, stride=args.stride or args.window,
-                      hidden=args.hidden, reg=prior_strength(args), id_prior=args.prior, rate_hz=rate)
+                      hidden=args.hidden, reg=args.reg, id_prior=args.prior, rate_hz=rate)
     if args.lr is not None:
         cfg.lr = args.lr
     res, metrics = train_run(cfg, robot, train, val, test, args.out, args.max_minutes, args.resume,

@@ -320,7 +320,8 @@ def fit(
                              "dropout in [0, 1)")
     if max_minutes is not None and not max_minutes > 0:
         raise ParameterError(f"max_minutes must be > 0 (got {max_minutes}); leave it out for no time budget")
-    identification.check_prior(cfg.id_prior, cfg.id_method)
+    # resolved here so the artifact's config says which prior and strength the identification used
+    cfg.id_prior, cfg.reg = identification.resolve_prior(cfg.id_method, cfg.id_prior, cfg.reg, robot.pin_model)
     if cfg.bases != 1:
         raise ParameterError("a model averaged over physics bases is assembled from fitted members "
                              "(TorqueModel.average_over_bases, used by --model auto), not trained as a whole")

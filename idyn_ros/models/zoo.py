@@ -78,8 +78,8 @@ class ModelConfig:
     input_noise: float = 0.0  # std of Gaussian noise added to the normalised residual inputs while training
     residual_penalty: float = 0.0  # + w x mean((tau_residual / training range)^2): a magnitude penalty
     gate: bool = True  # per-joint residual gate in [0, 1] fitted on validation (training.fit_residual_gate)
-    reg: float = 1e-4  # identification prior's strength toward nominal (see identification.py)
-    id_prior: str = "ridge"  # ridge | geometric (SDP only; identification.py)
+    reg: float | None = None  # identification prior's strength toward nominal; None: the prior's default
+    id_prior: str | None = None  # ridge | geometric (SDP only); None: the method's default (identification.py)
     seed: int = 0
     rate_hz: float = 0.0
     extra: dict[str, Any] = field(default_factory=dict)

@@ -16,7 +16,12 @@ KINDS = ("coulomb", "viscous", "offset")
 
 @pytest.fixture(scope="module")
 def sdp_result(iiwa, synth):
-    return ident.identify(iiwa.pin_model, [synth[0]], "sdp", KINDS)
+    return ident.identify(iiwa.pin_model, [synth[0]], "sdp", KINDS)  # the default prior: geometric
+
+
+@pytest.fixture(scope="module")
+def sdp_ridge(iiwa, synth):
+    return ident.identify(iiwa.pin_model, [synth[0]], "sdp", KINDS, prior="ridge")
 
 
 def test_ols_fits_noise_free_rigid_body_data_exactly(iiwa, truth, synth):
@@ -37,11 +42,11 @@ def test_sdp_is_consistent_and_generalises(iiwa, synth, sdp_result):
 
 
 @pytest.mark.parametrize("method", ["diffbary", "logchol"])
-def test_gradient_methods_reach_the_sdp_solution(iiwa, synth, sdp_result, method):
+def test_gradient_methods_reach_the_sdp_solution(iiwa, synth, sdp_ridge, method):
     res = ident.identify(iiwa.pin_model, [synth[0]], method, KINDS, steps=200)
     assert (np.asarray(res.info["min_pseudo_inertia_eig"]) > 0).all()
     test = synth[2]
-    p_sdp = sdp_result.predict(iiwa.pin_model, test)
+    p_sdp = sdp_ridge.predict(iiwa.pin_model, test)  # the same objective: the ridge
     p = res.predict(iiwa.pin_model, test)
     # same objective: predictions agree to a small fraction of the torque scale
     assert np.abs(p - p_sdp).max() < 0.02 * np.abs(test.tau).max()
@@ -142,17 +147,19 @@ def _relative_deviation(pi: np.ndarray, pi_nom: np.ndarray) -> np.ndarray:
     return np.array(out)
 
 
-def test_geometric_prior_fits_like_the_ridge_and_holds_each_link_relative_to_its_size(iiwa, synth, sdp_result):
+def test_geometric_prior_fits_like_the_ridge_and_holds_each_link_relative_to_its_size(iiwa, synth, sdp_result,
+                                                                                      sdp_ridge):
     train, _, test = synth
     nominal = rbd.inertial_parameters(iiwa.pin_model)
     res = ident.identify(iiwa.pin_model, [train], "sdp", KINDS, reg=ident.GEOMETRIC_REG, prior="geometric")
     assert (np.asarray(res.info["min_pseudo_inertia_eig"]) > 0).all() and res.info["prior"] == "geometric 0.01"
+    np.testing.assert_allclose(sdp_result.pi, res.pi, rtol=1e-6, atol=1e-9)  # it is the SDP's default
     m = torque_metrics(res.predict(iiwa.pin_model, test), test.tau)
-    ridge = torque_metrics(sdp_result.predict(iiwa.pin_model, test), test.tau)
+    ridge = torque_metrics(sdp_ridge.predict(iiwa.pin_model, test), test.tau)
     assert m["nmse_mean"] < max(0.05, 1.5 * ridge["nmse_mean"]), (m["nmse"], ridge["nmse"])
     geometric = _relative_deviation(res.pi, nominal)
     assert 0.05 < geometric.max() < 1.0  # the data move the links, each by less than its own size
-    assert _relative_deviation(sdp_result.pi, nominal).max() > 10.0  # the ridge: small links by many times theirs
+    assert _relative_deviation(sdp_ridge.pi, nominal).max() > 10.0  # the ridge: small links by many times theirs
     held = ident.identify(iiwa.pin_model, [train], "sdp", KINDS, reg=1e3, prior="geometric")
     assert _relative_deviation(held.pi, nominal).max() < 0.05  # a strong prior holds every link, wrist included
 
@@ -165,6 +172,21 @@ def test_prior_choices_are_checked():
     with pytest.raises(ParameterError, match="unknown identification prior"):
         ident.check_prior("lasso", "sdp")
     ident.check_prior("ridge", "wls")
+
+
+def test_default_prior_is_geometric_for_the_sdp_and_falls_back_to_the_ridge_on_an_inconsistent_urdf(iiwa, synth):
+    import pinocchio as pin
+
+    assert ident.resolve_prior("sdp", None, None, iiwa.pin_model) == ("geometric", ident.GEOMETRIC_REG)
+    assert ident.resolve_prior("wls", None, None, iiwa.pin_model) == ("ridge", ident.DEFAULT_REG)
+    assert ident.resolve_prior("sdp", "ridge", 1e-3, iiwa.pin_model) == ("ridge", 1e-3)
+    bad = iiwa.pin_model.copy()
+    bad.inertias[3] = pin.Inertia(0.0, np.zeros(3), np.zeros((3, 3)))  # a massless link: J = 0
+    assert ident.inconsistent_links(bad) == [3]
+    with pytest.warns(UserWarning, match=r"link\(s\) \[3\].*ridge prior instead"):
+        assert ident.resolve_prior("sdp", None, None, bad) == ("ridge", ident.DEFAULT_REG)
+    with pytest.raises(IdentificationError, match="link 3's pseudo-inertia is not positive definite"):
+        ident.identify(bad, [synth[0]], "sdp", KINDS, prior="geometric")  # asked for explicitly: refused
 
 
 def test_a_negative_prior_strength_is_refused(iiwa, synth):
