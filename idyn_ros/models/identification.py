@@ -293,7 +293,8 @@ def check_prior(prior: str, method: str) -> None:
     if prior not in PRIORS:
         raise ParameterError(f"unknown identification prior '{prior}'; choose one of {PRIORS}")
     if prior == "geometric" and method != "sdp":
-        raise ParameterError(f"the geometric prior needs the SDP identification (--id-method sdp), not '{method}'")
+        raise ParameterError(f"the geometric prior needs the SDP identification (`idyn train --id-method sdp`, "
+                             f"`idyn identify --method sdp`), not '{method}'")
 
 
 def inconsistent_links(pin_model: Any) -> list[int]:
