@@ -353,8 +353,12 @@ def _solve_sdp(G: np.ndarray, b: np.ndarray, lam: np.ndarray, x_nom: np.ndarray,
                 raise IdentificationError(f"the geometric prior needs every link's nominal (URDF) inertia physically "
                                           f"consistent; link {k + 1}'s pseudo-inertia is not positive definite: use "
                                           f"the ridge prior (--prior ridge)")
-            J0_inv = np.linalg.inv(J0)
-            divergence = divergence - cp.log_det(J) + cp.trace(J0_inv @ J)
+            # in J0's own scale (W = J0^-1/2 J J0^-1/2, the same divergence -log det W + tr W - 4): a wrist's J0 has
+            # eigenvalues near 1e-5 kg m^2, and the unscaled log det left CLARABEL "optimal_inaccurate" on plant data
+            w0, v0 = np.linalg.eigh(J0)
+            S = v0 @ np.diag(w0 ** -0.5) @ v0.T
+            W = S @ J @ S
+            divergence = divergence - cp.log_det((W + W.T) / 2) + cp.trace(W)
     if n_armature:
         cons.append(x[10 * n : 10 * n + n_armature] >= 0)
     prob = cp.Problem(cp.Minimize(cp.sum_squares(L.T @ x - c) + geometric * divergence), cons)
