@@ -45,7 +45,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="work folder for bag, datasets and models (default runs/demo/<robot>/)")
     parser.add_argument("--minutes", type=float, default=10.0, metavar="M",
                         help="total time budget in minutes (default 10): sets the DDS recording time box "
-                        "(~12 %%) and the auto fit's training time (~35 %%)")
+                        "(~12 %%, at least twice the recording's 71 s of sim time) and the auto fit's training "
+                        "time (~35 %%)")
     parser.add_argument("--moves", type=int, default=3,
                         help="min-jerk moves per cell, 2 s each (default 3; the paper's protocol is 5 x (2 s, 10 s): "
                         "`idyn bench --only experiments`)")

@@ -82,10 +82,12 @@ def run_demo(robot: str = "panda", out: Path | None = None, minutes: float = 10.
                       "use_adaptation": False, "mode": "npz", "npz_path": str(ref_npz.resolve()),
                       "start_delay": start_delay}
         sim_total = start_delay + windows[-1][1] + 0.2
+        # decision: the time box covers twice the sim time: the lockstep loop over DDS runs at about real time on a
+        # 2-core machine (0.94x measured), so a box of 12 % of the budget (72 s) cut the sixth 10 s excitation short
+        wall_timeout = max(45.0, 0.12 * minutes * 60, 2.0 * sim_total)
         try:
             dds_info = dds.run_pipeline(robot, bag, sim_total, controller, {"profile": "true"}, work / "logs",
-                                        wall_timeout=max(45.0, 0.12 * minutes * 60), desc="record (DDS)",
-                                        progress=progress)
+                                        wall_timeout=wall_timeout, desc="record (DDS)", progress=progress)
         except Exception as exc:  # time box hit or a node died: keep what the bag has
             dds_info = {"error": str(exc), "bag": str(bag)}
             _say(f"DDS recording: {exc}")
