@@ -56,10 +56,11 @@ AUTO_ROWS: dict[str, str] = {"identified_rbd_friction": "rbd-friction", "hybrid_
 # 5: the true profiles gained the joint effects of sim/joint_effects.py, 6: excitations at 0.8 of the limits and
 # artifacts carrying their training velocity range, 7: auto fits the per-joint residual on every physics candidate,
 # 8: validation, the gate, early stopping and auto score the model with its velocity held as the runtime holds it,
-# 9: auto's per-joint 2S residuals compete as their average over the physics candidates), so cached data and
+# 9: auto's per-joint 2S residuals compete as their average over the physics candidates, 10: the SDP's geometric
+# prior, now its default, solved in each link's own scale), so cached data and
 # artifacts made by older code are re-recorded / retrained instead of silently reused. Auto's candidate list is part
 # of the auto rows' key by itself; a change of its rules (models.auto) still needs a bump here.
-CACHE_VERSION = 9
+CACHE_VERSION = 10
 # The recorded data's part of it: bumped with CACHE_VERSION when the recordings change (last at 8), not when only
 # the models do, so a model change retrains without re-recording.
 DATA_VERSION = 8
