@@ -187,6 +187,10 @@ def identify(
     if method not in METHODS:
         raise ParameterError(f"unknown identification method '{method}'; choose one of {METHODS}")
     prior, reg = resolve_prior(method, prior, reg, pin_model)
+    if prior == "geometric" and (bad := inconsistent_links(pin_model)):
+        raise IdentificationError(f"the geometric prior needs every link's nominal (URDF) inertia physically "
+                                  f"consistent; the pseudo-inertia of link(s) {bad} is not positive definite: use the "
+                                  f"ridge prior (--prior ridge)")
     kinds = tuple(friction_kinds)
     n = pin_model.nv
     B = n_columns(kinds)
@@ -348,11 +352,7 @@ def _solve_sdp(G: np.ndarray, b: np.ndarray, lam: np.ndarray, x_nom: np.ndarray,
         J = (J + J.T) / 2
         cons.append(J >> EPS_LMI * np.eye(4))
         if geometric:  # log-det divergence to the nominal pseudo-inertia, up to constants (Lee et al. 2020)
-            J0 = pi_to_pseudo_inertia(x_nom[10 * k : 10 * k + 10])
-            if np.linalg.eigvalsh(J0)[0] <= 0:
-                raise IdentificationError(f"the geometric prior needs every link's nominal (URDF) inertia physically "
-                                          f"consistent; link {k + 1}'s pseudo-inertia is not positive definite: use "
-                                          f"the ridge prior (--prior ridge)")
+            J0 = pi_to_pseudo_inertia(x_nom[10 * k : 10 * k + 10])  # positive definite (``identify`` checks)
             # in J0's own scale (W = J0^-1/2 J J0^-1/2, the same divergence -log det W + tr W - 4): a wrist's J0 has
             # eigenvalues near 1e-5 kg m^2, and the unscaled log det left CLARABEL "optimal_inaccurate" on plant data
             w0, v0 = np.linalg.eigh(J0)
