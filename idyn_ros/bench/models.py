@@ -27,6 +27,7 @@ from typing import Any
 
 import numpy as np
 
+from idyn_ros.models.identification import DEFAULT_REG
 from idyn_ros.models.metrics import torque_metrics
 
 # (label, ModelConfig overrides). Learned models get the same wall-clock budget each; auto gets it per learned
@@ -40,7 +41,7 @@ TABLE: list[tuple[str, dict[str, Any]]] = [
     ("OLS RBD + friction", {"kind": "rbd-friction", "id_method": "ols"}),
     ("SDP RBD + friction", {"kind": "rbd-friction", "id_method": "sdp"}),  # its default: the geometric prior
     ("SDP RBD + friction, ridge prior", {"kind": "rbd-friction", "id_method": "sdp", "id_prior": "ridge",
-                                         "reg": 1e-4}),
+                                         "reg": DEFAULT_REG}),
     ("DiffBary RBD + friction", {"kind": "rbd-friction", "id_method": "diffbary"}),
     ("hybrid E2E (DiffBary+fric+LSTM)", {"kind": "hybrid", "mode": "e2e"}),
     ("hybrid 2S (SDP+fric, then LSTM)", {"kind": "hybrid", "mode": "2s"}),

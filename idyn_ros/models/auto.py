@@ -54,7 +54,7 @@ PHYSICS_SETTINGS = ("id_method", "reg", "id_prior")  # what a learned candidate 
 CANDIDATES: tuple[tuple[str, dict[str, Any]], ...] = (
     ("rbd-friction", {"kind": "rbd-friction"}),  # the SDP's default: the geometric prior
     ("rbd-friction ridge 1e-4", {"kind": "rbd-friction", "id_method": "sdp", "id_prior": "ridge", "reg": DEFAULT_REG}),
-    ("rbd-friction nominal", {"kind": "rbd-friction", "id_method": "nominal", "id_prior": "ridge"}),  # no prior
+    ("rbd-friction nominal", {"kind": "rbd-friction", "id_method": "nominal"}),  # the URDF: no prior
     ("hybrid-j 2S", {"kind": "hybrid-j", "mode": "2s"}),
     ("hybrid-j E2E", {"kind": "hybrid-j", "mode": "e2e"}),
     ("hybrid 2S", {"kind": "hybrid", "mode": "2s"}),

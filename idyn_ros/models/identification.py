@@ -187,10 +187,6 @@ def identify(
     if method not in METHODS:
         raise ParameterError(f"unknown identification method '{method}'; choose one of {METHODS}")
     prior, reg = resolve_prior(method, prior, reg, pin_model)
-    if prior == "geometric" and (bad := inconsistent_links(pin_model)):
-        raise IdentificationError(f"the geometric prior needs every link's nominal (URDF) inertia physically "
-                                  f"consistent; the pseudo-inertia of link(s) {bad} is not positive definite: use the "
-                                  f"ridge prior (--prior ridge)")
     kinds = tuple(friction_kinds)
     n = pin_model.nv
     B = n_columns(kinds)
@@ -310,16 +306,21 @@ def inconsistent_links(pin_model: Any) -> list[int]:
 def resolve_prior(method: str, prior: str | None, reg: float | None, pin_model: Any = None) -> tuple[str, float]:
     """(prior, strength) an identification uses: None takes the method's default prior (the SDP: geometric, unless
     ``pin_model``'s URDF has an inconsistent link, then the ridge with a warning; others: ridge), and the prior's
-    default strength."""
-    if prior is None:
+    default strength. The geometric prior asked for explicitly refuses such a URDF (IdentificationError)."""
+    defaulted = prior is None
+    if defaulted:
         prior = SDP_DEFAULT_PRIOR if method == "sdp" else "ridge"
-        bad = inconsistent_links(pin_model) if prior == "geometric" and pin_model is not None else []
-        if bad:
-            warnings.warn(f"the URDF's inertia of link(s) {bad} is not physically consistent (pseudo-inertia not "
-                          f"positive definite): identifying with the ridge prior instead of the default geometric "
-                          f"one", stacklevel=2)
-            prior = "ridge"
     check_prior(prior, method)
+    bad = inconsistent_links(pin_model) if prior == "geometric" and pin_model is not None else []
+    if bad and defaulted:
+        warnings.warn(f"the URDF's inertia of link(s) {bad} is not physically consistent (pseudo-inertia not "
+                      f"positive definite): identifying with the ridge prior instead of the default geometric one",
+                      stacklevel=2)
+        prior = "ridge"
+    elif bad:
+        raise IdentificationError(f"the geometric prior needs every link's nominal (URDF) inertia physically "
+                                  f"consistent; the pseudo-inertia of link(s) {bad} is not positive definite: use the "
+                                  f"ridge prior (--prior ridge)")
     reg = DEFAULT_STRENGTH[prior] if reg is None else reg
     if not (np.isfinite(reg) and reg >= 0):
         raise ParameterError(f"the prior's strength --reg must be a finite number >= 0, got {reg}")
