@@ -61,7 +61,11 @@ def test_set_payload_services_reach_the_cores(rclpy_context):
 
 @pytest.fixture(scope="module")
 def identified_over_dds(tmp_path_factory):
-    """Bare-arm reference, then a payload put on the plant, identified and applied to the controller over DDS."""
+    """Bare-arm reference, then a payload put on the plant, identified and applied to the controller over DDS.
+
+    The ideal plant (rigid bodies + armature + viscous/Coulomb friction): this checks the service's path (recording
+    over DDS, stamps, the reference method) to the millimetre. What the true profile's joint effects cost is measured
+    by ``idyn bench --only payload`` (its 6 s excitation here put the mass 3.2 % low, right at any sane tolerance)."""
     from geometry_msgs.msg import Point
 
     from idyn_ros.bench.latency import graph
@@ -80,7 +84,7 @@ def identified_over_dds(tmp_path_factory):
     over = {"excitation_path": str(excitation), "result_path": str(result),
             "set_payload_services": ["/controller/set_payload"]}
     with graph("ur5", "lockstep", True, ["controller", "reference", "payload_identifier"], over,
-               profile="true") as (_runner, probe, _launcher):
+               profile="ideal") as (_runner, probe, _launcher):
         service = "/payload_identifier/identify_payload"
         base = probe.call(IdentifyPayload, service, IdentifyPayload.Request(record_baseline=True), timeout=600.0)
         assert base.success, base.message
@@ -95,18 +99,15 @@ def identified_over_dds(tmp_path_factory):
 def test_identify_payload_service_on_the_plant(identified_over_dds):
     reply, result = identified_over_dds
     assert reply.success, reply.message
-    assert reply.mass == pytest.approx(2.0, rel=0.03)
+    assert reply.mass == pytest.approx(2.0, rel=0.01)
     assert "applied to /controller/set_payload" in reply.message
     assert "franka_set_load" in reply.vendor_json and result.is_file()
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="on the true plant with joint effects the short 6 s excitation over DDS puts "
-                   "the CoM 2-3 cm off (1 cm before them); the full excitation of idyn bench --only payload stays "
-                   "within 3.3 mm")
-def test_identified_payload_com_within_1_cm(identified_over_dds):
+def test_identified_payload_com_within_2_mm(identified_over_dds):
     reply, _ = identified_over_dds
-    assert np.linalg.norm([reply.com.x - 0.05, reply.com.y + 0.04, reply.com.z - 0.06]) < 0.01
+    assert np.linalg.norm([reply.com.x - 0.05, reply.com.y + 0.04, reply.com.z - 0.06]) < 0.002
 
 
 def test_gripper_compensation_node_publishes_reading_minus_gripper(rclpy_context):
