@@ -199,6 +199,24 @@ def test_the_per_joint_residual_is_fitted_on_every_physics_candidate(iiwa, synth
     assert res.cfg.extra["candidate"] == expect
 
 
+def test_validation_that_repeats_training_does_not_choose_the_physics(iiwa, synth):
+    """On the training states the weaker prior always fits better: the default's base, the others only averaged."""
+    train, _, _ = synth
+    base = ModelConfig(kind="auto", epochs=2, **TINY)
+    cands = (("rbd-friction", {"kind": "rbd-friction", "id_method": "nominal"}),  # the default: first
+             ("rbd-friction ols", {"kind": "rbd-friction", "id_method": "ols"}),  # fits the training run best
+             ("hybrid-j 2S", {"kind": "hybrid-j", "mode": "2s"}), ("hybrid-j E2E", {"kind": "hybrid-j", "mode": "e2e"}))
+    rerun = dataclasses.replace(train, q=train.q + 1e-4, tau=train.tau + 0.01)
+    res, done = fit_auto(base, iiwa, [train], [rerun], progress=False, candidates=cands)
+    rows = {c.name: c.row() for c in done}
+    assert rows["rbd-friction ols"]["val_nmse_mean"] < rows["rbd-friction"]["val_nmse_mean"]  # ranked, it would lead
+    assert "validation repeats the training states" in rows["rbd-friction ols"]["unranked"]
+    assert rows["hybrid-j 2S"]["id_method"] == rows["hybrid-j E2E"]["id_method"] == "nominal"
+    assert rows["hybrid-j 2S on rbd-friction ols"]["member_of"] == AVERAGED
+    assert "default prior" in rows["hybrid-j E2E on rbd-friction ols"]["skipped"]
+    assert res.cfg.extra["candidate"] in ("rbd-friction", "hybrid-j E2E", AVERAGED)
+
+
 def test_a_model_averaged_over_physics_bases_is_the_mean_of_its_members_everywhere(iiwa, synth, tmp_path):
     """Torch, the checkpoint, the exported graph and both runtime backends give the members' mean prediction."""
     from idyn_ros.errors import ParameterError
