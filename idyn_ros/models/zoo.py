@@ -52,6 +52,9 @@ class ModelConfig:
     hidden: int = 50  # Reuss Table IV: LSTM hidden 50
     mlp_dim: int = 200  # Reuss Table IV: residual MLP 2 x 200
     joint_dim: int = 32  # hybrid-j: width of each joint's MLP (2 hidden layers)
+    # hybrid-j: + a linear term in the joint's own tau_RBD (a gain on the physics that extrapolates as the physics
+    # does, where the tanh MLP saturates outside the training states)
+    joint_linear: bool = False
     # hybrid-j 2S only: the residual averages this many per-joint MLPs, each fitted on another physics base
     # (``TorqueModel.average_over_bases``); 1 = one base. Assembled from fitted members, never trained as a whole.
     bases: int = 1
@@ -182,6 +185,9 @@ class MLPResidual(nn.Module):
         return net[4](h), state
 
 
+TAU_RBD_FEATURE = 3  # hybrid-j's per-joint features: [q, dq, ddq, tau_RBD, r]
+
+
 class JointMLPResidual(nn.Module):
     """One small MLP per joint: joint j's residual from joint j's own features only (hybrid-j).
 
@@ -191,18 +197,21 @@ class JointMLPResidual(nn.Module):
     trajectory (seen on the plant: the coupled LSTM and MLP residuals gained nothing on held-out trajectories,
     per-joint MLPs halved the physics error). Input: features (..., F n) feature-major as the other residuals
     ([q, dq, ddq, tau_RBD, r]); each joint: F -> d -> d -> 1 with tanh; the last layer starts at zero (the model
-    starts as its physics part). Stateless: r carries the history.
+    starts as its physics part). Stateless: r carries the history. ``linear_feature`` >= 0: + w_j x that feature
+    (normalised), w starting at zero.
     """
 
-    def __init__(self, n: int, n_features: int, dim: int, dropout: float = 0.0) -> None:
+    def __init__(self, n: int, n_features: int, dim: int, dropout: float = 0.0, linear_feature: int = -1) -> None:
         super().__init__()
-        self.n, self.f = n, n_features
+        self.n, self.f, self.linear_feature = n, n_features, linear_feature
         self.w1 = nn.Parameter(torch.randn(n, n_features, dim) / n_features**0.5)
         self.b1 = nn.Parameter(torch.zeros(n, 1, dim))
         self.w2 = nn.Parameter(torch.randn(n, dim, dim) / dim**0.5)
         self.b2 = nn.Parameter(torch.zeros(n, 1, dim))
         self.w3 = nn.Parameter(torch.zeros(n, dim, 1))
         self.b3 = nn.Parameter(torch.zeros(n))
+        if linear_feature >= 0:
+            self.w_linear = nn.Parameter(torch.zeros(n, 1))
         self.drop = nn.Dropout(dropout)
         self.hidden = 0
 
@@ -211,7 +220,10 @@ class JointMLPResidual(nn.Module):
         xj = x.reshape(-1, self.f, self.n).permute(2, 0, 1)  # (n, M, F): a batched matmul per joint
         h = self.drop(torch.tanh(torch.matmul(xj, self.w1) + self.b1))
         h = self.drop(torch.tanh(torch.matmul(h, self.w2) + self.b2))
-        y = torch.matmul(h, self.w3)[..., 0].transpose(0, 1) + self.b3  # (M, n)
+        out = torch.matmul(h, self.w3)[..., 0]  # (n, M)
+        if self.linear_feature >= 0:
+            out = out + xj[..., self.linear_feature] * self.w_linear
+        y = out.transpose(0, 1) + self.b3  # (M, n)
         return y.reshape(*lead, self.n), state
 
 
@@ -225,10 +237,10 @@ class BaseAveragedResidual(nn.Module):
     on both real arms' held-out runs the average beat every single base (studies/auto_selection/README.md).
     """
 
-    def __init__(self, n: int, bases: int, dim: int, dropout: float = 0.0) -> None:
+    def __init__(self, n: int, bases: int, dim: int, dropout: float = 0.0, linear: bool = False) -> None:
         super().__init__()
         self.n, self.bases, self.hidden = n, bases, 0
-        self.joints = JointMLPResidual(bases * n, 5, dim, dropout)
+        self.joints = JointMLPResidual(bases * n, 5, dim, dropout, TAU_RBD_FEATURE if linear else -1)
         self.register_buffer("member_scale", torch.ones(bases, n))  # each member's output scale [Nm]
 
     def load_member(self, b: int, member: JointMLPResidual) -> None:
@@ -309,8 +321,10 @@ class TorqueModel(nn.Module):
         elif cfg.residual == "mlp":
             self.residual = MLPResidual(3 * n, n, cfg.mlp_dim, cfg.dropout)
         elif cfg.residual == "joint-mlp":
-            self.residual = (JointMLPResidual(n, cfg.n_features_per_joint, cfg.joint_dim, cfg.dropout)
-                             if cfg.bases == 1 else BaseAveragedResidual(n, cfg.bases, cfg.joint_dim, cfg.dropout))
+            linear = TAU_RBD_FEATURE if cfg.joint_linear else -1
+            self.residual = (JointMLPResidual(n, cfg.n_features_per_joint, cfg.joint_dim, cfg.dropout, linear)
+                             if cfg.bases == 1 else BaseAveragedResidual(n, cfg.bases, cfg.joint_dim, cfg.dropout,
+                                                                         cfg.joint_linear))
         else:
             self.residual = None
         self.norm = Normaliser(n * cfg.n_features_per_joint, n)
@@ -333,7 +347,8 @@ class TorqueModel(nn.Module):
         first = members[0]
         if len(members) < 2 or any(m.cfg.kind != "hybrid-j" or m.cfg.mode != "2s" or m.cfg.bases != 1 or
                                    m.cfg.friction_kinds != first.cfg.friction_kinds or
-                                   m.cfg.joint_dim != first.cfg.joint_dim for m in members):
+                                   m.cfg.joint_dim != first.cfg.joint_dim or
+                                   m.cfg.joint_linear != first.cfg.joint_linear for m in members):
             raise ValueError("average_over_bases takes two or more hybrid-j 2S models of one architecture")
         if not all(torch.equal(m.dq_hold, first.dq_hold) for m in members):
             raise ValueError("average_over_bases: the members were trained on different data (velocity holds differ)")

@@ -23,6 +23,8 @@ Sections (each writes results/<section>.json with ``_provenance``):
                         geometric prior be the default of every SDP identification?
   ur5_base_average      real UR5 (currents): the same over the physics candidates on both validation splits, seeds
                         0..1, test No1
+  joint_linear          hybrid-j with and without a linear term in each joint's own tau_RBD, single base and
+                        averaged over the physics bases, on every dataset here
 
 Rules kept: choices are made on validation data only (plant: a held-out trajectory; KUKA: file 2); the plant's
 test trajectory and KUKA file 3 are reported, never used for a choice. Recordings are cached under --work.
@@ -473,48 +475,56 @@ DEFAULT_PRIORS = {"ridge 1e-4": {"id_prior": "ridge", "reg": 1e-4},
 # split A (No7_short, 99.8 % overlap) as off (studies/auto_selection/README.md). Every test column is reported only.
 
 
-def prior_default(work: Path, minutes: float) -> dict:
-    """Should the geometric prior (1e-2) be every SDP identification's default? rbd-friction on the ridge and on it,
-    on every dataset here: real UR5 (both validation splits, test No1), real UR10 (the exciting bag's 20 % tail),
-    the three plants (train 4 excitations, val a 5th, test a 6th), real KUKA (val file 2, a rerun; test file 3)."""
+def _every_dataset(work: Path) -> list[tuple[str, str, Any, list, list, list, dict[str, Any]]]:
+    """(name, split, robot, train, val, test, extra) of every dataset here: real UR5 (both validation splits, test
+    No1), real UR10 (the exciting bag's 20 % tail), the three plants (train 4 excitations, val a 5th, test a 6th),
+    real KUKA (val file 2, a rerun; test file 3)."""
     from idyn_ros.bench.ur5 import UR10_BAG, ur10_urdf
     from idyn_ros.dynamics.friction import DEFAULT_KINDS
     from idyn_ros.models.current_gains import currents_to_torque
-    from idyn_ros.models.metrics import OVERLAP_WARNING, state_overlap
     from idyn_ros.models.sources import hold_out_tail, load_recordings, load_robot, load_split
     from idyn_ros.paths import shared_data_dir
 
-    def rows(robot: Any, train: list, val: list, test: list, extra: dict[str, Any]) -> dict[str, Any]:
-        overlap = state_overlap(train, val)
-        return {"validation_overlap": overlap, "off_training": bool(overlap < OVERLAP_WARNING),
-                "rows": _prior_rows(robot, train, val, test, minutes, extra, ("rbd-friction",), DEFAULT_PRIORS)}
-
     data = shared_data_dir()
-    out: dict[str, Any] = {"rule": "geometric 1e-2 becomes the default if on every validation off the training "
-                                   "states (overlap < OVERLAP_WARNING) it validates within 2 % of the ridge or "
-                                   "better, fitting in < 60 s",
-                           "datasets": {}}
+    out = []
     ur5 = load_robot("ur5")
     for split, val_run in UR5_SPLITS.items():
         d = data / "ur5_ft"
         train, val, test, rate = load_split([d / r for r in UR5_RUNS if r != val_run], [d / val_run],
                                             [d / "Movement_No1"], ur5)
         _, _, (train, val, test) = currents_to_torque(ur5, train, val, test, DEFAULT_KINDS)
-        out["datasets"][f"ur5 split {split}"] = {"split": f"val {val_run}, test Movement_No1",
-                                                 **rows(ur5, train, val, test, {"rate_hz": rate})}
+        out.append((f"ur5 split {split}", f"val {val_run}, test Movement_No1", ur5, train, val, test,
+                    {"rate_hz": rate}))
     ur10 = load_robot(ur10_urdf())
     recs = load_recordings([data / UR10_BAG], ur10, effort_kind="current")
     _, _, (recs, _, _) = currents_to_torque(ur10, recs, (), (), DEFAULT_KINDS)
     train, held, said = hold_out_tail(recs)
-    out["datasets"]["ur10 tail"] = {"split": said, **rows(ur10, train, held, [], {"rate_hz": recs[0].rate_hz})}
+    out.append(("ur10 tail", said, ur10, train, held, [], {"rate_hz": recs[0].rate_hz}))
     for name in ("panda", "iiwa14", "ur5"):
         robot = load_robot(name)
         recs = load_recordings(plant_recordings(name, work, 6), robot)
-        out["datasets"][f"{name} plant"] = {"split": "train excite_0-3, val excite_4, test excite_5",
-                                            **rows(robot, recs[:4], recs[4:5], recs[5:6], {})}
+        out.append((f"{name} plant", "train excite_0-3, val excite_4, test excite_5", robot, recs[:4], recs[4:5],
+                    recs[5:6], {}))
     robot, (f1, f2, f3) = _kuka()
-    out["datasets"]["kuka"] = {"split": "train file 1, val file 2 (a rerun of file 1), test file 3",
-                               **rows(robot, [f1], [f2], [f3], {})}
+    out.append(("kuka", "train file 1, val file 2 (a rerun of file 1), test file 3", robot, [f1], [f2], [f3], {}))
+    return out
+
+
+def prior_default(work: Path, minutes: float) -> dict:
+    """Should the geometric prior (1e-2) be every SDP identification's default? rbd-friction on the ridge and on it,
+    on every dataset here (``_every_dataset``)."""
+    from idyn_ros.models.metrics import OVERLAP_WARNING, state_overlap
+
+    out: dict[str, Any] = {"rule": "geometric 1e-2 becomes the default if on every validation off the training "
+                                   "states (overlap < OVERLAP_WARNING) it validates within 2 % of the ridge or "
+                                   "better, fitting in < 60 s",
+                           "datasets": {}}
+    for name, split, robot, train, val, test, extra in _every_dataset(work):
+        overlap = state_overlap(train, val)
+        out["datasets"][name] = {"split": split, "validation_overlap": overlap,
+                                 "off_training": bool(overlap < OVERLAP_WARNING),
+                                 "rows": _prior_rows(robot, train, val, test, minutes, extra, ("rbd-friction",),
+                                                     DEFAULT_PRIORS)}
     verdict = []
     for name, ds in out["datasets"].items():
         r, g = ds["rows"]["rbd-friction on ridge 1e-4"], ds["rows"]["rbd-friction on geometric 1e-2"]
@@ -528,12 +538,62 @@ def prior_default(work: Path, minutes: float) -> dict:
     return out
 
 
+JOINT_LINEAR_RULE = (
+    "the linear term becomes hybrid-j's default if, on every validation off the training states (overlap < "
+    "OVERLAP_WARNING), both the single-base hybrid-j 2S and auto's average over the physics bases validate within 2 % "
+    "of the same without it or better, and on at least one of them one of the two is better by more than 2 %; test "
+    "runs (UR5 No1, plants' 6th trajectory, KUKA file 3) are reported, not used. Fixed before the first run.")
+
+
+def joint_linear(work: Path, minutes: float) -> dict:
+    """hybrid-j with and without a linear term in each joint's own tau_RBD (``ModelConfig.joint_linear``), as auto
+    fits it: the single-base 2S on the best (or, when validation repeats training, the default) physics, and the
+    average of the 2S fits over auto's three physics bases; on every dataset here."""
+    from idyn_ros.models.auto import AVERAGED, CANDIDATES, fit_auto, scores
+    from idyn_ros.models.metrics import OVERLAP_WARNING, state_overlap
+    from idyn_ros.models.zoo import ModelConfig
+
+    cands = [c for c in CANDIDATES if c[1]["kind"] == "rbd-friction" or c[0] == "hybrid-j 2S"]
+    out: dict[str, Any] = {"rule": JOINT_LINEAR_RULE, "datasets": {}}
+    verdict, better = [], []
+    for name, split, robot, train, val, test, extra in _every_dataset(work):
+        overlap = state_overlap(train, val)
+        ds: dict[str, Any] = {"split": split, "validation_overlap": overlap,
+                              "off_training": bool(overlap < OVERLAP_WARNING), "rows": {}}
+        for linear in (False, True):
+            t0 = time.perf_counter()
+            base = ModelConfig(kind="auto", joint_linear=linear, **extra)
+            _, done = fit_auto(base, robot, train, val, max_minutes=2 * minutes, progress=False, candidates=cands)
+            for c in done:
+                if c.name not in ("hybrid-j 2S", AVERAGED) or c.result is None:
+                    continue
+                row = {"val_nmse_mean": c.val["nmse_mean"], "val_nmse": c.val["nmse"]}
+                if test:
+                    t, _ = scores(c.result, robot, test)
+                    row.update({"test_nmse_mean": t["nmse_mean"], "test_nmse": t["nmse"]})
+                key = f"{c.name}{', linear' if linear else ''}"
+                ds["rows"][key] = row
+                print(f"{name:<14} {key:<60} val {row['val_nmse_mean']:.4f}"
+                      + (f" test {row['test_nmse_mean']:.4f}" if test else ""), flush=True)
+            ds[f"seconds{' linear' if linear else ''}"] = round(time.perf_counter() - t0, 1)
+        ratios = {k: ds["rows"][f"{k}, linear"]["val_nmse_mean"] / ds["rows"][k]["val_nmse_mean"]
+                  for k in ("hybrid-j 2S", AVERAGED)}
+        ds["linear_to_without_val"] = ratios
+        if ds["off_training"]:
+            verdict.append(all(r <= 1.02 for r in ratios.values()))
+            better.append(any(r < 0.98 for r in ratios.values()))
+        out["datasets"][name] = ds
+    out["adopt"] = bool(all(verdict) and any(better))
+    print("adopt the linear term:", out["adopt"])
+    return out
+
+
 SECTIONS = {"plant_regularisation": plant_regularisation, "plant_data_size": plant_data_size,
             "kuka_regularisation": kuka_regularisation, "kuka_acceptance": kuka_acceptance,
             "kuka_gp_holdout": kuka_gp_holdout, "kuka_seed_spread": kuka_seed_spread,
             "kuka_hold_joint6": kuka_hold_joint6, "kuka_geometric_prior": kuka_geometric_prior,
             "prior_selection": prior_selection, "prior_default": prior_default,
-            "ur5_base_average": ur5_base_average}
+            "ur5_base_average": ur5_base_average, "joint_linear": joint_linear}
 
 
 def main() -> None:

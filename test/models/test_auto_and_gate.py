@@ -217,7 +217,8 @@ def test_validation_that_repeats_training_does_not_choose_the_physics(iiwa, synt
     assert res.cfg.extra["candidate"] in ("rbd-friction", "hybrid-j E2E", AVERAGED)
 
 
-def test_a_model_averaged_over_physics_bases_is_the_mean_of_its_members_everywhere(iiwa, synth, tmp_path):
+@pytest.mark.parametrize("linear", [False, True], ids=["mlp", "mlp+linear"])
+def test_a_model_averaged_over_physics_bases_is_the_mean_of_its_members_everywhere(iiwa, synth, tmp_path, linear):
     """Torch, the checkpoint, the exported graph and both runtime backends give the members' mean prediction."""
     from idyn_ros.errors import ParameterError
     from idyn_ros.models import export as ex
@@ -226,8 +227,10 @@ def test_a_model_averaged_over_physics_bases_is_the_mean_of_its_members_everywhe
     from idyn_ros.runtime import ModelRuntime
 
     train, val, test = synth
-    members = [fit(ModelConfig(kind="hybrid-j", mode="2s", id_method=m, epochs=2, **TINY), iiwa, [train], [val],
-                   progress=False) for m in ("sdp", "nominal")]
+    members = [fit(ModelConfig(kind="hybrid-j", mode="2s", id_method=m, epochs=2, joint_linear=linear, **TINY), iiwa,
+                   [train], [val], progress=False) for m in ("sdp", "nominal")]
+    if linear:  # the linear term is trained, so the graph must carry it
+        assert all(float(m.model.residual.w_linear.abs().max()) > 0 for m in members)
     model = TorqueModel.average_over_bases([m.model for m in members])
     parts = [predict(m.model, iiwa.pin_model, test) for m in members]
     mean = {k: (parts[0][k] + parts[1][k]) / 2 for k in ("tau", "tau_residual")}
