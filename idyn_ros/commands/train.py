@@ -56,7 +56,8 @@ residual scaled by a factor in [0, 1] fitted on validation, so the hybrid never 
 and auto's selection. Without --val, every kind that learns (all but rbd, rbd-friction) holds out the last 20 %
 of the training data instead and says so. Validation should be a different trajectory: the share of validation
 states already in the training data is measured (metrics.json "validation_overlap"); above 90 % (a second run of the
-same trajectory) a warning says its scores measure noise, and auto lets only the per-joint residual (hybrid-j)
+same trajectory) a warning says its scores measure noise before training starts, names the training recordings the
+others hardly cover (each could validate instead), and auto lets only the per-joint residual (hybrid-j)
 compete, the one learned kind that carried to unseen trajectories in our tests. Such a validation does not choose the
 physics either (a weaker prior always fits the training states better): the residuals then sit on the default prior's
 physics, and the other physics candidates enter only the average.

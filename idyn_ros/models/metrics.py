@@ -97,6 +97,17 @@ def state_overlap(train: Any, val: Any, radius: float = OVERLAP_RADIUS, max_poin
     return float(np.mean(dist <= radius))
 
 
+def validation_candidates(train: Any, radius: float = OVERLAP_RADIUS) -> list[tuple[int, float]]:
+    """(index, share of its states the other training recordings cover) for each training recording the others cover
+    less than ``OVERLAP_WARNING``, least covered first: what could validate when the given validation repeats
+    training (a recording no other one covers is a trajectory the model would otherwise never be checked on)."""
+    if len(train) < 2:
+        return []
+    shares = [(i, state_overlap([r for j, r in enumerate(train) if j != i], [rec], radius))
+              for i, rec in enumerate(train)]
+    return sorted(((i, s) for i, s in shares if s < OVERLAP_WARNING), key=lambda x: x[1])
+
+
 #: A recording that runs some joint faster than this multiple of the training data's largest |dq| gets a warning
 SPEED_WARNING = 1.1
 

@@ -29,6 +29,7 @@ from idyn_ros.models.metrics import (
     speed_warning,
     state_overlap,
     torque_metrics,
+    validation_candidates,
 )
 from idyn_ros.models.sources import Recording
 from idyn_ros.models.training import TrainResult, fit, predict
@@ -83,6 +84,23 @@ def export_model(model: TorqueModel, ck: dict[str, Any], robot: Any, out: str | 
     return ex.export_onnx(model, robot, out, meta)
 
 
+def _repeated_validation_warning(share: float, train: Sequence[Recording]) -> str:
+    """The warning for a validation that repeats the training states, naming training recordings that could validate."""
+    msg = (f"{share:.0%} of the validation states are already in the training data (within {OVERLAP_RADIUS:g} std): "
+           f"validation repeats the training trajectory, so its scores (and auto's choice) measure noise, not how the "
+           f"model carries to another trajectory; validate on a different trajectory")
+    spare = validation_candidates(train)
+    if spare:
+        names = ", ".join(f"{_short_source(train[i].source, i)} ({s:.0%} covered)" for i, s in spare)
+        msg += f". Training recordings the others hardly cover, which could validate instead (--val): {names}"
+    return msg
+
+
+def _short_source(source: str, index: int) -> str:
+    """A recording's file name without folders or topic, for messages."""
+    return Path(source.split(":/", maxsplit=1)[0]).name or f"recording {index + 1}"
+
+
 def train_run(
     cfg: ModelConfig,
     robot: Any,
@@ -107,6 +125,9 @@ def train_run(
     """
     if out_dir is not None:
         Path(out_dir).mkdir(parents=True, exist_ok=True)
+    share = state_overlap(train, val) if train and val else None
+    if share is not None and share >= OVERLAP_WARNING:  # said before training, which can take minutes
+        warnings.warn(_repeated_validation_warning(share, train), stacklevel=2)
     candidates = None
     if cfg.kind == "auto":
         from idyn_ros.models.auto import fit_auto
@@ -123,14 +144,8 @@ def train_run(
                                "train": evaluate_torch(res, robot, train, preds["train"])}
     if validation_note:
         metrics["validation_data"] = validation_note
-    if train and val:
-        share = state_overlap(train, val)
+    if share is not None:
         metrics["validation_overlap"] = {"share": share, "radius_std": OVERLAP_RADIUS}
-        if share >= OVERLAP_WARNING:
-            warnings.warn(f"{share:.0%} of the validation states are already in the training data (within "
-                          f"{OVERLAP_RADIUS:g} std): validation repeats the training trajectory, so its scores (and "
-                          f"auto's choice) measure noise, not how the model carries to another trajectory; validate "
-                          f"on a different trajectory", stacklevel=2)
     if res.gate is not None:
         metrics["residual_gate"] = [float(g) for g in res.gate]
     if candidates is not None:

@@ -159,6 +159,9 @@ def test_validation_that_repeats_the_training_trajectory_is_said(iiwa, synth, tm
     with pytest.warns(UserWarning, match="validation repeats the training trajectory"):
         _, metrics = train_run(cfg, iiwa, [a], [rerun], out_dir=tmp_path, progress=False)
     assert metrics["validation_overlap"]["share"] == 1.0
+    other = dataclasses.replace(b, source="/data/other_trajectory.npz")
+    with pytest.warns(UserWarning, match=r"could validate instead \(--val\): .*other_trajectory.npz \(\d+% covered\)"):
+        train_run(cfg, iiwa, [a, other], [rerun], out_dir=tmp_path, progress=False)
 
 
 def test_auto_lets_only_the_per_joint_residual_compete_when_validation_repeats_training(iiwa, synth):
