@@ -57,10 +57,10 @@ and auto's selection. Without --val, every kind that learns (all but rbd, rbd-fr
 of the training data instead and says so. Validation should be a different trajectory: the share of validation
 states already in the training data is measured (metrics.json "validation_overlap"); above 90 % (a second run of the
 same trajectory) a warning says its scores measure noise before training starts, names the training recordings the
-others hardly cover (each could validate instead), and auto lets only the per-joint residual (hybrid-j)
-compete, the one learned kind that carried to unseen trajectories in our tests. Such a validation does not choose the
-physics either (a weaker prior always fits the training states better): the residuals then sit on the default prior's
-physics, and the other physics candidates enter only the average.
+others hardly cover (each could validate instead; metrics.json "could_validate"), and auto lets only the per-joint
+residual (hybrid-j) compete, the one learned kind that carried to unseen trajectories in our tests. Such a
+validation does not choose the physics either (a weaker prior always fits the training states better): the
+residuals then sit on the default prior's physics, and the other physics candidates enter only the average.
 """
 
 from __future__ import annotations

@@ -84,14 +84,13 @@ def export_model(model: TorqueModel, ck: dict[str, Any], robot: Any, out: str | 
     return ex.export_onnx(model, robot, out, meta)
 
 
-def _repeated_validation_warning(share: float, train: Sequence[Recording]) -> str:
+def _repeated_validation_warning(share: float, spare: list[dict[str, Any]]) -> str:
     """The warning for a validation that repeats the training states, naming training recordings that could validate."""
     msg = (f"{share:.0%} of the validation states are already in the training data (within {OVERLAP_RADIUS:g} std): "
            f"validation repeats the training trajectory, so its scores (and auto's choice) measure noise, not how the "
            f"model carries to another trajectory; validate on a different trajectory")
-    spare = validation_candidates(train)
     if spare:
-        names = ", ".join(f"{_short_source(train[i].source, i)} ({s:.0%} covered)" for i, s in spare)
+        names = ", ".join(f"{r['recording']} ({r['covered']:.0%} covered)" for r in spare)
         msg += f". Training recordings the others hardly cover, which could validate instead (--val): {names}"
     return msg
 
@@ -125,9 +124,13 @@ def train_run(
     """
     if out_dir is not None:
         Path(out_dir).mkdir(parents=True, exist_ok=True)
-    share = state_overlap(train, val) if train and val else None
-    if share is not None and share >= OVERLAP_WARNING:  # said before training, which can take minutes
-        warnings.warn(_repeated_validation_warning(share, train), stacklevel=2)
+    overlap: dict[str, Any] | None = None
+    if train and val:
+        overlap = {"share": state_overlap(train, val), "radius_std": OVERLAP_RADIUS}
+        if overlap["share"] >= OVERLAP_WARNING:  # said before training, which can take minutes
+            overlap["could_validate"] = [{"recording": _short_source(train[i].source, i), "covered": s}
+                                         for i, s in validation_candidates(train)]
+            warnings.warn(_repeated_validation_warning(overlap["share"], overlap["could_validate"]), stacklevel=2)
     candidates = None
     if cfg.kind == "auto":
         from idyn_ros.models.auto import fit_auto
@@ -144,8 +147,8 @@ def train_run(
                                "train": evaluate_torch(res, robot, train, preds["train"])}
     if validation_note:
         metrics["validation_data"] = validation_note
-    if share is not None:
-        metrics["validation_overlap"] = {"share": share, "radius_std": OVERLAP_RADIUS}
+    if overlap is not None:
+        metrics["validation_overlap"] = overlap
     if res.gate is not None:
         metrics["residual_gate"] = [float(g) for g in res.gate]
     if candidates is not None:

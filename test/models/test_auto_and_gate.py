@@ -161,7 +161,8 @@ def test_validation_that_repeats_the_training_trajectory_is_said(iiwa, synth, tm
     assert metrics["validation_overlap"]["share"] == 1.0
     other = dataclasses.replace(b, source="/data/other_trajectory.npz")
     with pytest.warns(UserWarning, match=r"could validate instead \(--val\): .*other_trajectory.npz \(\d+% covered\)"):
-        train_run(cfg, iiwa, [a, other], [rerun], out_dir=tmp_path, progress=False)
+        _, metrics = train_run(cfg, iiwa, [a, other], [rerun], out_dir=tmp_path, progress=False)
+    assert "other_trajectory.npz" in [r["recording"] for r in metrics["validation_overlap"]["could_validate"]]
 
 
 def test_auto_lets_only_the_per_joint_residual_compete_when_validation_repeats_training(iiwa, synth):
