@@ -18,7 +18,7 @@ own physics, on the real KUKA LWR4+ the E2E hybrid-r won by a factor 4), and a u
 - Score: mean per-joint nMSE (``metrics.nmse``) on the validation recordings, each run as one sequence.
 - Validation that repeats the training states (a second run of the same trajectory) cannot tell memorising from
   generalising: then only the per-joint residuals compete (``GENERALISING_KINDS``), the others are listed as skipped,
-  and it does not choose the physics either (``DEFAULT_BASE_WHEN_REPEATED``).
+  and it does not choose the physics either (the decision in ``fit_auto``).
 - Selection: the best learned candidate wins only if it beats the best physics candidate by ``LEARNED_MARGIN``
   (relative); otherwise the physics model is exported (smaller, and it generalises where a residual's gain on
   one validation trajectory may be chance).
@@ -81,12 +81,6 @@ EVERY_PHYSICS_KINDS = ("hybrid-j",)
 # 3: 13.9-18.1 % vs 19.9-26.4 % for the base validation picked, six seeds; UR5 No1 on both validation splits:
 # 26.2-27.7 % vs 27.8-31.9 %; studies/auto_selection/README.md). Decided after seeing KUKA file 3 and UR5 No1.
 AVERAGED = "hybrid-j 2S, averaged over the physics candidates"
-# Decision: such a validation does not choose the physics either. On the training states a weaker prior always fits
-# better (real KUKA and UR5: the ridge validated ahead of the geometric prior, 21.9 vs 22.8 % and 26.3 vs 29.2 %), so
-# ranking priors by it ranks them by training fit. The default prior, chosen on validations off the training states
-# (``identification.resolve_prior``), is then the base: the physics and single-base residual candidates are the
-# default's, the other bases enter only the average (their 2S residuals), and their E2E fits are not made.
-DEFAULT_BASE_WHEN_REPEATED = True
 MIN_CANDIDATE_MINUTES = 0.1  # a learned candidate with less budget left than this is skipped (and listed so)
 
 
@@ -189,18 +183,19 @@ def average_candidate(members: Sequence[Candidate], robot: Any, val: Sequence[Re
 
 def fit_auto(base: ModelConfig, robot: Any, train: Sequence[Recording], val: Sequence[Recording],
              max_minutes: float | None = None, progress: bool = True,
-             candidates: Sequence[tuple[str, dict[str, Any]]] = CANDIDATES) -> tuple[TrainResult, list[Candidate]]:
-    """Fit every candidate (``base`` with its overrides), score on ``val``, return (winner, all candidates)."""
+             candidates: Sequence[tuple[str, dict[str, Any]]] = CANDIDATES,
+             overlap: float | None = None) -> tuple[TrainResult, list[Candidate]]:
+    """Fit every candidate (``base`` with its overrides), score on ``val``, return (winner, all candidates).
+    ``overlap``: ``metrics.state_overlap(train, val)`` when the caller has it already."""
     if not val:
         raise ParameterError("auto selection needs validation recordings (idyn train holds out a tail without --val)")
     t0 = time.perf_counter()
     physics = [(n, o) for n, o in candidates if ModelConfig(**{**base.to_dict(), **o}).residual == "none"]
     learned = [(n, o) for n, o in candidates if (n, o) not in physics]
-    overlap = state_overlap(train, val)
-    repeats = [] if overlap < OVERLAP_WARNING else [(n, o) for n, o in learned
-                                                     if o.get("kind") not in GENERALISING_KINDS]
+    overlap = state_overlap(train, val) if overlap is None else overlap
+    repeated = overlap >= OVERLAP_WARNING
+    repeats = [(n, o) for n, o in learned if o.get("kind") not in GENERALISING_KINDS] if repeated else []
     learned = [c for c in learned if c not in repeats]
-    default_base = overlap >= OVERLAP_WARNING and DEFAULT_BASE_WHEN_REPEATED
     done: list[Candidate] = []
     for name, over in physics:
         done.append(_fit_candidate(name, {**base.to_dict(), **over, "extra": dict(base.extra)}, robot, train, val,
@@ -209,17 +204,26 @@ def fit_auto(base: ModelConfig, robot: Any, train: Sequence[Recording], val: Seq
     not_made: list[str] = []
     if physics:  # learned candidates sit on the best physics candidate; per-joint ones on each of them as well
         ranked = [c for c in done if c.result is not None]
-        if default_base:
+        # decision: a validation that repeats training ranks priors by training fit, which a weaker prior always wins
+        # (the ridge ahead of the geometric prior on real KUKA and UR5, 21.9 vs 22.8 % and 26.3 vs 29.2 %); so the
+        # default prior, chosen on validations off the training states (``identification.resolve_prior``), is the
+        # base, and the other bases enter only the average (their 2S residuals; their E2E fits are not made)
+        if repeated:
             for c in ranked[1:]:
                 c.unranked = "validation repeats the training states: the default prior is the base"
         else:
             ranked.sort(key=lambda c: c.val["nmse_mean"])
         bases = [(c.name, {k: getattr(c.result.cfg, k) for k in PHYSICS_SETTINGS}) for c in ranked]
-        fits = [(name if i == 0 else f"{name} on {pname}", over, pbase) for name, over in learned
-                for i, (pname, pbase) in enumerate(bases) if i == 0 or over.get("kind") in EVERY_PHYSICS_KINDS]
-        if default_base:  # other bases: only the 2S fits, the members of the average
-            not_made = [name for name, over, pbase in fits if " on " in name and over.get("mode") != "2s"]
-            fits = [f for f in fits if f[0] not in not_made]
+        fits = []
+        for name, over in learned:
+            for i, (pname, pbase) in enumerate(bases):
+                if i > 0 and over.get("kind") not in EVERY_PHYSICS_KINDS:
+                    continue
+                fit_name = name if i == 0 else f"{name} on {pname}"
+                if i > 0 and repeated and over.get("mode") != "2s":  # not a member of the average
+                    not_made.append(fit_name)
+                else:
+                    fits.append((fit_name, over, pbase))
     for i, (name, over, pbase) in enumerate(fits):
         budget = None
         if max_minutes is not None:

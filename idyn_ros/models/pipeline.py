@@ -137,7 +137,8 @@ def train_run(
 
         if resume:
             raise ParameterError("--resume applies to one model kind; auto fits several candidates (drop --resume)")
-        res, candidates = fit_auto(cfg, robot, train, val, max_minutes, progress)
+        res, candidates = fit_auto(cfg, robot, train, val, max_minutes, progress,
+                                   overlap=None if overlap is None else overlap["share"])
     else:
         res = fit(cfg, robot, train, val, out_dir, max_minutes, resume, progress, resume_on_new_data)
     preds = {name: [predict(res.model, robot.pin_model, r)["tau"] for r in recs]
