@@ -25,7 +25,8 @@ Model kinds:
                 on the validation recordings and exports the best; a learned one only if it beats physics by 2 %.
                 The hybrid-j 2S
                 fits on the physics candidates compete as one model, their average (it carried better to unseen
-                runs than any single one on real KUKA and UR5 data). --max-minutes is the total;
+                runs than any single one on real KUKA and UR5 data). --max-minutes is the total of the
+                selection (a refit without --val, below, adds up to the chosen model's own training time);
                 metrics.json["candidates"] lists them all.
   rbd           rigid-body dynamics only (nominal URDF with --id-method nominal, else identified)
   rbd-friction  RBD + friction, identified by least squares / SDP (--id-method, --friction)
@@ -54,7 +55,11 @@ irregular stamps is resampled onto that grid (linear interpolation of its sample
 Validation: --val recordings (another trajectory) are used for early stopping, the residual gate (each joint's
 residual scaled by a factor in [0, 1] fitted on validation, so the hybrid never loses to its own physics there)
 and auto's selection. Without --val, every kind that learns (all but rbd, rbd-friction) holds out the last 20 %
-of the training data instead and says so. Validation should be a different trajectory: the share of validation
+of the training data instead and says so; auto then fits the model it chose again on all of the training data,
+tail included (the same configuration, a residual for the epochs its selection fit needed, its gate kept), so the
+model you get learns from every recording you gave, as rbd-friction's does; metrics.json "val" and the uncertainty
+stay those of the fit it was chosen as, scored on the tail it had not seen (--no-refit exports that fit instead).
+Validation should be a different trajectory: the share of validation
 states already in the training data is measured (metrics.json "validation_overlap"); above 90 % (a second run of the
 same trajectory) a warning says its scores measure noise before training starts, names the training recordings the
 others hardly cover (each could validate instead; metrics.json "could_validate"), and auto lets only the per-joint
@@ -130,6 +135,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="validation recordings (another trajectory) for early stopping, the residual gate and "
                              "auto's choice (default for the kinds that learn, all but rbd and rbd-friction: the last "
                              "20 %% of the training data is held out)")
+    parser.add_argument("--no-refit", action="store_true",
+                        help="auto without --val: export the fit chosen on the held-out tail, not its refit on all "
+                             "the training data (default: refit)")
     parser.add_argument("--test", nargs="+", default=[], metavar="F",
                         help="test recordings: metrics go to metrics.json and the artifact metadata")
     parser.add_argument("--model", default="auto", metavar="KIND",
@@ -203,14 +211,21 @@ def _run(args: argparse.Namespace) -> int:
     if args.resume and (args.model in GP_KINDS or args.model == "auto"):
         raise ParameterError(f"--resume applies to one neural model kind; {args.model} trains from scratch "
                              f"(drop --resume, or pass --model KIND)")
+    if args.no_refit and (args.model != "auto" or args.val):
+        raise ParameterError("--no-refit applies to auto without --val (only then is the chosen model refitted on "
+                             "the held-out tail of the training data)")
     robot = load_robot(args.robot)
     train, val, test, rate = load_split(args.data, args.val, args.test, robot, args.effort_kind, args.rate,
                                         say=lambda line: print(f"idyn train: {line}"))
     kinds = parse_kinds(args.friction)
     effort, (train, val, test) = _currents_to_torque(args, robot, kinds, train, val, test)
     note = ""
+    refit = False
     if not val and args.model not in PHYSICS_KINDS:
         train, val, note = hold_out_tail(train)
+        refit = args.model == "auto" and not args.no_refit
+        if refit:
+            note += "; auto then refits the model it chose on all the training data, tail included (--no-refit: not)"
         print(f"idyn train: {note}")  # information, not a warning: stdout (stderr stays for warnings and errors)
     if args.model in GP_KINDS:
         if effort is not None:
@@ -227,7 +242,8 @@ def _run(args: argparse.Namespace) -> int:
         cfg.lr = args.lr
     res, metrics = train_run(cfg, robot, train, val, test, args.out, args.max_minutes, args.resume,
                              progress=not args.no_progress, resume_on_new_data=args.resume_on_new_data,
-                             effort=effort, validation_note=note)
+                             effort=effort, validation_note=note,
+                             refit=refit)
     if "candidates" in metrics:
         from idyn_ros.models.auto import format_candidates
 

@@ -81,6 +81,7 @@ EVERY_PHYSICS_KINDS = ("hybrid-j",)
 # 3: 13.9-18.1 % vs 19.9-26.4 % for the base validation picked, six seeds; UR5 No1 on both validation splits:
 # 26.2-27.7 % vs 27.8-31.9 %; studies/auto_selection/README.md). Decided after seeing KUKA file 3 and UR5 No1.
 AVERAGED = "hybrid-j 2S, averaged over the physics candidates"
+SCORE = "nmse_mean"  # the validation metric (``metrics.torque_metrics`` key) candidates are ranked by
 MIN_CANDIDATE_MINUTES = 0.1  # a learned candidate with less budget left than this is skipped (and listed so)
 
 
@@ -159,34 +160,73 @@ def _fit_candidate(name: str, settings: dict[str, Any], robot: Any, train: Seque
     return Candidate(name, res, v, vp, time.perf_counter() - t1)
 
 
+def _average(results: Sequence[TrainResult], names: Sequence[str]) -> TrainResult:
+    """The mean of hybrid-j 2S fits on different physics bases as one result (no gate)."""
+    first = results[0]
+    model = TorqueModel.average_over_bases([r.model for r in results])
+    model.cfg.id_method = "mean of the members' bases"
+    model.cfg.extra = {**model.cfg.extra, "bases": list(names)}
+    return dataclasses.replace(first, model=model, cfg=model.cfg, gate=None, history=[],
+                               stopped=f"the mean of {len(results)} fits (members: their own rows)",
+                               identification={"method": "mean of the members' physics parameters",
+                                               "members": list(names)})
+
+
 def average_candidate(members: Sequence[Candidate], robot: Any, val: Sequence[Recording]) -> Candidate:
     """The ``AVERAGED`` candidate from fitted hybrid-j 2S candidates on different physics bases, gated on validation
     like any hybrid (``training.fit_residual_gate``); marks the members."""
     t1 = time.perf_counter()
-    results = [c.result for c in members if c.result is not None]
-    first = results[0]
-    model = TorqueModel.average_over_bases([r.model for r in results])
-    model.cfg.id_method = "mean of the members' bases"
-    model.cfg.extra = {**model.cfg.extra, "bases": [c.name for c in members]}
-    gate = None
-    if model.cfg.gate:
-        gate = fit_residual_gate(model, [prepare(robot.pin_model, r, True, True) for r in val])
-    result = dataclasses.replace(first, model=model, cfg=model.cfg, gate=gate, history=[],
-                                 stopped=f"the mean of {len(members)} fits (members: their own rows)",
-                                 identification={"method": "mean of the members' physics parameters",
-                                                 "members": [c.name for c in members]})
+    members = [c for c in members if c.result is not None]
+    result = _average([c.result for c in members], [c.name for c in members])
+    if result.cfg.gate:
+        result.gate = fit_residual_gate(result.model, [prepare(robot.pin_model, r, True, True) for r in val])
     v, vp = scores(result, robot, val)
     for c in members:
         c.member_of = AVERAGED
     return Candidate(AVERAGED, result, v, vp, time.perf_counter() - t1)
 
 
+def _refit_one(result: TrainResult, robot: Any, data: Sequence[Recording], progress: bool) -> TrainResult:
+    """``result``'s configuration fitted on ``data`` for the epochs its own fit needed (up to its best validation
+    epoch), with no validation: the physics is identified on all of ``data``; its residual gate is applied again."""
+    epochs = 1 + int(np.argmin([h["val"] for h in result.history])) if result.history else 1
+    out = fit(dataclasses.replace(result.cfg, epochs=epochs, patience=epochs + 1), robot, data, (), progress=progress)
+    out.cfg = out.model.cfg = dataclasses.replace(out.cfg, epochs=result.cfg.epochs, patience=result.cfg.patience)
+    _apply_gate(out, result.gate)
+    return out
+
+
+def _apply_gate(result: TrainResult, gate: np.ndarray | None) -> None:
+    """Fold a gate fitted on validation (``training.fit_residual_gate``) into a refitted model's residual scale."""
+    if gate is not None and result.model.residual is not None:
+        with torch.no_grad():
+            result.model.norm.y_scale.mul_(torch.as_tensor(gate, dtype=result.model.norm.y_scale.dtype))
+        result.gate = gate.copy()
+
+
+def refit(winner: Candidate, done: Sequence[Candidate], robot: Any, data: Sequence[Recording],
+          progress: bool = True) -> TrainResult:
+    """The winner fitted again on ``data`` (its training data and the held-out tail it was chosen on), so the model
+    a user gets learns from all their recordings; an average refits each member. Gates stay those of selection."""
+    if winner.name != AVERAGED:
+        out = _refit_one(winner.result, robot, data, progress)
+    else:
+        members = [c for c in done if c.member_of == AVERAGED and c.result is not None]
+        out = _average([_refit_one(c.result, robot, data, progress) for c in members], [c.name for c in members])
+        _apply_gate(out, winner.result.gate)
+    out.stopped = f"{winner.result.stopped}; then refitted on the training data with the validation tail"
+    return out
+
+
 def fit_auto(base: ModelConfig, robot: Any, train: Sequence[Recording], val: Sequence[Recording],
              max_minutes: float | None = None, progress: bool = True,
              candidates: Sequence[tuple[str, dict[str, Any]]] = CANDIDATES,
-             overlap: float | None = None) -> tuple[TrainResult, list[Candidate]]:
+             overlap: float | None = None, score: str = SCORE, refit_on: Sequence[Recording] | None = None
+             ) -> tuple[TrainResult, list[Candidate]]:
     """Fit every candidate (``base`` with its overrides), score on ``val``, return (winner, all candidates).
-    ``overlap``: ``metrics.state_overlap(train, val)`` when the caller has it already."""
+    ``overlap``: ``metrics.state_overlap(train, val)`` when the caller has it already; ``score``: the validation
+    metric that ranks the physics bases and the candidates; ``refit_on``: fit the winner again on these recordings
+    (``refit``) before export."""
     if not val:
         raise ParameterError("auto selection needs validation recordings (idyn train holds out a tail without --val)")
     t0 = time.perf_counter()
@@ -212,7 +252,7 @@ def fit_auto(base: ModelConfig, robot: Any, train: Sequence[Recording], val: Seq
             for c in ranked[1:]:
                 c.unranked = "validation repeats the training states: the default prior is the base"
         else:
-            ranked.sort(key=lambda c: c.val["nmse_mean"])
+            ranked.sort(key=lambda c: c.val[score])
         bases = [(c.name, {k: getattr(c.result.cfg, k) for k in PHYSICS_SETTINGS}) for c in ranked]
         fits = []
         for name, over in learned:
@@ -242,19 +282,26 @@ def fit_auto(base: ModelConfig, robot: Any, train: Sequence[Recording], val: Seq
              for name, _ in repeats]
     done += [Candidate(name, None, {}, {}, 0.0, skipped="validation repeats the training states: single-base "
                                                         "residuals only on the default prior") for name in not_made]
-    fitted = [c for c in done if c.result is not None and not c.member_of and not c.unranked]
-    best_phys = min((c for c in fitted if not c.learned), key=lambda c: c.val["nmse_mean"], default=None)
-    best_learned = min((c for c in fitted if c.learned), key=lambda c: c.val["nmse_mean"], default=None)
-    winner = best_phys or best_learned
-    if best_learned is not None and best_phys is not None and \
-            best_learned.val["nmse_mean"] < (1.0 - LEARNED_MARGIN) * best_phys.val["nmse_mean"]:
-        winner = best_learned
-    assert winner is not None and winner.result is not None  # the physics candidate never needs a budget
-    result = winner.result
+    winner = choose(done, score)
+    result = winner.result if refit_on is None else refit(winner, done, robot, refit_on, progress)
     if result.gate is not None and not np.any(result.gate > 0):
         result = physics_only(result)  # every joint's residual gated off: export no network
     result.cfg.extra = {**result.cfg.extra, "selected_by": "auto", "candidate": winner.name}
     return result, done
+
+
+def choose(done: Sequence[Candidate], score: str = SCORE) -> Candidate:
+    """The winner among fitted, ranked candidates by validation ``score``: the best physics one, unless the best
+    learned one beats it by ``LEARNED_MARGIN``."""
+    fitted = [c for c in done if c.result is not None and not c.member_of and not c.unranked]
+    best_phys = min((c for c in fitted if not c.learned), key=lambda c: c.val[score], default=None)
+    best_learned = min((c for c in fitted if c.learned), key=lambda c: c.val[score], default=None)
+    winner = best_phys or best_learned
+    if best_learned is not None and best_phys is not None and \
+            best_learned.val[score] < (1.0 - LEARNED_MARGIN) * best_phys.val[score]:
+        winner = best_learned
+    assert winner is not None and winner.result is not None  # the physics candidate never needs a budget
+    return winner
 
 
 def format_candidates(rows: Sequence[dict[str, Any]], winner: str | None) -> str:

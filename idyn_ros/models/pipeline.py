@@ -113,6 +113,7 @@ def train_run(
     resume_on_new_data: bool = False,
     effort: dict[str, Any] | None = None,
     validation_note: str = "",
+    refit: bool = False,
 ) -> tuple[TrainResult, dict[str, Any]]:
     """Fit, compute train/val/test metrics, and (with ``out_dir``) save model.pt/model.onnx/metrics.json.
 
@@ -121,6 +122,8 @@ def train_run(
     validation data came from (e.g. a held-out tail), recorded in metrics.json. ``effort``: the recordings'
     efforts were motor currents turned into torques with ``effort["torque_constants"]``
     (``models.current_gains``): stored in the artifact, and the metrics get the RMSE in current units too.
+    ``refit`` (auto only, for a validation held out of the user's training data): the winner is fitted again on
+    train + val (``models.auto.refit``); ``metrics["val"]`` and the uncertainty stay those of the fit it was chosen as.
     """
     if out_dir is not None:
         Path(out_dir).mkdir(parents=True, exist_ok=True)
@@ -138,11 +141,17 @@ def train_run(
         if resume:
             raise ParameterError("--resume applies to one model kind; auto fits several candidates (drop --resume)")
         res, candidates = fit_auto(cfg, robot, train, val, max_minutes, progress,
-                                   overlap=None if overlap is None else overlap["share"])
+                                   overlap=None if overlap is None else overlap["share"],
+                                   refit_on=[*train, *val] if refit and val else None)
+    elif refit:
+        raise ParameterError("refit applies to auto (a single kind keeps the fit its validation stopped)")
     else:
         res = fit(cfg, robot, train, val, out_dir, max_minutes, resume, progress, resume_on_new_data)
-    preds = {name: [predict(res.model, robot.pin_model, r)["tau"] for r in recs]
-             for name, recs in (("train", train), ("val", val), ("test", test))}
+    chosen = res  # the fit validation scored: the exported one, or before its refit
+    if refit and candidates is not None and val:
+        chosen = next(c.result for c in candidates if c.name == res.cfg.extra["candidate"])
+    preds = {name: [predict(m.model, robot.pin_model, r)["tau"] for r in recs]
+             for name, recs, m in (("train", train, res), ("val", val, chosen), ("test", test, res))}
     metrics: dict[str, Any] = {"kind": res.cfg.kind, "mode": res.cfg.mode, "stopped": res.stopped,
                                "epochs_run": len(res.history), "identification": res.identification,
                                "train": evaluate_torch(res, robot, train, preds["train"])}
@@ -156,12 +165,12 @@ def train_run(
         metrics["selected"] = res.cfg.extra.get("candidate")
         metrics["candidates"] = [c.row() for c in candidates]
     if val:
-        metrics["val"] = evaluate_torch(res, robot, val, preds["val"])
+        metrics["val"] = evaluate_torch(chosen, robot, val, preds["val"])
     if test:
         metrics["test"] = evaluate_torch(res, robot, test, preds["test"])
     hold = res.model.dq_hold.detach().numpy()
     if np.all(np.isfinite(hold)):
-        for split, recs in (("val", val), ("test", test)):
+        for split, recs in (("val", val if chosen is res else ()), ("test", test)):
             if recs:
                 coverage = speed_coverage(hold, recs)
                 metrics.setdefault("speed_coverage", {})[split] = coverage

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from idyn_ros.errors import DatasetError
+from idyn_ros.errors import DatasetError, ParameterError
 from idyn_ros.models.auto import AVERAGED, LEARNED_MARGIN, fit_auto, scores
 from idyn_ros.models.sources import hold_out_tail
 from idyn_ros.models.training import _optimizer, fit, fit_residual_gate, prepare
@@ -144,6 +144,10 @@ def test_cli_auto_without_val_holds_out_a_tail_and_lists_candidates(iiwa, synth,
     assert names[0] == "rbd-friction" and len(names) >= 3 and m["selected"] in names
     assert all("val_nmse_mean" in c or "skipped" in c for c in m["candidates"])
     assert (out / "model.onnx").is_file()
+    assert "refits the model it chose" in captured.out and "refitted" in m["stopped"]
+    assert main(["train", "--robot", "iiwa14", "--data", str(f), "--val", str(f), "--out", str(out),
+                 "--no-refit"]) != 0
+    assert "--no-refit applies to auto without --val" in capsys.readouterr().err
 
 
 def test_validation_that_repeats_the_training_trajectory_is_said(iiwa, synth, tmp_path):
@@ -283,3 +287,63 @@ def test_a_short_budget_goes_to_the_first_candidates_and_skips_from_the_back(iiw
     assert all(b == pytest.approx(auto.MIN_CANDIDATE_MINUTES) for b in budgets.values())
     skipped = {c.name: c.skipped for c in done}
     assert "time budget used up" in skipped["learned 2"] and "time budget used up" in skipped["learned 3"]
+
+
+def test_refit_identifies_a_physics_winner_on_training_and_validation(iiwa, synth):
+    train, val, _ = synth
+    cands = (("rbd-friction", {"kind": "rbd-friction"}),)
+    res, _ = fit_auto(ModelConfig(kind="auto", **TINY), iiwa, [train], [val], progress=False, candidates=cands,
+                      refit_on=[train, val])
+    both = fit(ModelConfig(kind="rbd-friction", **TINY), iiwa, [train, val], progress=False)
+    assert np.allclose(res.model.pi().detach().numpy(), both.model.pi().detach().numpy())
+    assert np.allclose(res.model.friction.detach().numpy(), both.model.friction.detach().numpy())
+    assert "refitted" in res.stopped and res.cfg.extra["candidate"] == "rbd-friction"
+
+
+def test_refit_trains_a_learned_winner_for_its_epochs_with_its_gate_on_all_the_data(iiwa, synth):
+    from idyn_ros.models.training import velocity_range
+
+    train, val, _ = synth
+    fast_val = dataclasses.replace(val, dq=val.dq * 1.5)  # a tail faster than training: the hold must widen
+    cands = (("hybrid-j E2E", {"kind": "hybrid-j", "mode": "e2e"}),)
+    res, done = fit_auto(ModelConfig(kind="auto", epochs=4, **TINY), iiwa, [train], [fast_val], progress=False,
+                         candidates=cands, refit_on=[train, fast_val])
+    chosen = done[0].result
+    assert len(res.history) == 1 + int(np.argmin([h["val"] for h in chosen.history]))
+    assert np.allclose(res.model.dq_hold.numpy(), velocity_range([train, fast_val]))
+    assert not np.allclose(res.model.dq_hold.numpy(), chosen.model.dq_hold.numpy())
+    assert res.gate is not None and np.array_equal(res.gate, chosen.gate)
+    assert res.cfg.epochs == chosen.cfg.epochs == 4  # the artifact keeps the command's settings
+
+
+def test_refit_of_the_average_refits_every_member(iiwa, synth):
+    from idyn_ros.models.auto import refit
+
+    train, val, _ = synth
+    cands = (("rbd-friction", {"kind": "rbd-friction"}),
+             ("rbd-friction nominal", {"kind": "rbd-friction", "id_method": "nominal"}),
+             ("hybrid-j 2S", {"kind": "hybrid-j", "mode": "2s"}))
+    _, done = fit_auto(ModelConfig(kind="auto", epochs=2, **TINY), iiwa, [train], [val], progress=False,
+                       candidates=cands)
+    averaged = next(c for c in done if c.name == AVERAGED)
+    out = refit(averaged, done, iiwa, [train, val], progress=False)
+    assert out.cfg.bases == 2 and out.model.cfg.extra["bases"] == averaged.result.cfg.extra["bases"]
+    identified = fit(ModelConfig(kind="rbd-friction", **TINY), iiwa, [train, val], progress=False)
+    assert np.allclose(out.model.base_pi[0].numpy().reshape(-1, 10), identified.model.pi().detach().numpy())
+    assert np.array_equal(out.gate, averaged.result.gate)
+
+
+def test_a_refitted_model_reports_the_validation_it_was_chosen_on(iiwa, synth, monkeypatch):
+    import functools
+
+    from idyn_ros.models import auto
+    from idyn_ros.models.pipeline import train_run
+
+    train, val, _ = synth
+    cands = (("hybrid-j E2E", {"kind": "hybrid-j", "mode": "e2e"}),)
+    monkeypatch.setattr(auto, "fit_auto", functools.partial(auto.fit_auto, candidates=cands))
+    _, m = train_run(ModelConfig(kind="auto", epochs=2, **TINY), iiwa, [train], [val], progress=False, refit=True)
+    assert m["val"]["nmse_mean"] == pytest.approx(m["candidates"][0]["val_nmse_mean"])  # held out, not refitted on
+    assert "refitted" in m["stopped"]
+    with pytest.raises(ParameterError, match="refit applies to auto"):
+        train_run(ModelConfig(kind="rbd-friction"), iiwa, [train], [val], progress=False, refit=True)
