@@ -20,7 +20,9 @@ state: 0 while the joints slide), and with --ft-topic the sensor and vendor wren
 Scoring (--ft-topic): every signal minus its mean over the initial rest window (--bias-window), forces only,
 per-axis RMSE and correlation against the sensor, for ours and for the vendor's own estimate when the bag has
 one (--vendor-topic, default ur_robot_driver's /force_torque_sensor_broadcaster/wrench, which reports the wrench
-the robot applies: --vendor-sign -1). Rate: the recording's own (median stamp spacing) unless --rate resamples.
+the robot applies: --vendor-sign -1). Rate: the model's; a recording at another rate or with irregular stamps
+is resampled onto it (linear interpolation, as idyn evaluate does); --rate resamples to another (a model with
+recurrent state refuses a rate not its own).
 With the stiction band on, also the force no estimate from currents can see without reading the arm's own stick-slip
 as force: the sensor's RMSE on the samples where zero force explains every joint's current within its static
 friction (``hidden_by_friction``: a floor for an estimate that stays quiet there, as ours does).
@@ -38,7 +40,7 @@ HELP = "replay a recording through the wrench observer; score it against an F/T 
 EPILOG = """examples:
   idyn wrench --model runs/ur5/model.onnx --data ur5_ft/Movement_No10_Standstill_ForceSensor_Fx \\
       -o no10.npz --ft-topic /ft_sensor/wrench --plot no10.png
-  idyn wrench --model runs/ur5/model.onnx --data ur5_ft/Movement_No1 --rate 125 -o no1.npz --json
+  idyn wrench --model runs/ur5/model.onnx --data ur5_ft/Movement_No1 -o no1.npz --json   # 62 Hz, irregular
 """
 
 
@@ -55,7 +57,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--robot", help="robot preset or URDF (default: the model's)")
     parser.add_argument("--topic", help="joint-state topic (default /joint_states)")
     parser.add_argument("--rate", type=float, help="resample the joint states to this rate [Hz] and run the "
-                        "observer and model at it (default: the recording's rate)")
+                        "observer and model at it (default: the model's rate)")
     parser.add_argument("--effort-unit", choices=("auto", "torque", "current"), default="auto",
                         help="what the joint-state effort is (default auto: what the recording says, else what "
                              "the model was trained on)")

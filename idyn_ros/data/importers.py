@@ -232,13 +232,13 @@ def to_dataset(
         )
 
     # rate and gaps
-    own_period = _median_period(stamps)
+    own_period = median_period(stamps)
     period = round(1e9 / rate) if rate else own_period
     if period <= 0:
         raise DatasetError(f"{raw.source}: cannot estimate a sample rate (median spacing {period} ns)")
     report.period_ns = period
     gap_idx = np.flatnonzero(np.diff(stamps) > GAP_PERIODS * max(period, own_period)) + 1
-    irregular = _irregularity(stamps, own_period)
+    irregular = irregularity(stamps, own_period)
     if irregular:
         report.notes.append(f"{IRREGULAR_NOTE} ({irregular}): interpolated linearly onto a uniform grid")
     if rate and period != own_period:
@@ -367,7 +367,7 @@ def duplicated(names: list[str] | tuple[str, ...]) -> list[str]:
     return out
 
 
-def _median_period(stamps: np.ndarray, baseline: int = 16) -> int:
+def median_period(stamps: np.ndarray, baseline: int = 16) -> int:
     """Sample period (ns): median of (t[i+k] - t[i]) / k over k-sample baselines.
 
     A median ignores gaps and jitter; the k-sample baseline divides the quantisation of stamps that
@@ -386,7 +386,7 @@ def _median_period(stamps: np.ndarray, baseline: int = 16) -> int:
     return round(float(np.median(((stamps[k:] - stamps[:-k]) / k)[clean])))
 
 
-def _irregularity(stamps: np.ndarray, period: int) -> str:
+def irregularity(stamps: np.ndarray, period: int) -> str:
     """How the spacings of ``stamps`` spread around ``period`` when more than :data:`IRREGULAR_SPREAD` (else "")."""
     diffs = np.diff(stamps)
     diffs = diffs[diffs <= GAP_PERIODS * period]  # gaps are segments, not irregularity

@@ -29,8 +29,17 @@ class JointStateSeries:
 
     @property
     def rate_hz(self) -> float:
-        """Median rate of the stamps."""
-        return float(1e9 / np.median(np.diff(self.t_ns))) if len(self.t_ns) > 1 else float("nan")
+        """Rate of the stamps, as the dataset importer measures it (``importers.median_period``)."""
+        from idyn_ros.data.importers import median_period
+
+        return float(1e9 / median_period(self.t_ns)) if len(self.t_ns) > 1 else float("nan")
+
+    @property
+    def irregular(self) -> str:
+        """How the stamp spacings spread, when too much for a uniform rate ("" when regular)."""
+        from idyn_ros.data.importers import irregularity, median_period
+
+        return irregularity(self.t_ns, median_period(self.t_ns)) if len(self.t_ns) > 2 else ""
 
 
 @dataclass

@@ -101,7 +101,7 @@ def replay(model_path: str | Path, source: str | Path, robot: Any = None, rate_h
     from idyn_ros.control.wrench import WrenchObserver
     from idyn_ros.control.wrench_trust import TrustedWrench, TrustSettings
     from idyn_ros.data.wrenches import read_joint_states
-    from idyn_ros.models.artifact import read_metadata
+    from idyn_ros.models.artifact import read_metadata, same_rate
     from idyn_ros.parameters import WrenchObserverParams
     from idyn_ros.robots.drives import torque_constants
 
@@ -112,13 +112,17 @@ def replay(model_path: str | Path, source: str | Path, robot: Any = None, rate_h
     t_ns, q, dq, effort = series.t_ns, series.q, series.dq, series.effort
     if len(t_ns) < 3:
         raise DatasetError(f"{source}: {len(t_ns)} joint states; a replay needs at least 3")
-    if rate_hz is None:
-        rate = series.rate_hz
-        notes.append(f"rate {rate:.4g} Hz = the recording's median stamp spacing")
-    else:
+    model_rate = float(meta.get("rate_hz") or 0.0) or None  # artifacts without a rate run at the recording's
+    own = f"{series.rate_hz:.4g} Hz" + (f", irregular stamps ({series.irregular})" if series.irregular else "")
+    if rate_hz is not None:
         if not (math.isfinite(rate_hz) and rate_hz > 0):
             raise ParameterError(f"--rate must be a positive number of Hz, got {rate_hz}")
-        rate = float(rate_hz)
+        rate, why = float(rate_hz), "--rate"
+    elif model_rate is not None and (series.irregular or not same_rate(series.rate_hz, model_rate)):
+        rate, why = model_rate, "the model's rate; --rate chooses another"  # as idyn evaluate and idyn train do
+    else:
+        rate, why = series.rate_hz, ""
+    if why:
         grid = np.arange(t_ns[0], t_ns[-1] + 1, round(1e9 / rate), dtype=np.int64)
         x, xg = (t_ns - t_ns[0]).astype(np.float64), (grid - t_ns[0]).astype(np.float64)
 
@@ -126,8 +130,10 @@ def replay(model_path: str | Path, source: str | Path, robot: Any = None, rate_h
             return np.stack([np.interp(xg, x, a[:, j]) for j in range(a.shape[1])], axis=1)
 
         q, dq, effort, t_ns = resample(q), resample(dq), resample(effort), grid
-        notes.append(f"rate {rate:g} Hz (--rate): joint states resampled linearly from {series.rate_hz:.4g} Hz; "
-                     f"t is that grid")
+        notes.append(f"rate {rate:g} Hz ({why}): joint states resampled linearly from {own}; t is that grid")
+    else:
+        notes.append(f"rate {rate:.4g} Hz = the recording's stamps" + (
+            f" (the model's: {model_rate:g} Hz)" if model_rate is not None else ""))
     model = FeedforwardComputer(robot_model, model_path, "none", rate)
     unit = series.effort_kind if effort_unit == "auto" and series.effort_kind else effort_unit
     data = torque_constants(robot_model.name)

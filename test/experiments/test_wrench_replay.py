@@ -127,7 +127,34 @@ def test_a_wrong_sign_or_a_missing_topic_shows(recorded, tmp_path, capsys):
     assert "/ft_sensor/wrench" in capsys.readouterr().err  # the error lists the topics there are
 
 
-def test_the_rate_comes_from_the_recording_and_the_runtime_refuses_another(recorded, tmp_path, capsys):
+def test_an_irregular_recording_is_resampled_onto_the_models_rate(recorded, tmp_path, capsys):
+    """Logged at receive time (every other pair of samples, as the UR5's 63 Hz runs): the model's grid, no error."""
+    from rosbags.highlevel import AnyReader
+
+    from idyn_ros.cli import main
+    from idyn_ros.data.bag import BagWriter
+
+    bag, model, stamps = recorded
+    thinned = tmp_path / "thinned"
+    with AnyReader([bag]) as reader, BagWriter(thinned) as out:
+        for c in reader.connections:
+            out.add_topic(c.topic, c.msgtype)
+        keep = {int(t) for i, t in enumerate(stamps) if i % 4 in (0, 1)}  # spacings 4 / 12 ms alternating
+        for c, t, raw in reader.messages():
+            if t in keep:
+                out.write(c.topic, t, bytes(raw))
+    out_npz = tmp_path / "o.npz"
+    assert main(["wrench", "--model", str(model), "--data", str(thinned), "-o", str(out_npz), "--ft-topic",
+                 "/ft_sensor/wrench", "--json"]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert any("the model's rate" in n and "irregular stamps" in n for n in summary["notes"])
+    with np.load(out_npz) as d:
+        assert np.allclose(np.diff(d["t_ns"]), 1e9 / RATE) and float(d["rate_hz"]) == RATE
+        push = (d["t"] - d["t"][0] > 2.15) & (d["t"] - d["t"][0] < 2.95)
+        np.testing.assert_allclose(np.nanmean(d["wrench_base"][push, :3], axis=0), PUSH, atol=1.0)
+
+
+def test_the_rate_is_the_models_and_the_runtime_refuses_another(recorded, tmp_path, capsys):
     from idyn_ros.cli import main
 
     bag, model, _ = recorded
