@@ -25,6 +25,9 @@ Sections (each writes results/<section>.json with ``_provenance``):
                         0..1, test No1
   joint_linear          hybrid-j with and without a linear term in each joint's own tau_RBD, single base and
                         averaged over the physics bases, on every dataset here
+  time_split            the issue's protocol (train on a log's first half, test on its last 40 %) on every long
+                        recording here: auto without --val, with and without refitting its winner, vs rbd-friction
+  selection_score       auto ranked by the validation recording's variance or by the training torque range
 
 Rules kept: choices are made on validation data only (plant: a held-out trajectory; KUKA: file 2); the plant's
 test trajectory and KUKA file 3 are reported, never used for a choice. Recordings are cached under --work.
@@ -588,12 +591,146 @@ def joint_linear(work: Path, minutes: float) -> dict:
     return out
 
 
+TIME_SPLIT = (0.5, 0.6)  # the issue's protocol on a real Panda log: train on the first half, test on the last 40 %
+
+
+def _time_cut(recs: list, lo: float, hi: float) -> list:
+    """The samples from fraction ``lo`` to ``hi`` of the recordings' concatenation (in order), as recordings."""
+    from idyn_ros.models.sources import _slice
+
+    total = sum(r.n_samples for r in recs)
+    a, b, start, out = round(lo * total), round(hi * total), 0, []
+    for r in recs:
+        i, j = max(a - start, 0), min(b - start, r.n_samples)
+        if j - i >= 2:
+            out.append(_slice(r, slice(i, j)))
+        start += r.n_samples
+    return out
+
+
+def _time_split_datasets(work: Path) -> list[tuple[str, Any, list, dict[str, Any]]]:
+    """(name, robot, recordings in time order, extra) of every long real recording here and the plants' runs."""
+    from idyn_ros.bench.ur5 import UR10_BAG, ur10_urdf
+    from idyn_ros.models.sources import load_recordings, load_robot
+    from idyn_ros.paths import shared_data_dir
+
+    data = shared_data_dir()
+    robot, (f1, _, f3) = _kuka()
+    out = [("kuka file 1", robot, [f1], {}), ("kuka file 3", robot, [f3], {})]
+    ur5 = load_robot("ur5")
+    no6 = load_recordings([data / "ur5_ft" / "Movement_No6_Acc_slow_Verify_Model"], ur5)
+    out.append(("ur5 No6", ur5, no6, {"rate_hz": no6[0].rate_hz}))
+    ur10 = load_robot(ur10_urdf())
+    bag = load_recordings([data / UR10_BAG], ur10, effort_kind="current")
+    out.append(("ur10 exciting", ur10, bag, {"rate_hz": bag[0].rate_hz}))
+    for name in ("panda", "iiwa14", "ur5"):
+        plant = load_robot(name)
+        out.append((f"{name} plant", plant, load_recordings(plant_recordings(name, work, 6), plant), {}))
+    return out
+
+
+REFIT_RULE = (
+    "auto without --val refits its winner on the training data with the held-out tail (models.auto.refit) by default "
+    "if, on the test part of every time split here, the refitted model scores within 2 % of the one fitted without "
+    "the tail or better, and better by more than 2 % on at least one. Fixed before the first run.")
+
+
+def time_split(work: Path, minutes: float) -> dict:
+    """The issue's protocol (train on the first half of a log, test on its last 40 %) on every long recording
+    here: `idyn train` auto without --val (a tail of the training half held out), with and without refitting the
+    winner on the tail (``REFIT_RULE``), against rbd-friction (identified on all of the training half)."""
+    from idyn_ros.dynamics.friction import DEFAULT_KINDS
+    from idyn_ros.models.current_gains import currents_to_torque
+    from idyn_ros.models.pipeline import train_run
+    from idyn_ros.models.sources import hold_out_tail
+    from idyn_ros.models.zoo import ModelConfig
+
+    out: dict[str, Any] = {"protocol": f"train on the first {TIME_SPLIT[0]:.0%} of the samples, test on the last "
+                                       f"{1 - TIME_SPLIT[1]:.0%}; auto holds out the last 20 % of its training part "
+                                       f"as idyn train does without --val; rbd-friction identifies on all of it",
+                           "rule": REFIT_RULE, "budget_minutes": minutes, "datasets": {}}
+    ratios = []
+    for name, robot, recs, extra in _time_split_datasets(work):
+        train, test = _time_cut(recs, 0.0, TIME_SPLIT[0]), _time_cut(recs, TIME_SPLIT[1], 1.0)
+        _, _, (train, _, test) = currents_to_torque(robot, train, (), test, DEFAULT_KINDS)
+        ds: dict[str, Any] = {}
+        for kind in ("auto", "auto, refitted", "rbd-friction"):
+            fit_on, val, note = (train, [], "") if kind == "rbd-friction" else hold_out_tail(train)
+            t0 = time.perf_counter()
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                _, m = train_run(ModelConfig(kind=kind.split(",")[0], **extra), robot, fit_on, val, test, None,
+                                 minutes, progress=False, validation_note=note, refit=kind == "auto, refitted")
+            ds[kind] = {"test_nmse_mean": m["test"]["nmse_mean"], "test_nmse": m["test"]["nmse"],
+                        "selected": m.get("selected", kind), "seconds": round(time.perf_counter() - t0, 1)}
+            if "candidates" in m:
+                ds[kind]["candidates"] = m["candidates"]
+                ds[kind]["validation_overlap"] = m.get("validation_overlap")
+            print(f"{name:<14} {kind:<13} test {ds[kind]['test_nmse_mean']:.4f} ({ds[kind]['selected']}, "
+                  f"{ds[kind]['seconds']:.0f} s)", flush=True)
+        for kind in ("auto", "auto, refitted"):
+            ds[f"{kind} to rbd-friction"] = ds[kind]["test_nmse_mean"] / ds["rbd-friction"]["test_nmse_mean"]
+        ds["refitted_to_not"] = ds["auto, refitted"]["test_nmse_mean"] / ds["auto"]["test_nmse_mean"]
+        ratios.append(ds["refitted_to_not"])
+        out["datasets"][name] = ds
+    out["adopt_refit"] = bool(all(r <= 1.02 for r in ratios) and any(r < 0.98 for r in ratios))
+    print("refit by default:", out["adopt_refit"])
+    return out
+
+
+SELECTION_SCORE_RULE = (
+    "auto ranks its candidates by the validation MSE over the training torque range (minmax_nmse_mean, the scale early "
+    "stopping uses) instead of over the validation recording's own variance (nmse_mean) if, on the test part of every "
+    "dataset here (time splits and the fixed splits), the model it exports scores within 2 % of the one exported now "
+    "or better, and better by more than 2 % on at least one. Fixed before the first run.")
+
+
+def selection_score(work: Path, minutes: float) -> dict:
+    """auto ranked by the validation recording's variance (nmse_mean) or by the training range (minmax_nmse_mean) on
+    every dataset with a test part: the time splits (``time_split``) and the fixed splits (``_every_dataset``)."""
+    from idyn_ros.dynamics.friction import DEFAULT_KINDS
+    from idyn_ros.models.auto import fit_auto, scores
+    from idyn_ros.models.current_gains import currents_to_torque
+    from idyn_ros.models.sources import hold_out_tail
+    from idyn_ros.models.zoo import ModelConfig
+
+    runs = []
+    for name, robot, recs, extra in _time_split_datasets(work):
+        train, test = _time_cut(recs, 0.0, TIME_SPLIT[0]), _time_cut(recs, TIME_SPLIT[1], 1.0)
+        _, _, (train, _, test) = currents_to_torque(robot, train, (), test, DEFAULT_KINDS)
+        fit_on, val, _ = hold_out_tail(train)
+        runs.append((f"{name}, time split", robot, fit_on, val, test, extra))
+    runs += [(name, robot, train, val, test, extra)
+             for name, _, robot, train, val, test, extra in _every_dataset(work) if test]
+    out: dict[str, Any] = {"rule": SELECTION_SCORE_RULE, "datasets": {}}
+    ratios = []
+    for name, robot, train, val, test, extra in runs:
+        ds: dict[str, Any] = {}
+        for score in ("nmse_mean", "minmax_nmse_mean"):
+            t0 = time.perf_counter()
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                res, _ = fit_auto(ModelConfig(kind="auto", **extra), robot, train, val, minutes, progress=False,
+                                  score=score)
+            t, _ = scores(res, robot, test)
+            ds[score] = {"selected": res.cfg.extra["candidate"], "test_nmse_mean": t["nmse_mean"],
+                         "test_nmse": t["nmse"], "seconds": round(time.perf_counter() - t0, 1)}
+            print(f"{name:<26} by {score:<17} test {t['nmse_mean']:.4f} ({ds[score]['selected']})", flush=True)
+        ds["training_range_to_variance"] = ds["minmax_nmse_mean"]["test_nmse_mean"] / ds["nmse_mean"]["test_nmse_mean"]
+        ratios.append(ds["training_range_to_variance"])
+        out["datasets"][name] = ds
+    out["adopt"] = bool(all(r <= 1.02 for r in ratios) and any(r < 0.98 for r in ratios))
+    print("rank by the training range:", out["adopt"])
+    return out
+
+
 SECTIONS = {"plant_regularisation": plant_regularisation, "plant_data_size": plant_data_size,
             "kuka_regularisation": kuka_regularisation, "kuka_acceptance": kuka_acceptance,
             "kuka_gp_holdout": kuka_gp_holdout, "kuka_seed_spread": kuka_seed_spread,
             "kuka_hold_joint6": kuka_hold_joint6, "kuka_geometric_prior": kuka_geometric_prior,
             "prior_selection": prior_selection, "prior_default": prior_default,
-            "ur5_base_average": ur5_base_average, "joint_linear": joint_linear}
+            "ur5_base_average": ur5_base_average, "joint_linear": joint_linear,
+            "time_split": time_split, "selection_score": selection_score}
 
 
 def main() -> None:
