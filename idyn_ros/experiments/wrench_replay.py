@@ -6,8 +6,8 @@ rank), exactly as ``nodes/wrench_observer.py`` does with ``torque_source: effort
 with a sensor and with the vendor's own estimate. ``idyn wrench`` is the command around both.
 
 Decisions (one line each, stated in the output too):
-- rate: the recording's (median stamp spacing) configures the observer and the model runtime, which refuses an
-  artifact trained at another rate; ``rate_hz`` resamples the joint states onto that grid first (linear);
+- rate: the model's; a recording at another rate or with irregular stamps is resampled onto its grid first
+  (linear, as ``idyn evaluate`` does); ``rate_hz`` chooses another grid (a recurrent model refuses it);
 - effort: what the recording says it is, else what the model was trained on (``control.effort``);
 - conventions: every wrench is made "environment on robot" at the flange, in flange axes; a sensor's axes are taken
   parallel to the flange (its frame_id says where it sits), a vendor estimate in a base frame is rotated;
