@@ -41,7 +41,7 @@ from idyn_ros.errors import ParameterError
 from idyn_ros.models.identification import DEFAULT_REG
 from idyn_ros.models.metrics import OVERLAP_WARNING, state_overlap, torque_metrics
 from idyn_ros.models.sources import Recording
-from idyn_ros.models.training import TrainResult, fit, fit_residual_gate, predict, prepare
+from idyn_ros.models.training import TrainResult, apply_gate, fit, fit_again, fit_residual_gate, predict, prepare
 from idyn_ros.models.zoo import ModelConfig, TorqueModel
 
 # (name, ModelConfig overrides); physics candidates are those whose kind learns no residual.
@@ -186,34 +186,16 @@ def average_candidate(members: Sequence[Candidate], robot: Any, val: Sequence[Re
     return Candidate(AVERAGED, result, v, vp, time.perf_counter() - t1)
 
 
-def _refit_one(result: TrainResult, robot: Any, data: Sequence[Recording], progress: bool) -> TrainResult:
-    """``result``'s configuration fitted on ``data`` for the epochs its own fit needed (up to its best validation
-    epoch), with no validation: the physics is identified on all of ``data``; its residual gate is applied again."""
-    epochs = 1 + int(np.argmin([h["val"] for h in result.history])) if result.history else 1
-    out = fit(dataclasses.replace(result.cfg, epochs=epochs, patience=epochs + 1), robot, data, (), progress=progress)
-    out.cfg = out.model.cfg = dataclasses.replace(out.cfg, epochs=result.cfg.epochs, patience=result.cfg.patience)
-    _apply_gate(out, result.gate)
-    return out
-
-
-def _apply_gate(result: TrainResult, gate: np.ndarray | None) -> None:
-    """Fold a gate fitted on validation (``training.fit_residual_gate``) into a refitted model's residual scale."""
-    if gate is not None and result.model.residual is not None:
-        with torch.no_grad():
-            result.model.norm.y_scale.mul_(torch.as_tensor(gate, dtype=result.model.norm.y_scale.dtype))
-        result.gate = gate.copy()
-
-
 def refit(winner: Candidate, done: Sequence[Candidate], robot: Any, data: Sequence[Recording],
           progress: bool = True) -> TrainResult:
     """The winner fitted again on ``data`` (its training data and the held-out tail it was chosen on), so the model
     a user gets learns from all their recordings; an average refits each member. Gates stay those of selection."""
     if winner.name != AVERAGED:
-        out = _refit_one(winner.result, robot, data, progress)
+        out = fit_again(winner.result, robot, data, progress)
     else:
         members = [c for c in done if c.member_of == AVERAGED and c.result is not None]
-        out = _average([_refit_one(c.result, robot, data, progress) for c in members], [c.name for c in members])
-        _apply_gate(out, winner.result.gate)
+        out = _average([fit_again(c.result, robot, data, progress) for c in members], [c.name for c in members])
+        apply_gate(out, winner.result.gate)
     out.stopped = f"{winner.result.stopped}; then refitted on the training data with the validation tail"
     return out
 

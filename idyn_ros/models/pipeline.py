@@ -143,13 +143,13 @@ def train_run(
         res, candidates = fit_auto(cfg, robot, train, val, max_minutes, progress,
                                    overlap=None if overlap is None else overlap["share"],
                                    refit_on=[*train, *val] if refit and val else None)
-    elif refit:
+        chosen = res  # the fit validation scored: the exported one, or before its refit
+        if refit and val:
+            chosen = next(c.result for c in candidates if c.name == res.cfg.extra["candidate"])
+    elif refit:  # decision: not for one kind (studies/auto_selection, time_split_kinds: > 2 % worse on 4 of 21)
         raise ParameterError("refit applies to auto (a single kind keeps the fit its validation stopped)")
     else:
-        res = fit(cfg, robot, train, val, out_dir, max_minutes, resume, progress, resume_on_new_data)
-    chosen = res  # the fit validation scored: the exported one, or before its refit
-    if refit and candidates is not None and val:
-        chosen = next(c.result for c in candidates if c.name == res.cfg.extra["candidate"])
+        res = chosen = fit(cfg, robot, train, val, out_dir, max_minutes, resume, progress, resume_on_new_data)
     preds = {name: [predict(m.model, robot.pin_model, r)["tau"] for r in recs]
              for name, recs, m in (("train", train, res), ("val", val, chosen), ("test", test, res))}
     metrics: dict[str, Any] = {"kind": res.cfg.kind, "mode": res.cfg.mode, "stopped": res.stopped,

@@ -454,6 +454,24 @@ def fit(
     return result
 
 
+def fit_again(result: TrainResult, robot: Any, data: Sequence[Recording], progress: bool = True) -> TrainResult:
+    """``result``'s configuration fitted on ``data`` for the epochs its own fit needed (up to its best validation
+    epoch), with no validation: the physics is identified on all of ``data``; its residual gate is applied again."""
+    epochs = 1 + int(np.argmin([h["val"] for h in result.history])) if result.history else 1
+    out = fit(dataclasses.replace(result.cfg, epochs=epochs, patience=epochs + 1), robot, data, (), progress=progress)
+    out.cfg = out.model.cfg = dataclasses.replace(out.cfg, epochs=result.cfg.epochs, patience=result.cfg.patience)
+    apply_gate(out, result.gate)
+    return out
+
+
+def apply_gate(result: TrainResult, gate: np.ndarray | None) -> None:
+    """Fold a gate fitted on validation (``training.fit_residual_gate``) into a refitted model's residual scale."""
+    if gate is not None and result.model.residual is not None:
+        with torch.no_grad():
+            result.model.norm.y_scale.mul_(torch.as_tensor(gate, dtype=result.model.norm.y_scale.dtype))
+        result.gate = gate.copy()
+
+
 def predict(model: TorqueModel, pin_model: Any, rec: Recording) -> dict[str, np.ndarray]:
     """Parts (N, n) in Nm for one recording, evaluated as one sequence with state carried."""
     d = prepare(pin_model, rec, model.inertial is not None, model.cfg.uses_r)

@@ -28,6 +28,7 @@ Sections (each writes results/<section>.json with ``_provenance``):
   time_split            the issue's protocol (train on a log's first half, test on its last 40 %) on every long
                         recording here: auto without --val, with and without refitting its winner, vs rbd-friction
   selection_score       auto ranked by the validation recording's variance or by the training torque range
+  time_split_kinds      time_split for single kinds (hybrid E2E / 2S, hybrid-j 2S): refitted on the tail or not
 
 Rules kept: choices are made on validation data only (plant: a held-out trajectory; KUKA: file 2); the plant's
 test trajectory and KUKA file 3 are reported, never used for a choice. Recordings are cached under --work.
@@ -678,6 +679,49 @@ def time_split(work: Path, minutes: float) -> dict:
     return out
 
 
+REFIT_KINDS = {"hybrid E2E": {"kind": "hybrid", "mode": "e2e"}, "hybrid 2S": {"kind": "hybrid", "mode": "2s"},
+               "hybrid-j 2S": {"kind": "hybrid-j", "mode": "2s"}}
+REFIT_KINDS_RULE = (
+    "idyn train refits the single kinds auto fits (hybrid, hybrid-r, hybrid-j) on the training data with the held-out "
+    "tail too, if for each of REFIT_KINDS on the test part of every time split the refitted model scores within 2 % of "
+    "the unrefitted one or better, and better by more than 2 % on at least one. Fixed before the first run.")
+
+
+def time_split_kinds(work: Path, minutes: float) -> dict:
+    """``time_split`` for single kinds (``REFIT_KINDS``, the two the issue ran on its Panda log and the per-joint one):
+    the fit on the training half minus its tail (early stopping and gate on the tail), and that fit refitted on the
+    whole half (``training.fit_again``, what ``train_run(refit=True)`` does after it)."""
+    from idyn_ros.dynamics.friction import DEFAULT_KINDS
+    from idyn_ros.models.auto import scores
+    from idyn_ros.models.current_gains import currents_to_torque
+    from idyn_ros.models.sources import hold_out_tail
+    from idyn_ros.models.training import fit, fit_again
+    from idyn_ros.models.zoo import ModelConfig
+
+    out: dict[str, Any] = {"rule": REFIT_KINDS_RULE, "budget_minutes": minutes, "datasets": {}}
+    ratios = []
+    for name, robot, recs, extra in _time_split_datasets(work):
+        train, test = _time_cut(recs, 0.0, TIME_SPLIT[0]), _time_cut(recs, TIME_SPLIT[1], 1.0)
+        _, _, (train, _, test) = currents_to_torque(robot, train, (), test, DEFAULT_KINDS)
+        fit_on, val, _ = hold_out_tail(train)
+        ds: dict[str, Any] = {}
+        for kind, over in REFIT_KINDS.items():
+            t0 = time.perf_counter()
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                alone = fit(ModelConfig(**over, **extra), robot, fit_on, val, max_minutes=minutes, progress=False)
+                again = fit_again(alone, robot, train, progress=False)
+            a, b = scores(alone, robot, test)[0]["nmse_mean"], scores(again, robot, test)[0]["nmse_mean"]
+            ds[kind] = {"test_nmse_mean": a, "refitted_test_nmse_mean": b, "refitted_to_not": b / a,
+                        "epochs": len(again.history), "seconds": round(time.perf_counter() - t0, 1)}
+            ratios.append(b / a)
+            print(f"{name:<14} {kind:<12} test {a:.4f} refitted {b:.4f} ({b / a:.3f})", flush=True)
+        out["datasets"][name] = ds
+    out["adopt"] = bool(all(r <= 1.02 for r in ratios) and any(r < 0.98 for r in ratios))
+    print("refit the single kinds:", out["adopt"])
+    return out
+
+
 SELECTION_SCORE_RULE = (
     "auto ranks its candidates by the validation MSE over the training torque range (minmax_nmse_mean, the scale early "
     "stopping uses) instead of over the validation recording's own variance (nmse_mean) if, on the test part of every "
@@ -730,7 +774,8 @@ SECTIONS = {"plant_regularisation": plant_regularisation, "plant_data_size": pla
             "kuka_hold_joint6": kuka_hold_joint6, "kuka_geometric_prior": kuka_geometric_prior,
             "prior_selection": prior_selection, "prior_default": prior_default,
             "ur5_base_average": ur5_base_average, "joint_linear": joint_linear,
-            "time_split": time_split, "selection_score": selection_score}
+            "time_split": time_split, "selection_score": selection_score,
+            "time_split_kinds": time_split_kinds}
 
 
 def main() -> None:
