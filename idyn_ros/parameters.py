@@ -472,6 +472,10 @@ class PlantParams(RobotParams):
     lockstep_wait: float = param(1.0, "lockstep: s (wall) the plant waits for the answer to a state before it lets "
                                  "one period pass at zero torque (a controller that died); sim time, and so the "
                                  "controllers' clock, stands still meanwhile", lo=0.001, hi=600.0, read_only=True)
+    lockstep_subscribers: int = param(0, "lockstep: /joint_states subscriptions the plant waits for, braked and "
+                                      "ignoring commands, before the first command starts the loop (so a recorder "
+                                      "started beside the controller misses no state); 0 = start on the first "
+                                      "command", lo=0, hi=1000, read_only=True)
     on_bad_command: str = param("reject", "commands beyond the effort limits: reject (keep the previous) | clamp",
                                 choices=("reject", "clamp"), read_only=True)
     initial_positions: tuple[float, ...] = param((), "rad at start, robot joint order; [] = 0 clipped into each "

@@ -105,8 +105,7 @@ def run_pipeline(robot: str, bag: Path, sim_seconds: float, controller: dict[str
     # composed (decision): controller + reference in one process = one process less to schedule per tick
     nodes = Launcher(GraphSettings(robot, "mujoco", clock="lockstep", composed=True, plant=False,
                                    nodes=("controller", "reference"), overrides=controller), log_dir)
-    plant_proc = Launcher(GraphSettings(robot, "mujoco", clock="lockstep", nodes=(), overrides=plant), log_dir)
-    launchers = (nodes, plant_proc)
+    launchers = [nodes]
     t0 = time.monotonic()
     reached = False
     try:
@@ -124,6 +123,11 @@ def run_pipeline(robot: str, bag: Path, sim_seconds: float, controller: dict[str
             if nodes.dead():
                 raise IdynError(f"{desc}: node process(es) {nodes.dead()} exited early; see the logs in {log_dir}")
         watcher.spin(0.5)
+        # the plant waits for them too: the controller can match it before the recorder does, and a recorder that
+        # joins a running lockstep loop misses its start (seen: a bag without its first 1.5 s, or with no state)
+        plant_proc = Launcher(GraphSettings(robot, "mujoco", clock="lockstep", nodes=(),
+                                            overrides={**plant, "lockstep_subscribers": expected}), log_dir)
+        launchers.append(plant_proc)
         plant_proc.start()
         started = time.monotonic()
         discovery_s = started - t0
@@ -213,6 +217,10 @@ def split_recording(dataset: Any, windows: list[tuple[float, float]], offset_s: 
 
 def _window_metrics(t: np.ndarray, q: np.ndarray, q_d: np.ndarray, a: float, b: float) -> dict[str, float]:
     sel = (t >= a - 1e-9) & (t <= b + 1e-9)
+    if not sel.any():
+        raise IdynError(f"no state in the measured window {a:.2f}..{b:.2f} s: the recording spans "
+                        f"{t[0] if t.size else float('nan'):.3f}..{t[-1] if t.size else float('nan'):.3f} s "
+                        f"({t.size} states)")
     e = np.degrees(q_d[sel] - q[sel])
     return {"rmse_deg": float(np.sqrt((e**2).mean(0)).mean()), "final_deg": float(np.abs(e[-1]).mean()),
             "samples": int(sel.sum())}

@@ -95,6 +95,7 @@ class PlantNode(Node):
         self.gate = CommandGate(plant.effort_limit, p.on_bad_command, p.command_timeout)
         self.lockstep = p.clock_mode == "lockstep"
         self.timeout = p.lockstep_wait if self.lockstep else p.command_timeout
+        self.wait_for = p.lockstep_subscribers
         self.gt_every = p.ground_truth_decimation
         controller = p.controller or plant.description.effort_controller
         self.command_topic = f"/{controller}/commands"
@@ -163,6 +164,8 @@ class PlantNode(Node):
 
     def _on_command(self, msg: Any) -> None:
         start = time.monotonic()
+        if self.lockstep and not self.gate.started and self.pub_js.get_subscription_count() < self.wait_for:
+            return  # braked until every expected listener matched (lockstep_subscribers); the republish goes on
         accepted = self.gate.submit(msg.data, self.plant.time)
         dim = msg.layout.dim
         if dim and dim[0].label.startswith(STAMP_LABEL):

@@ -226,6 +226,21 @@ def test_lockstep_start_survives_lost_first_answer_and_late_controller(harness_f
     np.testing.assert_allclose(braked[0].position, q0, atol=1e-3)  # held by the brakes (encoder quantised)
 
 
+def test_lockstep_waits_for_the_expected_listeners_before_it_starts(harness_factory):
+    """lockstep_subscribers=2: one answering controller is not enough to start; a second listener (a recorder)
+    starts the loop, which it then hears from its first stepped state on."""
+    from idyn_ros.nodes.plant import PlantRunner
+
+    with PlantRunner(robot="ur5", profile="ideal", lockstep_wait=0.1, lockstep_subscribers=2) as runner:
+        h = harness_factory("ur5")
+        h.answer = _controller_like(lose_first=False)
+        h.spin_until(lambda: False, timeout=1.5)
+        assert runner.node.ticks == 0 and len(h.states) >= 2  # braked republishes answered, none accepted
+        harness_factory("ur5")  # the second /joint_states subscription
+        assert h.spin_until(lambda: runner.node.ticks >= 50, timeout=30.0), runner.node.ticks
+        h.answer = None
+
+
 def test_reset_joints_gets_a_fresh_stamp(harness_factory):
     from idyn_ros.nodes.plant import PlantRunner
     from idyn_ros.srv import ResetJoints
