@@ -630,6 +630,25 @@ def _time_split_datasets(work: Path) -> list[tuple[str, Any, list, dict[str, Any
     return out
 
 
+def _adopt(ratios: list[float], margin: float = 0.02) -> bool:
+    """The rules' shared test: every ratio (new / now) within ``margin`` or better, and one better by more."""
+    return bool(all(r <= 1 + margin for r in ratios) and any(r < 1 - margin for r in ratios))
+
+
+def _time_split_parts(work: Path):
+    """(name, robot, training half, its part before the tail, the tail, test part, extra) per recording (currents
+    converted on the training half as `idyn train` does)."""
+    from idyn_ros.dynamics.friction import DEFAULT_KINDS
+    from idyn_ros.models.current_gains import currents_to_torque
+    from idyn_ros.models.sources import hold_out_tail
+
+    for name, robot, recs, extra in _time_split_datasets(work):
+        train, test = _time_cut(recs, 0.0, TIME_SPLIT[0]), _time_cut(recs, TIME_SPLIT[1], 1.0)
+        _, _, (train, _, test) = currents_to_torque(robot, train, (), test, DEFAULT_KINDS)
+        fit_on, val, note = hold_out_tail(train)
+        yield name, robot, train, fit_on, val, test, extra, note
+
+
 REFIT_RULE = (
     "auto without --val refits its winner on the training data with the held-out tail (models.auto.refit) by default "
     "if, on the test part of every time split here, the refitted model scores within 2 % of the one fitted without "
@@ -640,10 +659,7 @@ def time_split(work: Path, minutes: float) -> dict:
     """The issue's protocol (train on the first half of a log, test on its last 40 %) on every long recording
     here: `idyn train` auto without --val (a tail of the training half held out), with and without refitting the
     winner on the tail (``REFIT_RULE``), against rbd-friction (identified on all of the training half)."""
-    from idyn_ros.dynamics.friction import DEFAULT_KINDS
-    from idyn_ros.models.current_gains import currents_to_torque
     from idyn_ros.models.pipeline import train_run
-    from idyn_ros.models.sources import hold_out_tail
     from idyn_ros.models.zoo import ModelConfig
 
     out: dict[str, Any] = {"protocol": f"train on the first {TIME_SPLIT[0]:.0%} of the samples, test on the last "
@@ -651,12 +667,10 @@ def time_split(work: Path, minutes: float) -> dict:
                                        f"as idyn train does without --val; rbd-friction identifies on all of it",
                            "rule": REFIT_RULE, "budget_minutes": minutes, "datasets": {}}
     ratios = []
-    for name, robot, recs, extra in _time_split_datasets(work):
-        train, test = _time_cut(recs, 0.0, TIME_SPLIT[0]), _time_cut(recs, TIME_SPLIT[1], 1.0)
-        _, _, (train, _, test) = currents_to_torque(robot, train, (), test, DEFAULT_KINDS)
+    for name, robot, train, before_tail, tail, test, extra, tail_note in _time_split_parts(work):
         ds: dict[str, Any] = {}
         for kind in ("auto", "auto, refitted", "rbd-friction"):
-            fit_on, val, note = (train, [], "") if kind == "rbd-friction" else hold_out_tail(train)
+            fit_on, val, note = (train, [], "") if kind == "rbd-friction" else (before_tail, tail, tail_note)
             t0 = time.perf_counter()
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
@@ -674,7 +688,7 @@ def time_split(work: Path, minutes: float) -> dict:
         ds["refitted_to_not"] = ds["auto, refitted"]["test_nmse_mean"] / ds["auto"]["test_nmse_mean"]
         ratios.append(ds["refitted_to_not"])
         out["datasets"][name] = ds
-    out["adopt_refit"] = bool(all(r <= 1.02 for r in ratios) and any(r < 0.98 for r in ratios))
+    out["adopt_refit"] = _adopt(ratios)
     print("refit by default:", out["adopt_refit"])
     return out
 
@@ -691,19 +705,13 @@ def time_split_kinds(work: Path, minutes: float) -> dict:
     """``time_split`` for single kinds (``REFIT_KINDS``, the two the issue ran on its Panda log and the per-joint one):
     the fit on the training half minus its tail (early stopping and gate on the tail), and that fit refitted on the
     whole half (``training.fit_again``, what ``train_run(refit=True)`` does after it)."""
-    from idyn_ros.dynamics.friction import DEFAULT_KINDS
     from idyn_ros.models.auto import scores
-    from idyn_ros.models.current_gains import currents_to_torque
-    from idyn_ros.models.sources import hold_out_tail
     from idyn_ros.models.training import fit, fit_again
     from idyn_ros.models.zoo import ModelConfig
 
     out: dict[str, Any] = {"rule": REFIT_KINDS_RULE, "budget_minutes": minutes, "datasets": {}}
     ratios = []
-    for name, robot, recs, extra in _time_split_datasets(work):
-        train, test = _time_cut(recs, 0.0, TIME_SPLIT[0]), _time_cut(recs, TIME_SPLIT[1], 1.0)
-        _, _, (train, _, test) = currents_to_torque(robot, train, (), test, DEFAULT_KINDS)
-        fit_on, val, _ = hold_out_tail(train)
+    for name, robot, train, fit_on, val, test, extra, _ in _time_split_parts(work):
         ds: dict[str, Any] = {}
         for kind, over in REFIT_KINDS.items():
             t0 = time.perf_counter()
@@ -717,7 +725,7 @@ def time_split_kinds(work: Path, minutes: float) -> dict:
             ratios.append(b / a)
             print(f"{name:<14} {kind:<12} test {a:.4f} refitted {b:.4f} ({b / a:.3f})", flush=True)
         out["datasets"][name] = ds
-    out["adopt"] = bool(all(r <= 1.02 for r in ratios) and any(r < 0.98 for r in ratios))
+    out["adopt"] = _adopt(ratios)
     print("refit the single kinds:", out["adopt"])
     return out
 
@@ -732,18 +740,11 @@ SELECTION_SCORE_RULE = (
 def selection_score(work: Path, minutes: float) -> dict:
     """auto ranked by the validation recording's variance (nmse_mean) or by the training range (minmax_nmse_mean) on
     every dataset with a test part: the time splits (``time_split``) and the fixed splits (``_every_dataset``)."""
-    from idyn_ros.dynamics.friction import DEFAULT_KINDS
     from idyn_ros.models.auto import fit_auto, scores
-    from idyn_ros.models.current_gains import currents_to_torque
-    from idyn_ros.models.sources import hold_out_tail
     from idyn_ros.models.zoo import ModelConfig
 
-    runs = []
-    for name, robot, recs, extra in _time_split_datasets(work):
-        train, test = _time_cut(recs, 0.0, TIME_SPLIT[0]), _time_cut(recs, TIME_SPLIT[1], 1.0)
-        _, _, (train, _, test) = currents_to_torque(robot, train, (), test, DEFAULT_KINDS)
-        fit_on, val, _ = hold_out_tail(train)
-        runs.append((f"{name}, time split", robot, fit_on, val, test, extra))
+    runs = [(f"{name}, time split", robot, fit_on, val, test, extra)
+            for name, robot, _, fit_on, val, test, extra, _ in _time_split_parts(work)]
     runs += [(name, robot, train, val, test, extra)
              for name, _, robot, train, val, test, extra in _every_dataset(work) if test]
     out: dict[str, Any] = {"rule": SELECTION_SCORE_RULE, "datasets": {}}
@@ -763,7 +764,7 @@ def selection_score(work: Path, minutes: float) -> dict:
         ds["training_range_to_variance"] = ds["minmax_nmse_mean"]["test_nmse_mean"] / ds["nmse_mean"]["test_nmse_mean"]
         ratios.append(ds["training_range_to_variance"])
         out["datasets"][name] = ds
-    out["adopt"] = bool(all(r <= 1.02 for r in ratios) and any(r < 0.98 for r in ratios))
+    out["adopt"] = _adopt(ratios)
     print("rank by the training range:", out["adopt"])
     return out
 
