@@ -25,8 +25,9 @@ Model kinds:
                 on the validation recordings and exports the best; a learned one only if it beats physics by 2 %.
                 The hybrid-j 2S
                 fits on the physics candidates compete as one model, their average (it carried better to unseen
-                runs than any single one on real KUKA and UR5 data). --max-minutes is the total of the
-                selection (a refit without --val, below, adds up to the chosen model's own training time);
+                runs than any single one on real KUKA and UR5 data). --max-minutes bounds the selection;
+                without --val the refit (below) then repeats the chosen fit on 25 % more data for at most the
+                epochs it ran, so it adds at most about 1.25x that fit's own time (an average's: its members');
                 metrics.json["candidates"] lists them all.
   rbd           rigid-body dynamics only (nominal URDF with --id-method nominal, else identified)
   rbd-friction  RBD + friction, identified by least squares / SDP (--id-method, --friction)
