@@ -24,7 +24,6 @@ FT_TOPIC = "/ft_sensor/wrench"
 FALSE_ALARM = (VAL, "Movement_No1")
 PUSHED_NO_TRUTH = ("Movement_No5_Acc_slow_w_disturbance", "Movement_No7_Acc_slow_Verify_Model_short_with_disturbance")
 UR10_BAG = Path("ur10_bags") / "exciting" / "ur10_exciting_trajectory.db3"
-RATE_HZ = 125.0
 HYBRID_MINUTES = 12.0
 
 
@@ -106,8 +105,7 @@ def wrench_scores(model: str, root: Path) -> dict[str, Any]:
             "contact_fraction": s["ours"]["contact_fraction"], "rezeros": s["ours"]["rezeros"],
             "hidden_by_friction": s["hidden_by_friction"], "conventions": s["conventions"]}
     for name in FALSE_ALARM:
-        rate = RATE_HZ if name == "Movement_No1" else None
-        s = _wrench(model, d / name, "wrench", rate=rate)
+        s = _wrench(model, d / name, "wrench")  # No1 (63 Hz irregular): resampled to the model's rate by default
         out[f"false_alarm_{name}"] = {
             "recording": name, "trained_on": False, "used_for_validation": name == VAL,
             "rate_hz": s["rate_hz"], "ours_force_rms_n": s["ours"]["force_rms_n"],
@@ -179,8 +177,8 @@ def run_benchmarks(quick: bool = False) -> dict[str, Any]:
         "split": {"train": list(TRAIN), "val": VAL, "score": SCORE, "false_alarm": list(FALSE_ALARM),
                   "pushed_without_ground_truth": list(PUSHED_NO_TRUTH)},
         "decisions": {
-            "rate": "each recording at its own rate (125 Hz); No1 (63 Hz irregular) resampled to 125 Hz, the "
-                    "models' rate",
+            "rate": "the model's (idyn wrench's default): each recording at its own 125 Hz; No1 (63 Hz irregular) "
+                    "resampled onto 125 Hz",
             "effort": "motor current [A] (the bags' metadata say so), tau = k i with the gains identified in training",
             "scoring": "forces in tool0 axes, environment on robot; sensor as recorded (+1), UR estimate negated "
                        "(-1); each signal minus its own mean over one initial rest window; forces only",
@@ -190,7 +188,7 @@ def run_benchmarks(quick: bool = False) -> dict[str, Any]:
             + " --model rbd-friction --out runs/ur5_rbdf",
             "idyn wrench --model runs/ur5_rbdf/model.onnx --data ur5_ft/" + SCORE + " -o no10.npz --ft-topic "
             + FT_TOPIC + " --plot no10.png [--contact-model point]",
-            "idyn wrench --model runs/ur5_rbdf/model.onnx --data ur5_ft/Movement_No1 --rate 125 -o no1.npz",
+            "idyn wrench --model runs/ur5_rbdf/model.onnx --data ur5_ft/Movement_No1 -o no1.npz",
         ],
         "models": {},
     }
