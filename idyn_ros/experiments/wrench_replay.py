@@ -113,15 +113,16 @@ def replay(model_path: str | Path, source: str | Path, robot: Any = None, rate_h
     if len(t_ns) < 3:
         raise DatasetError(f"{source}: {len(t_ns)} joint states; a replay needs at least 3")
     model_rate = float(meta.get("rate_hz") or 0.0) or None  # artifacts without a rate run at the recording's
-    own = f"{series.rate_hz:.4g} Hz" + (f", irregular stamps ({series.irregular})" if series.irregular else "")
+    own_rate, irregular = series.rate_hz, series.irregular  # each measures the stamps: once
+    own = f"{own_rate:.4g} Hz" + (f", irregular stamps ({irregular})" if irregular else "")
     if rate_hz is not None:
         if not (math.isfinite(rate_hz) and rate_hz > 0):
             raise ParameterError(f"--rate must be a positive number of Hz, got {rate_hz}")
         rate, why = float(rate_hz), "--rate"
-    elif model_rate is not None and (series.irregular or not same_rate(series.rate_hz, model_rate)):
+    elif model_rate is not None and (irregular or not same_rate(own_rate, model_rate)):
         rate, why = model_rate, "the model's rate; --rate chooses another"  # as idyn evaluate and idyn train do
     else:
-        rate, why = series.rate_hz, ""
+        rate, why = own_rate, ""
     if why:
         grid = np.arange(t_ns[0], t_ns[-1] + 1, round(1e9 / rate), dtype=np.int64)
         x, xg = (t_ns - t_ns[0]).astype(np.float64), (grid - t_ns[0]).astype(np.float64)
