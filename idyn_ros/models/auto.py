@@ -188,7 +188,7 @@ def average_candidate(members: Sequence[Candidate], robot: Any, val: Sequence[Re
 
 def refit(winner: Candidate, done: Sequence[Candidate], robot: Any, data: Sequence[Recording],
           progress: bool = True) -> TrainResult:
-    """The winner fitted again on ``data`` (its training data and the held-out tail it was chosen on), so the model
+    """The winner fitted again on ``data`` (its training data and the recordings it was chosen on), so the model
     a user gets learns from all their recordings; an average refits each member. Gates stay those of selection."""
     if winner.name != AVERAGED:
         out = fit_again(winner.result, robot, data, progress)
@@ -196,7 +196,7 @@ def refit(winner: Candidate, done: Sequence[Candidate], robot: Any, data: Sequen
         members = [c for c in done if c.member_of == AVERAGED and c.result is not None]
         out = _average([fit_again(c.result, robot, data, progress) for c in members], [c.name for c in members])
         apply_gate(out, winner.result.gate)
-    out.stopped = f"{winner.result.stopped}; then refitted on the training data with the validation tail"
+    out.stopped = f"{winner.result.stopped}; then refitted on all the training data"
     return out
 
 

@@ -84,15 +84,36 @@ def export_model(model: TorqueModel, ck: dict[str, Any], robot: Any, out: str | 
     return ex.export_onnx(model, robot, out, meta)
 
 
-def _repeated_validation_warning(share: float, spare: list[dict[str, Any]]) -> str:
-    """The warning for a validation that repeats the training states, naming training recordings that could validate."""
+def _repeated_validation_warning(share: float, spare: list[dict[str, Any]], chose_on: dict[str, Any] | None = None
+                                 ) -> str:
+    """The warning for a validation that repeats the training states, naming training recordings that could validate
+    (and the one auto chooses on instead, if any)."""
     msg = (f"{share:.0%} of the validation states are already in the training data (within {OVERLAP_RADIUS:g} std): "
-           f"validation repeats the training trajectory, so its scores (and auto's choice) measure noise, not how the "
-           f"model carries to another trajectory; validate on a different trajectory")
+           f"validation repeats the training trajectory, so its scores measure noise, not how the model carries to "
+           f"another trajectory; validate on a different trajectory")
     if spare:
         names = ", ".join(f"{r['recording']} ({r['covered']:.0%} covered)" for r in spare)
         msg += f". Training recordings the others hardly cover, which could validate instead (--val): {names}"
+    if chose_on:
+        msg += (f". auto chooses its model on {chose_on['recording']} instead, held out of training, then fits the "
+                f"model it chose again on all the training recordings")
     return msg
+
+
+# Decision: a held-out recording must hold at least this share of the training samples to choose on (a few seconds
+# of one motion rank candidates by chance), and the rest must keep the larger part.
+MIN_HELD_SHARE = 0.05
+MAX_HELD_SHARE = 0.5
+
+
+def _uncovered_recording(train: Sequence[Recording], spare: Sequence[tuple[int, float]]) -> int | None:
+    """Index of the training recording auto chooses on when the validation given repeats training: the one the others
+    cover least (``metrics.validation_candidates``), within ``MIN_HELD_SHARE``..``MAX_HELD_SHARE`` of the samples."""
+    total = sum(len(r.t) for r in train)
+    for i, _ in spare:
+        if MIN_HELD_SHARE <= len(train[i].t) / total <= MAX_HELD_SHARE:
+            return i
+    return None
 
 
 def _short_source(source: str, index: int) -> str:
@@ -114,6 +135,7 @@ def train_run(
     effort: dict[str, Any] | None = None,
     validation_note: str = "",
     refit: bool = False,
+    choose_on_uncovered: bool = False,
 ) -> tuple[TrainResult, dict[str, Any]]:
     """Fit, compute train/val/test metrics, and (with ``out_dir``) save model.pt/model.onnx/metrics.json.
 
@@ -124,27 +146,46 @@ def train_run(
     (``models.current_gains``): stored in the artifact, and the metrics get the RMSE in current units too.
     ``refit`` (auto only, for a validation held out of the user's training data): the winner is fitted again on
     train + val (``models.auto.refit``); ``metrics["val"]`` and the uncertainty stay those of the fit it was chosen as.
+    ``choose_on_uncovered`` (auto): when ``val`` repeats the training states, choose on the training recording the
+    others cover least instead (``_uncovered_recording``), then refit the winner on all of ``train`` (and on ``val``
+    too with ``refit``); ``metrics["val"]`` is then that recording's score, ``metrics["val_given"]`` the one of ``val``.
     """
     if out_dir is not None:
         Path(out_dir).mkdir(parents=True, exist_ok=True)
     overlap: dict[str, Any] | None = None
+    held: int | None = None  # auto: the training recording it chooses on instead of a validation that repeats training
     if train and val:
         overlap = {"share": state_overlap(train, val), "radius_std": OVERLAP_RADIUS}
         if overlap["share"] >= OVERLAP_WARNING:  # said before training, which can take minutes
+            spare = validation_candidates(train)
             overlap["could_validate"] = [{"recording": _short_source(train[i].source, i), "covered": s}
-                                         for i, s in validation_candidates(train)]
-            warnings.warn(_repeated_validation_warning(overlap["share"], overlap["could_validate"]), stacklevel=2)
+                                         for i, s in spare]
+            if cfg.kind == "auto" and choose_on_uncovered:
+                held = _uncovered_recording(train, spare)
+            if held is not None:
+                overlap["chose_on"] = overlap["could_validate"][[i for i, _ in spare].index(held)]
+            warnings.warn(_repeated_validation_warning(overlap["share"], overlap["could_validate"],
+                                                       overlap.get("chose_on")), stacklevel=2)
     candidates = None
+    given_val: list[Recording] = []  # the validation passed in, when auto chose on a training recording instead
     if cfg.kind == "auto":
         from idyn_ros.models.auto import fit_auto
 
         if resume:
             raise ParameterError("--resume applies to one model kind; auto fits several candidates (drop --resume)")
-        res, candidates = fit_auto(cfg, robot, train, val, max_minutes, progress,
-                                   overlap=None if overlap is None else overlap["share"],
-                                   refit_on=[*train, *val] if refit and val else None)
+        select_on = list(train)
+        refit_on = [*train, *val] if refit and val else None
+        if held is not None:
+            given_val, val = list(val), [train[held]]
+            select_on = [r for i, r in enumerate(train) if i != held]
+            refit_on = [*train, *given_val] if refit else list(train)
+            note = f"auto chose on {overlap['chose_on']['recording']} (held out of training), not on the given --val"
+            validation_note = f"{validation_note}; {note}" if validation_note else note
+        res, candidates = fit_auto(cfg, robot, select_on, val, max_minutes, progress,
+                                   overlap=None if overlap is None or held is not None else overlap["share"],
+                                   refit_on=refit_on)
         chosen = res  # the fit validation scored: the exported one, or before its refit
-        if refit and val:
+        if refit_on is not None:
             chosen = next(c.result for c in candidates if c.name == res.cfg.extra["candidate"])
     elif refit:  # decision: not for one kind (studies/auto_selection, time_split_kinds: > 2 % worse on 4 of 21)
         raise ParameterError("refit applies to auto (a single kind keeps the fit its validation stopped)")
@@ -166,6 +207,9 @@ def train_run(
         metrics["candidates"] = [c.row() for c in candidates]
     if val:
         metrics["val"] = evaluate_torch(chosen, robot, val, preds["val"])
+    if given_val:  # the exported model on the validation passed in (it repeats training: not what auto chose on)
+        metrics["val_given"] = evaluate_torch(res, robot, given_val,
+                                              [predict(res.model, robot.pin_model, r)["tau"] for r in given_val])
     if test:
         metrics["test"] = evaluate_torch(res, robot, test, preds["test"])
     hold = res.model.dq_hold.detach().numpy()
