@@ -146,9 +146,10 @@ def train_run(
     (``models.current_gains``): stored in the artifact, and the metrics get the RMSE in current units too.
     ``refit`` (auto only, for a validation held out of the user's training data): the winner is fitted again on
     train + val (``models.auto.refit``); ``metrics["val"]`` and the uncertainty stay those of the fit it was chosen as.
-    ``choose_on_uncovered`` (auto): when ``val`` repeats the training states, choose on the training recording the
-    others cover least instead (``_uncovered_recording``), then refit the winner on all of ``train`` (and on ``val``
-    too with ``refit``); ``metrics["val"]`` is then that recording's score, ``metrics["val_given"]`` the one of ``val``.
+    ``choose_on_uncovered`` (auto; off: 22 % worse on a plant in studies/auto_selection, ``uncovered_validation``):
+    when ``val`` repeats the training states, choose on the training recording the others cover least instead
+    (``_uncovered_recording``), then refit the winner on all of ``train`` (and on ``val`` too with ``refit``);
+    ``metrics["val"]`` is then that recording's score, ``metrics["val_given"]`` the one of ``val``.
     """
     if out_dir is not None:
         Path(out_dir).mkdir(parents=True, exist_ok=True)

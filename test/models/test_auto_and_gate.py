@@ -169,6 +169,41 @@ def test_validation_that_repeats_the_training_trajectory_is_said(iiwa, synth, tm
     assert "other_trajectory.npz" in [r["recording"] for r in metrics["validation_overlap"]["could_validate"]]
 
 
+def test_auto_chooses_on_the_uncovered_training_recording_when_validation_repeats_training(iiwa, synth):
+    """A rerun as validation: auto holds out the training recording the others miss, lets every candidate compete on
+    it, refits the winner on all the training recordings and scores the given validation apart."""
+    from idyn_ros.models.pipeline import train_run
+
+    a, b, test = synth
+    rerun = dataclasses.replace(a, q=a.q + 1e-4, tau=a.tau + 0.01)
+    other = dataclasses.replace(b, source="/data/other_trajectory.npz")
+    cfg = ModelConfig(kind="auto", epochs=2, **TINY)
+    with pytest.warns(UserWarning, match="auto chooses its model on other_trajectory.npz instead"):
+        res, m = train_run(cfg, iiwa, [a, other], [rerun], [test], progress=False, choose_on_uncovered=True)
+    assert m["validation_overlap"]["share"] == 1.0
+    assert m["validation_overlap"]["chose_on"]["recording"] == "other_trajectory.npz"
+    assert "other_trajectory.npz" in m["validation_data"]
+    assert m["val"]["n_samples"] == b.n_samples and m["val_given"]["n_samples"] == a.n_samples
+    assert m["train"]["n_samples"] == a.n_samples + b.n_samples
+    assert not any("repeats the training states" in c.get("skipped", "") for c in m["candidates"])
+    assert "refitted on all the training data" in res.stopped
+    _, m = train_run(cfg, iiwa, [a, other], [rerun], [test], progress=False)  # off: the rule for repeats applies
+    assert "chose_on" not in m["validation_overlap"] and "val_given" not in m
+    assert any("repeats the training states" in c.get("skipped", "") for c in m["candidates"])
+
+
+def test_the_recording_auto_chooses_on_holds_a_fair_share_of_the_samples(synth):
+    """The least covered recording, unless it holds under 5 % of the samples (chance) or over half (training)."""
+    from idyn_ros.models.pipeline import _uncovered_recording
+
+    a, b, _ = synth  # 2400 and 1200 samples
+    tiny = dataclasses.replace(b, t=b.t[:50])
+    assert _uncovered_recording([a, b], [(0, 0.0), (1, 0.1)]) == 1  # a holds 2/3: skipped
+    assert _uncovered_recording([a, b, tiny], [(2, 0.0), (1, 0.2)]) == 1  # tiny holds 1.4 %: skipped
+    assert _uncovered_recording([a, b], [(0, 0.0)]) is None
+    assert _uncovered_recording([a, b], []) is None
+
+
 def test_auto_lets_only_the_per_joint_residual_compete_when_validation_repeats_training(iiwa, synth):
     train, val, _ = synth
     base = ModelConfig(kind="auto", epochs=2, **TINY)
