@@ -328,6 +328,14 @@ def _ur5(d: dict) -> Lines:
             "cannot do better (`idyn wrench` prints it).", ""]
     rows = [[n, fmt(v["ours"]), fmt(v["ur_controller"])] for n, v in h["false_alarm_force_rms_n"].items()]
     out += table(["contact-free run (not trained on)", "ours force RMS [N]", "UR force RMS [N]"], rows)
+    user = d.get("user_path")  # results before it was measured have none
+    if user:
+        w, runs = user["wrench"], d["split"]["false_alarm"]
+        out += [f"As a user runs it (`{user['command']}`: auto without --val, {fmt(user['train_seconds'])} s; it chose "
+                f"{user['selected']}): No10 ours / UR {fmt(w['no10_wrench']['rmse_ratio_ours_to_ur'])} (point contact "
+                f"{fmt(w['no10_point']['rmse_ratio_ours_to_ur'])}); false alarms "
+                + ", ".join(f"{fmt(w[f'false_alarm_{n}']['ours_force_rms_n'])} N on {n}" for n in runs)
+                + ".", ""]
     p = d["plant_trust"]["pushes"]
     out += [f"Plant (ur5, true profile): bias {fmt(p['bias_before_rezero_n'])} N before and "
             f"{fmt(p['bias_after_auto_rezero_n'])} N after the automatic re-zero; false alarms "

@@ -6,7 +6,8 @@ The split (decision, from shared/data/ur5_ft/README.md, never tuned on the held-
 contact-free runs except No1 and No7_short; validate on No7_short (early stopping only; rbd-friction does not use
 it); score the wrench on No10_Fx (the F/T run); false alarms on the contact-free runs not trained on: No7_short and
 No1 (63 Hz irregular: replayed at 125 Hz, resampled linearly). No5_w and No7_with (pushes, no ground truth) are
-reported against the UR's estimate only.
+reported against the UR's estimate only. The same scores for the model a user gets from `idyn train` on the training
+runs alone (auto, no --val) are in ``user_path``.
 """
 
 from __future__ import annotations
@@ -121,6 +122,27 @@ def wrench_scores(model: str, root: Path) -> dict[str, Any]:
     return out
 
 
+def user_path(root: Path, out: Path) -> dict[str, Any]:
+    """What a UR user gets: `idyn train --robot ur5 --data <the training runs>` (auto without --val: a held-out
+    tail, then the winner refitted on all of it), run through the CLI, and its wrench scores."""
+    import contextlib
+    import io
+    import json
+
+    from idyn_ros.cli import main
+
+    d = root / "ur5_ft"
+    argv = ["train", "--robot", "ur5", "--data", *(str(d / r) for r in TRAIN), "--out", str(out), "--no-progress"]
+    t0 = time.perf_counter()
+    with contextlib.redirect_stdout(io.StringIO()):  # the bench prints its own tables
+        if main(argv) != 0:
+            raise RuntimeError(f"idyn {' '.join(argv)} failed")
+    metrics = json.loads((out / "metrics.json").read_text())
+    return {"command": "idyn train --robot ur5 --data <ur5_ft/{" + ",".join(TRAIN) + "}> --out DIR",
+            "selected": metrics["selected"], "validation_data": metrics["validation_data"],
+            "train_seconds": time.perf_counter() - t0, "wrench": wrench_scores(str(out / "model.onnx"), root)}
+
+
 def ur10_urdf() -> Path:
     """example-robot-data's UR10 URDF (the cmeel wheel in the venv)."""
     import sys
@@ -205,6 +227,8 @@ def run_benchmarks(quick: bool = False) -> dict[str, Any]:
 
         _wrench(str(Path(tmp) / best / "model.onnx"), root / "ur5_ft" / SCORE, "wrench", FT_TOPIC,
                 plot=results_dir() / "ur5_wrench.png")
+        if not quick:
+            payload["user_path"] = user_path(root, Path(tmp) / "user_auto")
         payload["ur10"] = ur10(root, Path(tmp) / "ur10")
         payload["plant_trust_identified_model"] = plant_trust_with_model(Path(tmp) / "plant_rbdf", quick)
     payload["plant_trust"] = {"pushes": wrench_trust_eval.evaluate("ur5"),
