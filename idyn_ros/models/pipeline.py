@@ -88,8 +88,9 @@ def _repeated_validation_warning(share: float, spare: list[dict[str, Any]], chos
                                  ) -> str:
     """The warning for a validation that repeats the training states, naming training recordings that could validate
     (and the one auto chooses on instead, if any)."""
+    scores = "its scores" if chose_on else "its scores (and auto's choice)"
     msg = (f"{share:.0%} of the validation states are already in the training data (within {OVERLAP_RADIUS:g} std): "
-           f"validation repeats the training trajectory, so its scores measure noise, not how the model carries to "
+           f"validation repeats the training trajectory, so {scores} measure noise, not how the model carries to "
            f"another trajectory; validate on a different trajectory")
     if spare:
         names = ", ".join(f"{r['recording']} ({r['covered']:.0%} covered)" for r in spare)
