@@ -18,7 +18,9 @@ _EPILOG_IMPORT = """\
 examples:
   idyn dataset import ur10_exciting_trajectory.db3 --robot path/to/ur10_robot.urdf --effort-kind current -o ur10.npz
   idyn dataset import ur5_bag/ --robot ur5 --torque-constants 10.7,10.7,10.7,10.2,11.9,11.9 -o ur5_nm.npz
-  idyn dataset import panda_exciting_trajectory.db3 --robot panda --joint-map fer_=panda_ -o panda.npz
+  idyn dataset import panda_exciting_trajectory.db3 --robot panda -o panda.npz     (franka_ros2's fer_* names
+        are read as panda_* without --joint-map; a line says so)
+  idyn dataset import my_arm.db3 --robot panda --joint-map arm_=panda_ -o panda.npz
   idyn dataset import run1/ run2/ -o runs.npz        (several sources -> runs_0.npz, runs_1.npz)
   idyn dataset import crashed_bag/ --recover -o part.npz
 
@@ -58,7 +60,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
         default=[],
         metavar="OLD=NEW",
         help="rename joints before matching; repeatable or comma-separated; a prefix form "
-        "such as fer_=panda_ renames every fer_* joint",
+        "such as arm_=panda_ renames every arm_* joint (--robot panda reads franka_ros2's fer_* without it)",
     )
     imp.add_argument("--rate", type=float, help="output sample rate in Hz (default: 1 / median sample spacing)")
     imp.add_argument(

@@ -20,6 +20,7 @@ import itertools
 import math
 import re
 import warnings
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -160,6 +161,30 @@ def resolve_robot_joints(robot: str | Path | None) -> tuple[tuple[str, ...] | No
     return tuple(get_robot(text).joint_names), text
 
 
+def recorded_aliases(robot: str | Path | None) -> dict[str, str]:
+    """Prefix map from the names a preset robot's vendor stack records (``RobotSpec.recorded_prefixes``) to its own."""
+    text = "" if robot is None else str(robot)
+    from idyn_ros.robots import ROBOT_NAMES, get_robot
+
+    if text not in ROBOT_NAMES:
+        return {}
+    spec = get_robot(text)
+    return {alias: spec.active_prefix for alias in spec.recorded_prefixes}
+
+
+def read_as_robot(names: list[str], target: Sequence[str], robot: str | Path | None) -> tuple[list[str], str]:
+    """(names, note): ``names`` renamed by the robot's recorded aliases when that supplies every joint of
+    ``target`` that ``names`` lack, with a line saying so; else ``names`` unchanged and no note."""
+    if all(j in names for j in target):
+        return names, ""
+    for alias, own in recorded_aliases(robot).items():
+        renamed = apply_joint_map(names, {alias: own})
+        if all(j in renamed for j in target) and not duplicated(renamed):
+            return renamed, (f"joints {alias}* read as {own}* ({alias}* is what the {robot}'s vendor ROS 2 stack "
+                             f"calls them; --joint-map overrides)")
+    return names, ""
+
+
 # ------------------------------------------------------------------------------------ cleaning
 def to_dataset(
     raw: RawRecording,
@@ -201,6 +226,9 @@ def to_dataset(
         report.notes.append("columns carry no joint names: assigned by position to " + ", ".join(names))
     if target is None:
         target = tuple(names)
+    names, note = read_as_robot(names, target, robot)
+    if note:
+        report.notes.append(note)
     missing = [j for j in target if j not in names]
     if missing:
         raise DatasetError(
@@ -398,17 +426,25 @@ def irregularity(stamps: np.ndarray, period: int) -> str:
     return f"middle 90 % of spacings {lo / 1e6:.3g}-{hi / 1e6:.3g} ms around {period / 1e6:.3g} ms"
 
 
+def _prefix_pair(a: str, b: str) -> tuple[str, str] | None:
+    """(old, new) prefixes that turn ``a`` into ``b`` when they share a suffix after a ``_`` or ``/``, else None."""
+    i = 0
+    while i < min(len(a), len(b)) and a[-1 - i] == b[-1 - i]:
+        i += 1
+    while i and (i >= len(a) or a[-1 - i] not in "_/"):  # a prefix map ends in _ or /: fer_, not fer
+        i -= 1
+    if i and a[: len(a) - i]:  # the new prefix may be empty: ur5_=  drops a tf prefix
+        return a[: len(a) - i], b[: len(b) - i]
+    return None
+
+
 def _prefix_hint(have: list[str], want: list[str]) -> str:
-    if have and want:
-        a, b = have[0], want[0]
-        i = 0
-        while i < min(len(a), len(b)) and a[-1 - i] == b[-1 - i]:
-            i += 1
-        while i and (i >= len(a) or a[-1 - i] not in "_/"):  # a prefix map ends in _ or /: fer_, not fer
-            i -= 1
-        if i and a[: len(a) - i] and b[: len(b) - i]:
-            return f"{a[: len(a) - i]}={b[: len(b) - i]}"
-    return "fer_=panda_"
+    """The ``old=new`` prefix map that brings most wanted joints in (e.g. ``arm_=panda_``), else one exact rename."""
+    pairs = sorted({pair for a in have for b in want if (pair := _prefix_pair(a, b)) is not None})
+    best = max(pairs, key=lambda pr: sum(apply_joint_map([a], {pr[0]: pr[1]})[0] in want for a in have), default=None)
+    if best is not None:
+        return f"{best[0]}={best[1]}"
+    return f"{have[0]}={want[0]}" if have and want else "old=new"
 
 
 def _check_nan(values: np.ndarray, stamps_ns: np.ndarray, name: str, joints, source: str) -> None:
@@ -547,11 +583,14 @@ def _import_source(
             names = apply_joint_map(list(dataset.joint_names), mapping)
             if duplicated(names):
                 raise DatasetError(f"{path}: the joint map {mapping} renames several joints to {duplicated(names)}")
+            note = ""
+            if target:
+                names, note = read_as_robot(names, target, robot)
             dataset.joint_names = tuple(names)
             if joint_names or target:
                 dataset = dataset.reorder(list(joint_names or target))
                 dataset.robot = label or dataset.robot
-            report = ImportReport(str(path), len(dataset), len(dataset))
+            report = ImportReport(str(path), len(dataset), len(dataset), notes=[note] if note else [])
             if effort_kind is not None and effort_kind != dataset.effort_kind:
                 if effort_kind not in EFFORT_KINDS:
                     raise DatasetError(f"--effort-kind must be one of {EFFORT_KINDS}, got {effort_kind!r}")

@@ -47,6 +47,9 @@ class RobotSpec:
             commanded effort (true for all three: libfranka torque control, FRI torque mode, UR
             direct_torque), so a feedforward must send tau - g(q) there; mock/mujoco/gazebo expect
             the full torque.
+        recorded_prefixes: other prefixes the vendor's current ROS 2 stack gives the same joints
+            (franka_ros2's franka_description names the Panda ``fer``): recordings that carry them are
+            read as this robot's joints, and the import says so.
     """
 
     name: str
@@ -60,6 +63,7 @@ class RobotSpec:
     safe_mode: SafeMode = "damping"
     hardware_adds_gravity: bool = True
     prefix: str = ""  # prefix the names above carry ("" = default_prefix)
+    recorded_prefixes: tuple[str, ...] = ()
 
     @property
     def dof(self) -> int:
@@ -176,6 +180,7 @@ def _panda() -> RobotSpec:
         flange_link="panda_link8",
         xacro_path=urdf_dir() / "panda.urdf.xacro",
         default_prefix="panda_",
+        recorded_prefixes=("fer_",),  # franka_ros2 (franka_description >= 0.4): fer_joint1..7 on a Panda
         hardware_adds_gravity=True,  # libfranka: commanded torques exclude gravity, the robot adds it
         source=(
             "example-robot-data panda_description/urdf/panda.urdf (from franka_ros "

@@ -57,9 +57,13 @@ def test_wide_csv_named_columns_reordered_and_renamed(tmp_path: Path) -> None:
         for k in range(len(stamps)):
             vals = [stamps[k] / 1e9, *q[k, perm], *q[k, perm] * 2]
             f.write(",".join(repr(float(v)) for v in vals) + "\n")
-    with pytest.raises(DatasetError, match=r"lacks joints.*--joint-map.*fer_=panda_"):
-        import_source(path, robot="panda")
+    other = tmp_path / "c.csv"  # names no preset knows: the error proposes the prefix map
+    other.write_text(path.read_text().replace("fer_", "arm_"))
+    with pytest.raises(DatasetError, match=r"lacks joints.*--joint-map.*arm_=panda_"):
+        import_source(other, robot="panda")
     ds, report = import_source(path, robot="panda", joint_map="fer_=panda_")
+    ds_alias, _ = import_source(path, robot="panda")  # fer_ is franka_ros2's name for the Panda: read as such
+    np.testing.assert_array_equal(ds_alias.q, ds.q)
     np.testing.assert_allclose(ds.q, q, atol=1e-12)
     np.testing.assert_allclose(ds.tau, 2 * q, atol=1e-12)
     assert any("dq estimated" in n for n in report.notes)  # no velocity columns: Savitzky-Golay
@@ -209,3 +213,12 @@ def test_parse_joint_map_errors() -> None:
     assert parse_joint_map("a=b, c=d") == {"a": "b", "c": "d"}
     with pytest.raises(DatasetError, match="old=new"):
         parse_joint_map(["nonsense"])
+
+
+def test_the_missing_joints_hint_proposes_the_prefix_map_that_fits_most_joints() -> None:
+    from idyn_ros.data.importers import _prefix_hint
+
+    assert _prefix_hint(["arm_joint4", "arm_joint1"], ["panda_joint1", "panda_joint4"]) == "arm_=panda_"
+    assert _prefix_hint(["ur5_shoulder_pan_joint", "ur5_elbow_joint"], ["shoulder_pan_joint", "elbow_joint"]) == "ur5_="
+    assert _prefix_hint(["ns/shoulder_pan_joint"], ["shoulder_pan_joint"]) == "ns/="
+    assert _prefix_hint(["a", "b"], ["panda_joint1"]) == "a=panda_joint1"  # no shared suffix: one exact rename

@@ -11,6 +11,7 @@ import pytest
 
 from idyn_ros.data.bag import BagWarning
 from idyn_ros.data.importers import import_source
+from idyn_ros.errors import DatasetError
 
 pytestmark = pytest.mark.realdata
 
@@ -50,6 +51,22 @@ def test_panda_30hz_with_fer_names(shared_data: Path) -> None:
     )
     assert ds.joint_names == tuple(f"panda_joint{i}" for i in range(1, 8))
     assert len(ds) == 727 and ds.rate_hz == pytest.approx(30.0, rel=0.01)
+
+
+def test_panda_fer_names_are_read_as_the_panda_and_said(shared_data: Path, tmp_path: Path) -> None:
+    """franka_ros2 names the Panda's joints fer_joint*: read as panda_joint* without a joint map, with a note."""
+    src = shared_data / "panda_bag_30hz/panda_exciting_trajectory.db3"
+    ds, report = import_source(src, robot="panda")
+    ds_map, _ = import_source(src, robot="panda", joint_map="fer_=panda_")
+    assert ds.joint_names == ds_map.joint_names and np.array_equal(ds.q, ds_map.q)
+    assert any("fer_* read as panda_*" in n for n in report.notes)
+    saved = tmp_path / "fer.npz"  # a contract .npz that kept the recorded names
+    ds.joint_names = tuple(n.replace("panda_", "fer_") for n in ds.joint_names)
+    ds.save(saved)
+    again, report = import_source(saved, robot="panda")
+    assert again.joint_names == ds_map.joint_names and any("fer_*" in n for n in report.notes)
+    with pytest.raises(DatasetError, match="lacks joints"):  # only the robot's own vendor names
+        import_source(src, robot="iiwa14")
 
 
 @pytest.mark.parametrize("k", [1, 2, 3])

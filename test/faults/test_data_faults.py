@@ -409,7 +409,7 @@ def _train_options() -> set[str]:
 
 
 def test_train_hints_point_to_dataset_import(tmp_path: Path, capsys) -> None:
-    fer = [j.replace("panda_", "fer_") for j in JOINTS]
+    fer = [j.replace("panda_", "arm_") for j in JOINTS]  # names no preset knows (the Panda's fer_ is read as such)
     stamps, q, dq, tau = H.synthetic_motion(200)
     bag = tmp_path / "fer"
     with BagWriter(bag) as writer:
@@ -420,7 +420,7 @@ def test_train_hints_point_to_dataset_import(tmp_path: Path, capsys) -> None:
                         "--out", str(tmp_path / "run"))
     line = _one_line_error(err)
     assert code == 2 and "lacks joints" in line
-    assert "`idyn dataset import SRC --joint-map fer_=panda_ -o OUT.npz`" in line
+    assert "`idyn dataset import SRC --joint-map arm_=panda_ -o OUT.npz`" in line
     assert _options_named_outside_commands(line) <= _train_options(), line
 
     cut = tmp_path / "cut"
@@ -435,4 +435,4 @@ def test_train_hints_point_to_dataset_import(tmp_path: Path, capsys) -> None:
 
     # inside `idyn dataset import`, which has the option, the hint names it directly
     code, _, err = _run(capsys, "dataset", "import", str(bag), "--robot", "panda", "-o", str(tmp_path / "x.npz"))
-    assert code == 2 and "pass --joint-map fer_=panda_" in _one_line_error(err)
+    assert code == 2 and "pass --joint-map arm_=panda_" in _one_line_error(err)
