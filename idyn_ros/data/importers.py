@@ -161,23 +161,25 @@ def resolve_robot_joints(robot: str | Path | None) -> tuple[tuple[str, ...] | No
     return tuple(get_robot(text).joint_names), text
 
 
-def recorded_aliases(robot: str | Path | None) -> dict[str, str]:
-    """Prefix map from the names a preset robot's vendor stack records (``RobotSpec.recorded_prefixes``) to its own."""
-    text = "" if robot is None else str(robot)
+def recorded_aliases(target: Sequence[str]) -> tuple[str, dict[str, str]]:
+    """(preset name, prefix map) for the preset whose joints are ``target``: from the names its vendor's stack records
+    (``RobotSpec.recorded_prefixes``) to its own; ("", {}) when ``target`` is no preset's joint list."""
     from idyn_ros.robots import ROBOT_NAMES, get_robot
 
-    if text not in ROBOT_NAMES:
-        return {}
-    spec = get_robot(text)
-    return {alias: spec.active_prefix for alias in spec.recorded_prefixes}
+    for name in ROBOT_NAMES:
+        spec = get_robot(name)
+        if spec.recorded_prefixes and tuple(target) == spec.joint_names:
+            return name, {alias: spec.active_prefix for alias in spec.recorded_prefixes}
+    return "", {}
 
 
-def read_as_robot(names: list[str], target: Sequence[str], robot: str | Path | None) -> tuple[list[str], str]:
-    """(names, note): ``names`` renamed by the robot's recorded aliases when that supplies every joint of
-    ``target`` that ``names`` lack, with a line saying so; else ``names`` unchanged and no note."""
+def read_as_robot(names: list[str], target: Sequence[str]) -> tuple[list[str], str]:
+    """(names, note): ``names`` renamed by the recorded aliases of the preset whose joints are ``target`` when that
+    supplies every joint ``names`` lack, with a line saying so; else ``names`` unchanged and no note."""
     if all(j in names for j in target):
         return names, ""
-    for alias, own in recorded_aliases(robot).items():
+    robot, aliases = recorded_aliases(target)
+    for alias, own in aliases.items():
         renamed = apply_joint_map(names, {alias: own})
         if all(j in renamed for j in target) and not duplicated(renamed):
             return renamed, (f"joints {alias}* read as {own}* ({alias}* is what the {robot}'s vendor ROS 2 stack "
@@ -226,7 +228,7 @@ def to_dataset(
         report.notes.append("columns carry no joint names: assigned by position to " + ", ".join(names))
     if target is None:
         target = tuple(names)
-    names, note = read_as_robot(names, target, robot)
+    names, note = read_as_robot(names, target)
     if note:
         report.notes.append(note)
     missing = [j for j in target if j not in names]
@@ -584,8 +586,8 @@ def _import_source(
             if duplicated(names):
                 raise DatasetError(f"{path}: the joint map {mapping} renames several joints to {duplicated(names)}")
             note = ""
-            if target:
-                names, note = read_as_robot(names, target, robot)
+            if joint_names or target:
+                names, note = read_as_robot(names, list(joint_names or target))
             dataset.joint_names = tuple(names)
             if joint_names or target:
                 dataset = dataset.reorder(list(joint_names or target))

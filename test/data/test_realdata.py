@@ -67,6 +67,10 @@ def test_panda_fer_names_are_read_as_the_panda_and_said(shared_data: Path, tmp_p
     assert again.joint_names == ds_map.joint_names and any("fer_*" in n for n in report.notes)
     with pytest.raises(DatasetError, match="lacks joints"):  # only the robot's own vendor names
         import_source(src, robot="iiwa14")
+    from idyn_ros.models.sources import load_recordings, load_robot
+
+    (rec,) = load_recordings([src], load_robot("panda"))  # what idyn train / evaluate read: by joint list
+    assert np.array_equal(rec.q, ds_map.q)
 
 
 @pytest.mark.parametrize("k", [1, 2, 3])
