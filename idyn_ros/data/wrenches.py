@@ -61,7 +61,7 @@ class WrenchSeries:
 def read_joint_states(path: str | Path, joint_names: tuple[str, ...] | list[str], topic: str | None = None,
                       effort_kind: str | None = None) -> JointStateSeries:
     """Joint states of a bag (or a dataset .npz) reordered by name; samples missing a joint are refused."""
-    from idyn_ros.data.importers import read_bag
+    from idyn_ros.data.importers import read_as_robot, read_bag
 
     path = Path(path)
     names = list(joint_names)
@@ -72,11 +72,12 @@ def read_joint_states(path: str | Path, joint_names: tuple[str, ...] | list[str]
         return JointStateSeries(np.round(ds.t * 1e9).astype(np.int64), ds.q, ds.dq, ds.tau, tuple(names),
                                 effort_kind or ds.effort_kind, str(path))
     raw = read_bag(path, topic=topic)
-    missing = [j for j in names if j not in raw.joint_names]
+    recorded, _ = read_as_robot(list(raw.joint_names), names)  # e.g. franka_ros2's fer_* for the Panda
+    missing = [j for j in names if j not in recorded]
     if missing:
         raise DatasetError(f"{path}: joints {missing} are not in its joint states ({raw.joint_names}); pick the "
                            f"model of this robot")
-    idx = [raw.joint_names.index(j) for j in names]
+    idx = [recorded.index(j) for j in names]
     order = np.argsort(raw.stamps_ns, kind="stable")
     t = raw.stamps_ns[order]
     keep = np.concatenate([[True], np.diff(t) > 0])  # a repeated stamp is the same state sent twice

@@ -34,6 +34,7 @@ MAX_LAG_S = 0.2
 CONTACT_FORCE_N = 2.0  # sensor |f| above which a sample counts as "in contact" for the per-contact scores
 MOVING_RAD_S = 0.1  # a joint faster than this in the bias window: the arm moves from the start
 SETTLED_S = (0.1, 0.2)  # s after the first estimate: the momentum observer (1/K_O = 20 ms) has settled
+NYQUIST_SHARE = 0.4  # a default low-pass cutoff above this share of a slow recording's rate is lowered to it
 
 
 @dataclass
@@ -144,7 +145,12 @@ def replay(model_path: str | Path, source: str | Path, robot: Any = None, rate_h
         notes.append("warning: " + conv.warning)
     node = WrenchObserverParams()
     observer_gain = node.observer_gain if observer_gain is None else observer_gain
-    accel_cutoff_hz = node.accel_cutoff_hz if accel_cutoff_hz is None else accel_cutoff_hz
+    if accel_cutoff_hz is None:
+        accel_cutoff_hz = node.accel_cutoff_hz
+        if accel_cutoff_hz > NYQUIST_SHARE * rate:  # decision: the node's default sits below Nyquist at slow rates
+            accel_cutoff_hz = NYQUIST_SHARE * rate
+            notes.append(f"direct residual's low-pass at {accel_cutoff_hz:.3g} Hz ({NYQUIST_SHARE:.0%} of the "
+                         f"{rate:g} Hz rate; the node's {node.accel_cutoff_hz:g} Hz is above its Nyquist frequency)")
     observer = WrenchObserver(robot_model, rate, model, observer_gain, accel_cutoff_hz)
     settings = settings or TrustSettings()
     # the node's raw-estimate tunables (no deadband or low-pass there by default; they never reach the trust stage)

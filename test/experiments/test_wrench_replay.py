@@ -167,6 +167,22 @@ def test_the_rate_is_the_models_and_the_runtime_refuses_another(recorded, tmp_pa
 
 
 @pytest.mark.realdata
+def test_a_franka_ros2_bag_at_30_hz_replays_with_the_pandas_model(shared_data, tmp_path, capsys):
+    """fer_joint* names (franka_ros2) are the Panda's; at 30 Hz the direct residual's default low-pass (20 Hz, above
+    Nyquist) is lowered, and said, instead of refused."""
+    from idyn_ros.cli import main
+
+    bag = shared_data / "panda_bag_30hz" / "panda_exciting_trajectory.db3"
+    assert main(["train", "--robot", "panda", "--data", str(bag), "--model", "rbd", "--id-method", "nominal",
+                 "--out", str(tmp_path / "m"), "--no-progress"]) == 0
+    capsys.readouterr()
+    assert main(["wrench", "--model", str(tmp_path / "m" / "model.onnx"), "--data", str(bag), "-o",
+                 str(tmp_path / "o.npz"), "--json"]) == 0
+    notes = " ".join(json.loads(capsys.readouterr().out)["notes"])
+    assert "low-pass at 12 Hz" in notes and "above its Nyquist frequency" in notes
+
+
+@pytest.mark.realdata
 @pytest.mark.slow
 def test_no10_against_the_sensor_and_the_urs_estimate(shared_data, tmp_path, capsys):
     """Real data: the UR's own estimate scores as the README describes it (several newtons RMS per axis, positive
