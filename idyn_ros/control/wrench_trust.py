@@ -340,6 +340,12 @@ class WrenchEstimate:
     rezeroed: bool = False  # this update set a new bias
 
 
+# where the artifact's uncertainty was measured (``models.uncertainty.torque_uncertainty``'s split), as said
+SIGMA_SPLITS = {"val": "the model's validation residuals", "test": "the model's test residuals",
+                "train": "the model's training residuals (no held-out data: optimistic; train with --val for an "
+                         "honest sigma)"}
+
+
 class TrustedWrench:
     """The trust stage of the wrench observer: bias, mapping, uncertainty, contact (module doc).
 
@@ -352,10 +358,10 @@ class TrustedWrench:
 
     def __init__(self, rbd: RobotModel, settings: TrustSettings = TrustSettings(),
                  tau_sigma: np.ndarray | None = None, tau_sigma_rest: np.ndarray | None = None,
-                 static_friction: np.ndarray | None = None) -> None:
+                 static_friction: np.ndarray | None = None, sigma_split: str = "val") -> None:
         n = rbd.n
         self.settings = settings
-        self.sigma_source = "the model's validation residuals"
+        self.sigma_source = SIGMA_SPLITS.get(sigma_split, f"the model's {sigma_split} residuals")
         if tau_sigma is None:
             tau_sigma = FALLBACK_SIGMA_OF_LIMIT * np.asarray(rbd.effort_limit, dtype=np.float64)
             self.sigma_source = f"{FALLBACK_SIGMA_OF_LIMIT:.0%} of the effort limits (no model uncertainty)"
@@ -384,7 +390,8 @@ class TrustedWrench:
         unc = getattr(model, "uncertainty", None) if model is not None else None
         sig = np.asarray(unc["tau_sigma_nm"]) if unc and unc.get("tau_sigma_nm") else None
         rest = np.asarray(unc["tau_sigma_rest_nm"]) if unc and unc.get("tau_sigma_rest_nm") else None
-        return cls(rbd, settings, sig, rest, getattr(model, "static_friction", None) if model is not None else None)
+        return cls(rbd, settings, sig, rest, getattr(model, "static_friction", None) if model is not None else None,
+                   (unc or {}).get("split", "val"))
 
     def describe(self) -> str:
         s = self.settings

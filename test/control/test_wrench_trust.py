@@ -274,3 +274,15 @@ def test_trust_defaults_are_the_nodes_so_the_replay_scores_what_the_node_publish
     from idyn_ros.parameters import WrenchObserverParams
 
     assert TrustSettings.from_params(WrenchObserverParams()) == TrustSettings()
+
+
+def test_the_sigma_says_which_residuals_it_comes_from(ur5):
+    """A model trained without held-out data carries its training residuals: said, as optimistic."""
+    from types import SimpleNamespace
+
+    n = ur5.n
+    for split, said in (("val", "validation residuals"), ("train", "training residuals (no held-out data: "
+                                                                     "optimistic")):
+        model = SimpleNamespace(uncertainty={"tau_sigma_nm": [1.0] * n, "split": split}, static_friction=None)
+        assert said in TrustedWrench.from_model(ur5, model).describe()
+    assert "of the effort limits" in TrustedWrench.from_model(ur5, None).describe()
