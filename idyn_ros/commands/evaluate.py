@@ -83,8 +83,9 @@ def _run(args: argparse.Namespace) -> int:
         return 0
     print(f"model {meta['model_kind']} ({meta.get('model_id')}) on {len(args.data)} recording(s), "
           f"{total['n_samples']} samples")
-    print(f"{'joint':<16}{'nMSE':>10}{'RMSE [Nm]':>12}{'NMSE(minmax)':>14}")
+    w = max(16, *(len(name) + 2 for name in meta["joint_names"]))  # UR names are long (shoulder_lift_joint)
+    print(f"{'joint':<{w}}{'nMSE':>10}{'RMSE [Nm]':>12}{'NMSE(minmax)':>14}")
     for j, name in enumerate(meta["joint_names"]):
-        print(f"{name:<16}{total['nmse'][j]:>10.4f}{total['rmse_nm'][j]:>12.4f}{total['minmax_nmse'][j]:>14.6f}")
-    print(f"{'mean':<16}{total['nmse_mean']:>10.4f}{total['rmse_mean_nm']:>12.4f}{total['minmax_nmse_mean']:>14.6f}")
+        print(f"{name:<{w}}{total['nmse'][j]:>10.4f}{total['rmse_nm'][j]:>12.4f}{total['minmax_nmse'][j]:>14.6f}")
+    print(f"{'mean':<{w}}{total['nmse_mean']:>10.4f}{total['rmse_mean_nm']:>12.4f}{total['minmax_nmse_mean']:>14.6f}")
     return 0
