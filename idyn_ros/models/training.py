@@ -220,8 +220,14 @@ def fit_residual_gate(model: TorqueModel, data: Sequence[Prepared]) -> np.ndarra
             num += (e * r).sum(0)
             den += (r * r).sum(0)
         g = torch.where(den > 0, num / den.clamp(min=1e-300), torch.zeros_like(den)).clamp(0.0, 1.0)
-        model.norm.y_scale.mul_(g.to(model.norm.y_scale.dtype))
+    fold_gate(model, g.numpy())
     return g.numpy()
+
+
+def fold_gate(model: TorqueModel, gate: np.ndarray) -> None:
+    """Scale each joint's residual output by its gate, in the output scale (exported with the model)."""
+    with torch.no_grad():
+        model.norm.y_scale.mul_(torch.as_tensor(gate, dtype=model.norm.y_scale.dtype))
 
 
 def _optimizer(cfg: ModelConfig, model: TorqueModel, params: list[torch.nn.Parameter]) -> torch.optim.Optimizer:
@@ -467,8 +473,7 @@ def fit_again(result: TrainResult, robot: Any, data: Sequence[Recording], progre
 def apply_gate(result: TrainResult, gate: np.ndarray | None) -> None:
     """Fold a gate fitted on validation (``training.fit_residual_gate``) into a refitted model's residual scale."""
     if gate is not None and result.model.residual is not None:
-        with torch.no_grad():
-            result.model.norm.y_scale.mul_(torch.as_tensor(gate, dtype=result.model.norm.y_scale.dtype))
+        fold_gate(result.model, gate)
         result.gate = gate.copy()
 
 
