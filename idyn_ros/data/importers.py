@@ -585,12 +585,11 @@ def _import_source(
             names = apply_joint_map(list(dataset.joint_names), mapping)
             if duplicated(names):
                 raise DatasetError(f"{path}: the joint map {mapping} renames several joints to {duplicated(names)}")
-            note = ""
-            if joint_names or target:
-                names, note = read_as_robot(names, list(joint_names or target))
+            wanted = list(joint_names or target or ())
+            names, note = read_as_robot(names, wanted)
             dataset.joint_names = tuple(names)
-            if joint_names or target:
-                dataset = dataset.reorder(list(joint_names or target))
+            if wanted:
+                dataset = dataset.reorder(wanted)
                 dataset.robot = label or dataset.robot
             report = ImportReport(str(path), len(dataset), len(dataset), notes=[note] if note else [])
             if effort_kind is not None and effort_kind != dataset.effort_kind:
