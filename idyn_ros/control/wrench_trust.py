@@ -4,7 +4,8 @@ reduced-rank estimate that says where it is blind, after the residual observers 
 What users ask vendors for, and what each part here answers:
 - drifting estimates at rest, pose-dependent bias: ``BiasTracker`` re-zeros the external joint torque at rest
   (a request, e.g. the node's ``~/rezero`` service, or automatically: see its docstring), in joint space,
-  because the bias is the model's error at this pose and that lives in joint torques;
+  because the bias is the model's error at this pose and that lives in joint torques; it applies at that pose
+  only (within ``pose_tolerance``), where the rest spread applies too;
 - "how far can I trust it": ``TrustedWrench`` carries a per-axis 1-sigma from the model's validation residuals
   (``models.uncertainty``: the RMSE while moving or away from the last re-zero's pose; near that pose the rest
   spread, blended towards the RMSE as a joint speeds up to ``BLEND_SPEEDS`` x ``rest_velocity``);
@@ -428,9 +429,13 @@ class TrustedWrench:
         np.abs(self._tool_p, out=self._tool_p)
         np.dot(self._tool_p, self.stiction.band, out=self.out.hidden_tool)
 
-    def _external(self, tau_ext: np.ndarray, dq: np.ndarray) -> None:
-        """out.tau_ext = the observer's estimate minus the bias, through the stiction band when on."""
-        np.subtract(tau_ext, self.bias.bias, out=self.out.tau_ext)
+    def _external(self, tau_ext: np.ndarray, dq: np.ndarray, at_zero_pose: bool) -> None:
+        """out.tau_ext = the observer's estimate minus the bias at the bias's own pose (elsewhere the estimate as is),
+        through the stiction band when on."""
+        if at_zero_pose:
+            np.subtract(tau_ext, self.bias.bias, out=self.out.tau_ext)
+        else:
+            self.out.tau_ext[:] = tau_ext
         if self.stiction is not None and self.settings.stiction_band:
             self.stiction.apply(self.out.tau_ext, dq)
 
@@ -439,20 +444,24 @@ class TrustedWrench:
         out = self.out
         at_rest = self.rest.update(stamp_ns, dq)
         sigma = self._sigma
-        if self.bias.same_pose(q):
+        # decision: the bias applies at the pose it was taken at only, as the rest spread does: it is the model's
+        # error at that pose plus the static-friction state the joints were stuck in, and both are stale elsewhere
+        # (carried into motion it read as force: pushes in motion on the real UR5, studies/wrench_stiction)
+        at_zero_pose = self.bias.same_pose(q)
+        if at_zero_pose:
             blend = np.minimum(1.0, (np.abs(dq) / (BLEND_SPEEDS * self.settings.rest_velocity)) ** 2)
             np.sqrt(self._rest_var + (self._model_var - self._rest_var) * blend, out=sigma)
         else:
             sigma[:] = self.tau_sigma
-        self._external(tau_ext, dq)
+        self._external(tau_ext, dq, at_zero_pose)
         out.base[:] = self.mapper.map(q, out.tau_ext, sigma)
         cov = self.mapper.cov
         contact = self.detector.update(out.base[:3], cov[:3, :3])
         np.dot(self.mapper.P[:3], tau_ext, out=self._raw_force)
         rest_force_sigma = np.sqrt((self.mapper.P[:3] ** 2) @ self._rest_sigma_sq)  # diag(P S P^T), S diagonal
         out.rezeroed = self.bias.update(stamp_ns, q, at_rest, tau_ext, self._raw_force, contact, rest_force_sigma)
-        if out.rezeroed:  # the new bias applies from this sample on
-            self._external(tau_ext, dq)
+        if out.rezeroed:  # the new bias applies from this sample on, at this pose
+            self._external(tau_ext, dq, True)
             out.base[:] = self.mapper.P @ out.tau_ext
             contact = self.detector.update(out.base[:3], cov[:3, :3])
         R = self.mapper.R

@@ -108,6 +108,17 @@ def test_auto_rezero_at_rest_removes_the_bias_and_keeps_a_contact(ur5):
     np.testing.assert_allclose(est.base[2], -10.0, rtol=0.01)  # the default damping (a prior) shrinks it 0.1 %
 
 
+def test_the_bias_applies_at_the_pose_it_was_taken_at_only(ur5):
+    stuck = np.array([2.0, -3.0, 1.0, 0.3, -0.2, 0.1])  # at rest: the model's error here + the joints' friction state
+    trust = TrustedWrench(ur5, tau_sigma=np.full(6, 1.0), tau_sigma_rest=np.full(6, 0.05))
+    assert _feed(trust, ur5, 1.4, stuck).zeroed
+    moving = np.array([0.1, -0.4, 0.2, 0.0, 0.1, 0.0])  # in motion the friction state is gone
+    est = _feed(trust, ur5, 0.2, moving, q=Q0 + 0.2, dq=np.full(6, 0.3), t0=1.4)
+    np.testing.assert_allclose(est.tau_ext, moving)  # not moving - stuck: that would read as a push
+    est = _feed(trust, ur5, 0.1, stuck, q=Q0 + 0.01, t0=1.6)  # back within pose_tolerance: the bias holds again
+    assert np.abs(est.tau_ext).max() < 1e-12 and not est.contact
+
+
 def test_settled_friction_request_and_expected_contact(ur5):
     sigma, rest = np.full(6, 1.0), np.full(6, 0.05)
     trust = TrustedWrench(ur5, TrustSettings(settle_time=1.0), sigma, rest)
