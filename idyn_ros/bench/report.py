@@ -328,6 +328,21 @@ def _ur5(d: dict) -> Lines:
             "cannot do better (`idyn wrench` prints it).", ""]
     rows = [[n, fmt(v["ours"]), fmt(v["ur_controller"])] for n, v in h["false_alarm_force_rms_n"].items()]
     out += table(["contact-free run (not trained on)", "ours force RMS [N]", "UR force RMS [N]"], rows)
+    rows = []
+    for kind, m in d["models"].items():
+        for name in d["split"]["pushed_without_ground_truth"]:
+            tw = m["wrench"][f"pushed_{name}"].get("twin")  # results before it was measured have none
+            if tw:
+                rows.append([kind, name, fmt(tw["ours_rmse_mean_nm"]), fmt(tw["vendor_rmse_mean_nm"]),
+                             fmt(tw["zero_rmse_mean_nm"]), fmt(tw["q_rms_rad"] * 1e3)])
+    if rows:
+        out += ["Pushes in motion, no sensor (`idyn wrench --twin`): each pushed run against its contact-free twin, "
+                "the same program without pushes (No5_w: No5_no; No7_w: No7_short). The twin's torque minus the "
+                "pushed run's is the external joint torque, scored per joint while it slides; mean over joints. Both "
+                "motions replay training runs (No5_no, No6), and the twins' own run-to-run variation is in every "
+                "column.", ""]
+        out += table(["model", "pushed run", "ours RMSE [Nm]", "UR (J^T of its wrench) [Nm]", "zero [Nm]",
+                      "twin q apart [mrad RMS]"], rows)
     user = d.get("user_path")  # results before it was measured have none
     if user:
         w, runs = user["wrench"], d["split"]["false_alarm"]
@@ -335,6 +350,10 @@ def _ur5(d: dict) -> Lines:
                 f"{user['selected']}): No10 ours / UR {fmt(w['no10_wrench']['rmse_ratio_ours_to_ur'])} (point contact "
                 f"{fmt(w['no10_point']['rmse_ratio_ours_to_ur'])}); false alarms "
                 + ", ".join(f"{fmt(w[f'false_alarm_{n}']['ours_force_rms_n'])} N on {n}" for n in runs)
+                + "".join(f"; against the twin on {n}: ours {fmt(t['ours_rmse_mean_nm'])}, UR "
+                          f"{fmt(t['vendor_rmse_mean_nm'])}, zero {fmt(t['zero_rmse_mean_nm'])} Nm"
+                          for n in d["split"]["pushed_without_ground_truth"]
+                          if (t := w[f"pushed_{n}"].get("twin")))
                 + ".", ""]
     p = d["plant_trust"]["pushes"]
     out += [f"Plant (ur5, true profile): bias {fmt(p['bias_before_rezero_n'])} N before and "

@@ -24,6 +24,8 @@ SCORE = "Movement_No10_Standstill_ForceSensor_Fx"
 FT_TOPIC = "/ft_sensor/wrench"
 FALSE_ALARM = (VAL, "Movement_No1")
 PUSHED_NO_TRUTH = ("Movement_No5_Acc_slow_w_disturbance", "Movement_No7_Acc_slow_Verify_Model_short_with_disturbance")
+# each pushed run's contact-free twin (the same program without pushes): `idyn wrench --twin`'s reference
+TWINS = {PUSHED_NO_TRUTH[0]: "Movement_No5_Acc_slow_no_disturbance", PUSHED_NO_TRUTH[1]: VAL}
 UR10_BAG = Path("ur10_bags") / "exciting" / "ur10_exciting_trajectory.db3"
 HYBRID_MINUTES = 12.0
 
@@ -72,13 +74,17 @@ def train_model(kind: str, out: Path, root: Path, max_minutes: float | None = No
 
 
 def _wrench(model: str, bag: Path, contact_model: str, ft_topic: str | None = None,
-            rate: float | None = None, plot: Path | None = None) -> dict[str, Any]:
-    """`idyn wrench` on one recording: the summary it prints with --json (and its --plot)."""
+            rate: float | None = None, plot: Path | None = None, twin: Path | None = None) -> dict[str, Any]:
+    """`idyn wrench` on one recording: the summary it prints with --json (and its --plot; with --twin)."""
     from idyn_ros.control.wrench_trust import TrustSettings
+    from idyn_ros.dynamics import RobotModel
     from idyn_ros.experiments import wrench_replay as wr
 
-    rep = wr.replay(model, bag, "ur5", rate, settings=TrustSettings(contact_model=contact_model))
-    summary, arrays = wr.score(rep, bag, ft_topic, robot="ur5")
+    robot = RobotModel.from_robot("ur5")
+    rep = wr.replay(model, bag, robot, rate, settings=TrustSettings(contact_model=contact_model))
+    summary, arrays = wr.score(rep, bag, ft_topic, robot=robot)
+    if twin is not None:
+        summary["twin"], _ = wr.score_twin(rep, twin, robot, arrays.get("vendor"))
     summary["notes"] = rep.notes
     if plot is not None:
         wr.plot(rep, summary, arrays, plot, title=f"{bag.name}: force at the flange (tool0 axes), environment on robot")
@@ -114,11 +120,15 @@ def wrench_scores(model: str, root: Path) -> dict[str, Any]:
             "ours_contact_fraction": s["ours"]["contact_fraction"], "min_rank": s["ours"]["min_rank"],
             "bias_window_max_speed_rad_s": s["bias_window_max_speed_rad_s"]}
     for name in PUSHED_NO_TRUTH:
-        s = _wrench(model, d / name, "wrench")
-        out[f"pushed_{name}"] = {"recording": name, "ground_truth": None,
+        s = _wrench(model, d / name, "wrench", twin=d / TWINS[name])
+        tw = s["twin"]
+        out[f"pushed_{name}"] = {"recording": name, "ground_truth": f"contact-free twin {TWINS[name]}",
                                  "ours_force_rms_n": s["ours"]["force_rms_n"],
                                  "ur_controller_force_rms_n": s["vendor"]["force_rms_n"],
-                                 "ours_contact_fraction": s["ours"]["contact_fraction"]}
+                                 "ours_contact_fraction": s["ours"]["contact_fraction"],
+                                 "twin": {k: tw[k] for k in ("shift_s", "q_rms_rad", "overlap", "scored", "per_joint",
+                                                              "ours_rmse_mean_nm", "vendor_rmse_mean_nm",
+                                                              "zero_rmse_mean_nm")}}
     return out
 
 
@@ -211,6 +221,8 @@ def run_benchmarks(quick: bool = False) -> dict[str, Any]:
             "idyn wrench --model runs/ur5_rbdf/model.onnx --data ur5_ft/" + SCORE + " -o no10.npz --ft-topic "
             + FT_TOPIC + " --plot no10.png [--contact-model point]",
             "idyn wrench --model runs/ur5_rbdf/model.onnx --data ur5_ft/Movement_No1 -o no1.npz",
+            "idyn wrench --model runs/ur5_rbdf/model.onnx --data ur5_ft/" + PUSHED_NO_TRUTH[1] + " -o no7w.npz "
+            "--twin ur5_ft/" + TWINS[PUSHED_NO_TRUTH[1]] + " --plot no7w.png",
         ],
         "models": {},
     }

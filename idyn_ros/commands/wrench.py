@@ -1,6 +1,6 @@
 """Replay a recording through the wrench observer (the node's classes) and score it against a force/torque sensor.
 
-  idyn wrench --model M.onnx --data SRC -o OUT.npz [--ft-topic T] [--plot P.png] [--json]
+  idyn wrench --model M.onnx --data SRC -o OUT.npz [--ft-topic T] [--twin RUN] [--plot P.png] [--json]
 
 SRC: a rosbag2 bag (folder, .mcap, .db3) or a dataset .npz. Each joint state is fed with its header stamp to the
 direct residual and the momentum observer (idyn_ros.control.wrench) and the trust stage (bias re-zeroed at rest,
@@ -26,6 +26,14 @@ recurrent state refuses a rate not its own).
 With the stiction band on, also the force no estimate from currents can see without reading the arm's own stick-slip
 as force: the sensor's RMSE on the samples where zero force explains every joint's current within its static
 friction (``hidden_by_friction``: a floor for an estimate that stays quiet there, as ours does).
+
+Without a sensor (--twin RUN): a contact-free recording of the same motion, e.g. the same robot program run once
+without pushes, is a reference for the external joint torque: with the same positions, velocities and
+accelerations the arm needs the same torque, so the twin's torque minus this run's is what the environment applied,
+anywhere on the arm. The twin is aligned in time by its joint positions (refused when they differ by more than
+0.01 rad RMS) and each joint is scored while it slides in both runs (a stuck joint's torque can sit anywhere in its
+static-friction band): ours (tau_ext), the vendor's wrench mapped to the joints, and zero. OUT.npz then also holds
+tau_ext_twin_reference (N, n), NaN outside the twin.
 """
 
 from __future__ import annotations
@@ -33,6 +41,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
 
 FLAGS = {"observer_gain": "--observer-gain", "point_moment_nm": "--point-moment"}  # node parameter -> option
 HELP = "replay a recording through the wrench observer; score it against an F/T sensor (RMSE, plot)"
@@ -41,6 +50,8 @@ EPILOG = """examples:
   idyn wrench --model runs/ur5/model.onnx --data ur5_ft/Movement_No10_Standstill_ForceSensor_Fx \\
       -o no10.npz --ft-topic /ft_sensor/wrench --plot no10.png
   idyn wrench --model runs/ur5/model.onnx --data ur5_ft/Movement_No1 -o no1.npz --json   # 62 Hz, irregular
+  idyn wrench --model runs/ur5/model.onnx --data ur5_ft/Movement_No7_Acc_slow_Verify_Model_short_with_disturbance \\
+      -o no7w.npz --twin ur5_ft/Movement_No7_Acc_slow_Verify_Model_short --plot no7w.png   # pushes in motion
 """
 
 
@@ -84,7 +95,11 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--bias-window", type=float, default=BIAS_WINDOW_S, metavar="S",
                         help=f"seconds at the start, arm at rest and free, whose mean is each signal's bias "
                              f"(default {BIAS_WINDOW_S:g})")
-    parser.add_argument("--plot", metavar="P.png", help="forces over time: sensor, vendor, ours with 2-sigma")
+    parser.add_argument("--twin", metavar="RUN", help="a contact-free recording of the same motion (the same "
+                        "program without pushes): its torques minus this one's are the external joint torque, a "
+                        "reference without a sensor; scored per joint while it slides")
+    parser.add_argument("--plot", metavar="P.png", help="forces over time: sensor, vendor, ours with 2-sigma (with "
+                        "--twin also P_twin.png: joint torques against the twin)")
     parser.add_argument("--json", action="store_true", help="print the summary as JSON")
 
 
@@ -111,11 +126,19 @@ def run(args: argparse.Namespace) -> int:
                     primary=args.primary, topic=args.topic)
     summary, arrays = wr.score(rep, args.data, args.ft_topic, args.vendor_topic or None, args.ft_sign,
                                args.vendor_sign, args.bias_window, robot)
+    reference = None
+    if args.twin:
+        summary["twin"], reference = wr.score_twin(rep, args.twin, robot, arrays.get("vendor"), args.topic,
+                                                   args.bias_window)
+        arrays["tau_ext_twin_reference"] = reference
     summary["notes"] = rep.notes
     path = rep.save(args.output, arrays)
     summary["output"] = str(path)
     if args.plot:
         summary["plot"] = str(wr.plot(rep, summary, arrays, args.plot, bias_window_s=args.bias_window))
+        if reference is not None:
+            twin_png = Path(args.plot).with_name(Path(args.plot).stem + "_twin.png")
+            summary["plot_twin"] = str(wr.plot_twin(rep, summary["twin"], reference, robot.joint_names, twin_png))
     if args.json:
         print(json.dumps(summary, indent=2, default=float))
     else:
@@ -152,6 +175,18 @@ def _print(s: dict) -> None:
             print(f"  there the sensor stayed within the force the band can hide (OUT.npz hidden, median "
                   f"x {m['x']:.1f} y {m['y']:.1f} z {m['z']:.1f} N) on {h['sensor_within_hidden_bound']:.0%} of the "
                   f"samples", file=out)
+    if "twin" in s:
+        tw = s["twin"]
+        print(f"twin {Path(tw['twin']).name}: shifted {tw['shift_s']:+.3f} s, positions {tw['q_rms_rad']:.4f} rad RMS "
+              f"apart; external joint torque RMSE while each joint slides [Nm]:", file=out)
+        for name, pj in tw["per_joint"].items():
+            ur = f", vendor {pj['vendor_rmse_nm']:.2f}" if "vendor_rmse_nm" in pj else ""
+            print(f"  {name:>20}: ours {pj['ours_rmse_nm']:.2f}{ur}, zero {pj['zero_rmse_nm']:.2f} (corr ours "
+                  f"{pj['ours_corr']:.2f}, {pj['samples']} samples)", file=out)
+        ur = f", vendor {tw['vendor_rmse_mean_nm']:.2f}" if "vendor_rmse_mean_nm" in tw else ""
+        print(f"  {'mean':>20}: ours {tw['ours_rmse_mean_nm']:.2f}{ur}, zero {tw['zero_rmse_mean_nm']:.2f} (the "
+              f"twin's own run-to-run variation is in every one of them)", file=out)
     if "warning" in s:
         print(f"warning: {s['warning']}", file=out)
-    print(f"wrote {s['output']}" + (f" and {s['plot']}" if "plot" in s else ""), file=out)
+    plots = " and ".join(s[k] for k in ("plot", "plot_twin") if k in s)
+    print(f"wrote {s['output']}" + (f" and {plots}" if plots else ""), file=out)

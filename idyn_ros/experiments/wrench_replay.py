@@ -35,6 +35,8 @@ CONTACT_FORCE_N = 2.0  # sensor |f| above which a sample counts as "in contact" 
 MOVING_RAD_S = 0.1  # a joint faster than this in the bias window: the arm moves from the start
 SETTLED_S = (0.1, 0.2)  # s after the first estimate: the momentum observer (1/K_O = 20 ms) has settled
 NYQUIST_SHARE = 0.4  # a default low-pass cutoff above this share of a slow recording's rate is lowered to it
+TWIN_MAX_Q_RMS_RAD = 0.01  # a twin whose aligned positions differ more is not the same motion (UR5 twins: 0.002)
+TWIN_MIN_OVERLAP = 0.5  # share of the replayed run the aligned twin must cover
 
 
 @dataclass
@@ -59,6 +61,9 @@ class Replay:
     notes: list[str] = field(default_factory=list)
     stiction_band: bool = False  # tau_ext went through the static-friction band (exactly 0 inside it)
     hidden: np.ndarray | None = None  # (N, 6) flange axes: the most the band can hide (WrenchEstimate.hidden_tool)
+    dq: np.ndarray | None = None  # (N, n) joint velocities on the replay's grid
+    tau_measured: np.ndarray | None = None  # (N, n) the recorded effort as joint torque (Nm, the model's gains)
+    effort_to_torque: Any = None  # that conversion (control.effort.EffortToTorque), for a twin recording
 
     def save(self, path: str | Path, extra: dict[str, Any] | None = None) -> Path:
         """OUT.npz: t [s] (header stamps; t_ns the same exactly), wrench, wrench_base, frame and the rest (atomic)."""
@@ -165,10 +170,10 @@ def replay(model_path: str | Path, source: str | Path, robot: Any = None, rate_h
                  np.full((N, 6), np.nan), q, np.abs(dq).max(1), robot_model.flange_frame, rate, notes)
     out.stiction_band = trust.stiction is not None and settings.stiction_band
     out.hidden = np.full((N, 6), np.nan)
+    out.dq, out.tau_measured, out.effort_to_torque = dq, np.zeros((N, n)), conv
     observer.warm_up(q[0])
-    tau = np.zeros(n)
     for k in range(N):
-        conv.torque(effort[k], out=tau)
+        tau = conv.torque(effort[k], out=out.tau_measured[k])
         if not observer.update(int(t_ns[k]), q[k], dq[k], tau):
             continue
         tau_ext = observer.tau_momentum if primary == "momentum" else observer.tau_direct
@@ -342,6 +347,130 @@ def _hidden_by_friction(rep: Replay, sensor: np.ndarray, scored: np.ndarray, sum
     if "vs_sensor" in summary.get("vendor", {}):
         out["floor_ratio_to_vendor"] = float(floor.mean() / summary["vendor"]["vs_sensor"]["rmse_mean_n"])
     return out
+
+
+def _align(t: np.ndarray, q: np.ndarray, t_twin: np.ndarray, q_twin: np.ndarray) -> tuple[float, float]:
+    """(shift s, q RMS rad): the time shift of the twin (t_twin ~ t + shift) that best matches the positions, found on
+    a 10 ms grid over every shift that overlaps ``TWIN_MIN_OVERLAP`` of the run, then refined to 0.5 ms."""
+    def q_rms(shift: float, stride: int) -> float:
+        tt = t[::stride] + shift
+        inside = (tt >= t_twin[0]) & (tt <= t_twin[-1])
+        if inside.mean() < TWIN_MIN_OVERLAP:
+            return math.inf
+        qt = np.stack([np.interp(tt[inside], t_twin, q_twin[:, j]) for j in range(q.shape[1])], axis=1)
+        return float(np.sqrt(np.mean((q[::stride][inside] - qt) ** 2)))
+
+    coarse = np.arange(t_twin[0] - t[-1], t_twin[-1] - t[0], 0.01)
+    best = min(coarse, key=lambda x: q_rms(x, 4)) if len(coarse) else 0.0
+    fine = min(np.arange(best - 0.01, best + 0.01, 0.0005), key=lambda x: q_rms(x, 1))
+    return float(fine), q_rms(float(fine), 1)
+
+
+def score_twin(rep: Replay, twin: str | Path, robot_model: Any, vendor: np.ndarray | None = None,
+               topic: str | None = None, bias_window_s: float = BIAS_WINDOW_S) -> tuple[dict[str, Any], np.ndarray]:
+    """Scores against a contact-free run of the same motion (a "twin": the same program replayed without pushes).
+
+    With the same q, dq, ddq the arm needs the same torque, so the twin's measured torque minus this run's is the
+    external joint torque, without any model: a reference where no F/T sensor was mounted, and for pushes anywhere
+    on the arm. It holds while a joint slides (|dq_j| > DQ_LIM): at standstill each run's joints stick anywhere in
+    their static-friction band. Scored per joint on those samples, in joint space (no Jacobian amplifies anything):
+    ours (the trust stage's tau_ext, as the node publishes it), the vendor's wrench mapped by J^T (zeroed over the
+    bias window, as in ``score``), and zero. The twin's own run-to-run variation adds to every error alike: compare
+    the estimators, not the absolute values. Returns (summary, the reference (N, n), NaN where the twin is absent).
+    """
+    from idyn_ros.data.wrenches import read_joint_states
+    from idyn_ros.dynamics.friction import DQ_LIM
+
+    if rep.tau_measured is None or rep.dq is None:
+        raise ValueError("score_twin needs a replay with tau_measured and dq (replay() keeps them)")
+    series = read_joint_states(twin, robot_model.joint_names, topic)
+    conv = rep.effort_to_torque
+    if series.effort_kind and series.effort_kind != conv.unit:
+        raise DatasetError(f"{twin}: its efforts are {series.effort_kind}, the replayed run's were read as "
+                           f"{conv.unit}; a twin must be recorded the same way")
+    t = (rep.t_ns - rep.t_ns[0]) * 1e-9
+    t_twin = (series.t_ns - rep.t_ns[0]) * 1e-9
+    shift, q_rms = _align(t, rep.q, t_twin, series.q)
+    if not q_rms <= TWIN_MAX_Q_RMS_RAD:
+        raise DatasetError(f"{twin}: no time shift makes its joint positions match this recording's (best: "
+                           f"{q_rms:.3g} rad RMS, limit {TWIN_MAX_Q_RMS_RAD:g}); a twin is a contact-free run "
+                           f"of the same motion")
+    tt = t + shift
+    inside = (tt >= t_twin[0]) & (tt <= t_twin[-1])
+    n = robot_model.n
+    tau_twin = np.stack([np.interp(tt, t_twin, conv.torque(series.effort)[:, j]) for j in range(n)], axis=1)
+    dq_twin = np.stack([np.interp(tt, t_twin, series.dq[:, j]) for j in range(n)], axis=1)
+    reference = np.where(inside[:, None], tau_twin - rep.tau_measured, np.nan)  # env on robot: twin minus pushed
+    estimates = {"ours": rep.tau_ext, "zero": np.zeros_like(rep.tau_ext)}
+    if vendor is not None:
+        window = _bias_window(rep, bias_window_s)
+        w_tool = vendor - vendor[window].mean(0)
+        mapped = np.full((len(t), n), np.nan)
+        for k in np.flatnonzero(inside & np.isfinite(w_tool).all(1)):
+            J, R = robot_model.flange_jacobian(rep.q[k])
+            mapped[k] = J.T @ np.concatenate([R @ w_tool[k, :3], R @ w_tool[k, 3:]])
+        estimates["vendor"] = mapped
+    sliding = inside[:, None] & (np.abs(rep.dq) > DQ_LIM) & (np.abs(dq_twin) > DQ_LIM)
+    sliding &= np.all([np.isfinite(e) for e in estimates.values()], axis=0)
+    per_joint: dict[str, Any] = {}
+    for j, name in enumerate(robot_model.joint_names):
+        m = sliding[:, j]
+        if m.sum() < 10:
+            continue
+        ref = reference[m, j]
+        per_joint[name] = {"samples": int(m.sum()), "reference_rms_nm": float(np.sqrt(np.mean(ref**2)))}
+        for who, est in estimates.items():
+            per_joint[name][f"{who}_rmse_nm"] = float(np.sqrt(np.mean((est[m, j] - ref) ** 2)))
+        o = rep.tau_ext[m, j]
+        per_joint[name]["ours_corr"] = float(np.corrcoef(o, ref)[0, 1]) if o.std() > 0 and ref.std() > 0 else math.nan
+    summary: dict[str, Any] = {
+        "twin": str(twin), "shift_s": shift - float(t_twin[0]), "q_rms_rad": q_rms, "overlap": float(inside.mean()),
+        "shift": "the twin's time from its first message = this run's + shift_s",
+        "scored": f"per joint while it slides (|dq| > {DQ_LIM:g} rad/s in both runs), in joint space [Nm]",
+        "per_joint": per_joint}
+    for who in estimates:
+        vals = [v[f"{who}_rmse_nm"] for v in per_joint.values()]
+        summary[f"{who}_rmse_mean_nm"] = float(np.mean(vals)) if vals else math.nan
+    return summary, reference
+
+
+def plot_twin(rep: Replay, twin: dict[str, Any], reference: np.ndarray, joint_names: tuple[str, ...] | list[str],
+              path: str | Path) -> Path:
+    """External joint torque per joint over time: the twin reference, ours, and where each joint slides."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from idyn_ros.dynamics.friction import DQ_LIM
+
+    t = (rep.t_ns - rep.t_ns[0]) * 1e-9
+    n = len(joint_names)
+    fig, axes = plt.subplots(n, 1, sharex=True, figsize=(12, 1.9 * n + 1), constrained_layout=True)
+    for j, (ax, name) in enumerate(zip(np.atleast_1d(axes), joint_names, strict=True)):
+        ax.plot(t, reference[:, j], color="k", lw=1.0, label="twin reference (twin minus this run)")
+        ax.plot(t, rep.tau_ext[:, j], color="C0", lw=0.9, label="ours (tau_ext)")
+        still = np.abs(rep.dq[:, j]) <= DQ_LIM
+        ax.fill_between(t, 0, 1, where=still, transform=ax.get_xaxis_transform(), color="0.85", lw=0, zorder=0,
+                        label="not scored: joint still")
+        pj = twin["per_joint"].get(name)
+        if pj:
+            text = f"RMSE while sliding: ours {pj['ours_rmse_nm']:.2f}, zero {pj['zero_rmse_nm']:.2f}"
+            text += f", vendor {pj['vendor_rmse_nm']:.2f} Nm" if "vendor_rmse_nm" in pj else " Nm"
+            ax.text(0.99, 0.95, text, transform=ax.transAxes, ha="right", va="top", fontsize=8,
+                    bbox={"facecolor": "white", "alpha": 0.8, "lw": 0})
+        ax.set_ylabel(f"{name}\n[Nm]", fontsize=8)
+        ax.grid(alpha=0.3)
+    np.atleast_1d(axes)[0].legend(loc="upper left", fontsize=8, ncol=3)
+    np.atleast_1d(axes)[0].set_title(f"external joint torque (environment on robot) against the contact-free twin "
+                                     f"{Path(twin['twin']).name}\n(shifted {twin['shift_s']:+.3f} s, positions "
+                                     f"{twin['q_rms_rad']:.4f} rad RMS apart)", fontsize=10)
+    np.atleast_1d(axes)[-1].set_xlabel("t [s]")
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path
 
 
 def plot(rep: Replay, summary: dict[str, Any], arrays: dict[str, np.ndarray], path: str | Path,

@@ -166,6 +166,50 @@ def test_the_rate_is_the_models_and_the_runtime_refuses_another(recorded, tmp_pa
     assert "--observer-gain=-5.0 is below its minimum" in capsys.readouterr().err  # the node's bound, the option's name
 
 
+def test_a_twin_run_of_the_same_motion_is_a_reference_without_a_sensor(recorded, tmp_path, capsys):
+    """The same motion twice, pushed in the second, the twin logged 0.3 s later and with its clock elsewhere: the
+    twin is aligned by its positions, its torque minus the pushed one is the push's joint torque where the joints
+    slide, ours scores far below zero there; a run of another motion is refused."""
+    from idyn_ros.cli import main
+    from idyn_ros.data.dataset import Dataset
+    from idyn_ros.dynamics import RobotModel
+    from idyn_ros.models.synthetic import fourier_recording, make_true_robot
+
+    _, model, _ = recorded
+    robot = RobotModel.from_robot("ur5")
+    truth = make_true_robot(robot.pin_model, spread=0.0)
+    rec = fourier_recording(robot.pin_model, truth, duration=4.0, rate_hz=RATE, speed=0.5, noise=0.0)
+    rec.tau[:] = [robot.rnea(q, dq, ddq) for q, dq, ddq in zip(rec.q, rec.dq, rec.ddq, strict=True)]  # the model's
+    names = tuple(robot.joint_names)
+    push = (rec.t > 1.5) & (rec.t < 2.5)
+    tau_ext = np.zeros_like(rec.tau)  # environment on robot: the motors supply that much less
+    for k in np.flatnonzero(push):
+        J, _ = robot.flange_jacobian(rec.q[k])
+        tau_ext[k] = J.T @ np.concatenate([PUSH, np.zeros(3)])
+    pushed = Dataset(rec.t, rec.q, rec.dq, rec.tau - tau_ext, names, "ur5", "torque", "synthetic").save(
+        tmp_path / "pushed.npz")
+    late = rec.t >= 0.3  # the twin starts 0.3 s into the motion, and its clock is 100 s off
+    twin = Dataset(rec.t[late] + 100.0, rec.q[late], rec.dq[late], rec.tau[late], names, "ur5", "torque",
+                   "synthetic").save(tmp_path / "twin.npz")
+    out = tmp_path / "o.npz"
+    assert main(["wrench", "--model", str(model), "--data", str(pushed), "-o", str(out), "--twin", str(twin),
+                 "--plot", str(tmp_path / "p.png"), "--json"]) == 0
+    tw = json.loads(capsys.readouterr().out)["twin"]
+    assert tw["shift_s"] == pytest.approx(-0.3, abs=1e-3) and tw["q_rms_rad"] < 1e-4
+    assert tw["ours_rmse_mean_nm"] < 0.25 * tw["zero_rmse_mean_nm"]
+    assert (tmp_path / "p_twin.png").stat().st_size > 10_000
+    with np.load(out) as d:
+        ref = d["tau_ext_twin_reference"]
+        assert np.isnan(ref[rec.t < 0.29]).all()  # before the twin starts
+        inside = (rec.t > 0.31) & (rec.t < rec.t[-1] - 0.01)
+        np.testing.assert_allclose(ref[inside], tau_ext[inside], atol=1e-6)
+    other = fourier_recording(robot.pin_model, truth, seed=3, duration=4.0, rate_hz=RATE, speed=0.5, noise=0.0)
+    Dataset(other.t, other.q, other.dq, other.tau, names, "ur5", "torque", "synthetic").save(tmp_path / "other.npz")
+    assert main(["wrench", "--model", str(model), "--data", str(pushed), "-o", str(out), "--twin",
+                 str(tmp_path / "other.npz")]) == 2
+    assert "no time shift makes its joint positions match" in capsys.readouterr().err
+
+
 @pytest.mark.realdata
 def test_a_franka_ros2_bag_at_30_hz_replays_with_the_pandas_model(shared_data, tmp_path, capsys):
     """fer_joint* names (franka_ros2) are the Panda's; at 30 Hz the direct residual's default low-pass (20 Hz, above
@@ -186,8 +230,8 @@ def test_a_franka_ros2_bag_at_30_hz_replays_with_the_pandas_model(shared_data, t
 @pytest.mark.slow
 def test_no10_against_the_sensor_and_the_urs_estimate(shared_data, tmp_path, capsys):
     """Real data: the UR's own estimate scores as the README describes it (several newtons RMS per axis, positive
-    correlation once its sign is undone), and ours runs through the same scoring."""
-    from idyn_ros.bench.ur5 import SCORE, TRAIN, VAL
+    correlation once its sign is undone), and ours runs through the same scoring; and against a contact-free twin."""
+    from idyn_ros.bench.ur5 import PUSHED_NO_TRUTH, SCORE, TRAIN, VAL
     from idyn_ros.cli import main
 
     d = shared_data / "ur5_ft"
@@ -206,6 +250,12 @@ def test_no10_against_the_sensor_and_the_urs_estimate(shared_data, tmp_path, cap
     assert 0.3 < hidden["share_of_samples"] < 0.95
     assert all(hidden["floor_rmse_n"][a] <= 1.05 * ours[a] + 0.1 for a in "xyz")
     assert 0.1 < hidden["floor_ratio_to_vendor"] < s["rmse_ratio_ours_to_vendor"]
+    # pushes in motion, no sensor: No7_short is the same program without the pushes
+    assert main(["wrench", "--model", str(tmp_path / "m" / "model.onnx"), "--data", str(d / PUSHED_NO_TRUTH[1]),
+                 "-o", str(tmp_path / "o.npz"), "--twin", str(d / VAL), "--json"]) == 0
+    tw = json.loads(capsys.readouterr().out)["twin"]
+    assert abs(tw["shift_s"]) < 0.05 and tw["q_rms_rad"] < 0.005 and tw["overlap"] > 0.95
+    assert tw["ours_rmse_mean_nm"] < min(tw["zero_rmse_mean_nm"], tw["vendor_rmse_mean_nm"])
 
 
 def test_the_force_hidden_by_friction_is_the_sensor_where_every_joint_is_inside_its_band():
