@@ -349,7 +349,7 @@ def _hidden_by_friction(rep: Replay, sensor: np.ndarray, scored: np.ndarray, sum
     return out
 
 
-def _align(t: np.ndarray, q: np.ndarray, t_twin: np.ndarray, q_twin: np.ndarray) -> tuple[float, float]:
+def align_twin(t: np.ndarray, q: np.ndarray, t_twin: np.ndarray, q_twin: np.ndarray) -> tuple[float, float]:
     """(shift s, q RMS rad): the time shift of the twin (t_twin ~ t + shift) that best matches the positions, found on
     a 10 ms grid over every shift that overlaps ``TWIN_MIN_OVERLAP`` of the run, then refined to 0.5 ms."""
     def q_rms(shift: float, stride: int) -> float:
@@ -390,7 +390,7 @@ def score_twin(rep: Replay, twin: str | Path, robot_model: Any, vendor: np.ndarr
                            f"{conv.unit}; a twin must be recorded the same way")
     t = (rep.t_ns - rep.t_ns[0]) * 1e-9
     t_twin = (series.t_ns - rep.t_ns[0]) * 1e-9
-    shift, q_rms = _align(t, rep.q, t_twin, series.q)
+    shift, q_rms = align_twin(t, rep.q, t_twin, series.q)
     if not q_rms <= TWIN_MAX_Q_RMS_RAD:
         raise DatasetError(f"{twin}: no time shift makes its joint positions match this recording's (best: "
                            f"{q_rms:.3g} rad RMS, limit {TWIN_MAX_Q_RMS_RAD:g}); a twin is a contact-free run "

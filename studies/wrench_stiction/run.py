@@ -201,10 +201,10 @@ def joints_plot(model: str, root: Path, path: Path) -> None:
     raw: list[np.ndarray] = []
     saved = wt.TrustedWrench._external
 
-    def keep(self: wt.TrustedWrench, tau_ext: np.ndarray, dq: np.ndarray) -> None:
+    def keep(self: wt.TrustedWrench, tau_ext: np.ndarray, dq: np.ndarray, at_zero_pose: bool) -> None:
         if self is trust_of[0]:
             raw.append(tau_ext.copy())
-        saved(self, tau_ext, dq)
+        saved(self, tau_ext, dq, at_zero_pose)
 
     trust_of: list[Any] = []
     saved_init = wt.TrustedWrench.__init__

@@ -1,0 +1,124 @@
+"""Study: the UR5 force estimate in motion, against contact-free twins (the same program without pushes).
+
+Run from the repository root with idyn_ros importable and ../shared/data/ur5_ft present:
+
+    python studies/wrench_stiction/motion.py [--work DIR]
+
+Trains rbd-friction on the benchmark's split (``idyn_ros.bench.ur5.train_model``), replays the two pushed runs
+without a sensor through ``idyn wrench``'s code path and scores them against their twins (``score_twin``), twice:
+with the re-zero bias applied at its own pose only (the product since d861572) and, patched in here, everywhere as
+before. Then, from the recordings alone: how much of the currents' content above 8 Hz repeats between a pushed run
+and its twin, and at which spatial frequency (cycles per joint turn) the wrists' part of it sits on No6.
+Writes results/motion.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from idyn_ros.bench import run_provenance, write_result
+from idyn_ros.bench.ur5 import PUSHED_NO_TRUTH, TWINS, _data, train_model
+from idyn_ros.control import wrench_trust as wt
+from idyn_ros.dynamics import RobotModel
+from idyn_ros.experiments import wrench_replay as wr
+
+RESULTS = Path(__file__).resolve().parent / "results"
+HIGH_PASS_HZ = 8.0
+RICHEST = "Movement_No6_Acc_slow_Verify_Model"
+
+
+def twin_scores(model: str, root: Path, robot: RobotModel) -> dict[str, Any]:
+    """Twin scores of both pushed runs, the bias at its pose (now) and everywhere (before)."""
+    now = wt.TrustedWrench._external
+
+    def everywhere(self: wt.TrustedWrench, tau_ext: np.ndarray, dq: np.ndarray, at_zero_pose: bool) -> None:
+        now(self, tau_ext, dq, True)
+
+    out: dict[str, Any] = {}
+    d = root / "ur5_ft"
+    for label, external in (("bias_at_its_pose", now), ("bias_everywhere", everywhere)):
+        wt.TrustedWrench._external = external
+        try:
+            for name in PUSHED_NO_TRUTH:
+                rep = wr.replay(model, d / name, robot)
+                summary, arrays = wr.score(rep, d / name, None, robot=robot)
+                twin, _ = wr.score_twin(rep, d / TWINS[name], robot, arrays.get("vendor"))
+                out.setdefault(label, {})[name] = {
+                    "ours_rmse_mean_nm": twin["ours_rmse_mean_nm"], "vendor_rmse_mean_nm": twin["vendor_rmse_mean_nm"],
+                    "zero_rmse_mean_nm": twin["zero_rmse_mean_nm"], "per_joint": twin["per_joint"],
+                    "ours_force_rms_n": summary["ours"]["force_rms_n"], "rezeros": summary["ours"]["rezeros"]}
+        finally:
+            wt.TrustedWrench._external = now
+    return out
+
+
+def ripple(root: Path, robot: RobotModel) -> dict[str, Any]:
+    """Currents above HIGH_PASS_HZ: correlation between each pushed run and its aligned twin, and the strongest
+    spatial frequency of each joint on the richest run (Lomb-Scargle over q while the joint moves)."""
+    from scipy.signal import butter, filtfilt, lombscargle
+
+    from idyn_ros.data.wrenches import read_joint_states
+
+    d = root / "ur5_ft"
+    names = robot.joint_names
+    out: dict[str, Any] = {"high_pass_hz": HIGH_PASS_HZ, "repeat_corr": {}, "spatial_peak": {}}
+    for pushed, free in TWINS.items():
+        a, b = read_joint_states(d / pushed, names), read_joint_states(d / free, names)
+        ta, tb = (a.t_ns - a.t_ns[0]) * 1e-9, (b.t_ns - b.t_ns[0]) * 1e-9
+        shift, _ = wr.align_twin(ta, a.q, tb, b.q)  # both from their own first message
+        fs = 1.0 / np.median(np.diff(ta))
+        hb, ha = butter(2, HIGH_PASS_HZ / (fs / 2), "high")
+        inside = (ta + shift >= tb[0]) & (ta + shift <= tb[-1])
+        corr = []
+        for j in range(len(names)):
+            x = filtfilt(hb, ha, a.effort[:, j])[inside]
+            y = np.interp(ta[inside] + shift, tb, filtfilt(hb, ha, b.effort[:, j]))
+            corr.append(float(np.corrcoef(x, y)[0, 1]))
+        out["repeat_corr"][pushed] = dict(zip(names, corr, strict=True))
+    s = read_joint_states(d / RICHEST, names)
+    fs = 1.0 / np.median(np.diff(s.t_ns * 1e-9))
+    hb, ha = butter(2, HIGH_PASS_HZ / (fs / 2), "high")
+    cycles_per_rad = np.linspace(5.0, 400.0, 8000)
+    for j, name in enumerate(names):
+        h = filtfilt(hb, ha, s.effort[:, j])
+        moving = np.abs(s.dq[:, j]) > 0.05
+        power = lombscargle(s.q[moving, j], h[moving] - h[moving].mean(), 2 * np.pi * cycles_per_rad, normalize=True)
+        k = int(np.argmax(power))
+        out["spatial_peak"][name] = {"cycles_per_joint_turn": float(cycles_per_rad[k] * 2 * np.pi),
+                                     "normalised_power": float(power[k]),
+                                     "high_pass_current_std_a": float(h[moving].std()),
+                                     "current_std_a": float(s.effort[moving, j].std())}
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--work", type=Path, default=Path("runs") / "study_wrench_stiction")
+    args = parser.parse_args()
+    root = _data()
+    robot = RobotModel.from_robot("ur5")
+    model = train_model("rbd-friction", args.work, root)["artifact"]
+    scores = twin_scores(model, root, robot)
+    for label, runs in scores.items():
+        for name, r in runs.items():
+            print(f"{label:<17} {name:<60} ours {r['ours_rmse_mean_nm']:.2f} UR {r['vendor_rmse_mean_nm']:.2f} zero "
+                  f"{r['zero_rmse_mean_nm']:.2f} Nm; |f| RMS {r['ours_force_rms_n']:.1f} N", flush=True)
+    rip = ripple(root, robot)
+    for name, c in rip["repeat_corr"].items():
+        print(f"above {HIGH_PASS_HZ:g} Hz, {name} vs its twin: corr " + " ".join(f"{v:.2f}" for v in c.values()))
+    for name, p in rip["spatial_peak"].items():
+        print(f"{RICHEST} {name}: peak at {p['cycles_per_joint_turn']:.0f} cycles per joint turn "
+              f"(power {p['normalised_power']:.2f}); high-passed current std {p['high_pass_current_std_a']:.3f} A "
+              f"of {p['current_std_a']:.3f} A")
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    prov = run_provenance("python studies/wrench_stiction/motion.py")
+    payload = {"model": "rbd-friction", "twins": scores, "ripple": rip}
+    print(f"wrote {write_result('motion', payload, '', prov, RESULTS)}")
+
+
+if __name__ == "__main__":
+    main()
