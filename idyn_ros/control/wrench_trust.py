@@ -337,7 +337,7 @@ class WrenchEstimate:
     singular: bool = False  # some wrench direction is not estimated (near a singularity)
     unobservable_tool: np.ndarray = field(default_factory=lambda: np.zeros((0, 6)))  # flange-axes unit wrenches
     at_rest: bool = False
-    zeroed: bool = False
+    zeroed: bool = False  # a re-zero's bias applies here (at the pose it was taken at)
     rezeroed: bool = False  # this update set a new bias
 
 
@@ -480,5 +480,5 @@ class TrustedWrench:
         out.singular = self.mapper.rank < min(6, self.mapper.rbd.n)
         out.unobservable_tool = (T @ self.mapper.unobservable.T).T
         out.at_rest = at_rest
-        out.zeroed = self.bias.zeroed
+        out.zeroed = at_zero_pose or out.rezeroed
         return out
