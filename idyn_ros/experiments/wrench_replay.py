@@ -390,6 +390,9 @@ def score_twin(rep: Replay, twin: str | Path, robot_model: Any, vendor: np.ndarr
                            f"{conv.unit}; a twin must be recorded the same way")
     t = (rep.t_ns - rep.t_ns[0]) * 1e-9
     t_twin = (series.t_ns - rep.t_ns[0]) * 1e-9
+    if len(t_twin) < 3 or t_twin[-1] - t_twin[0] < TWIN_MIN_OVERLAP * t[-1]:
+        raise DatasetError(f"{twin}: {t_twin[-1] - t_twin[0] if len(t_twin) else 0:.1f} s of joint states; a twin must "
+                           f"cover at least {TWIN_MIN_OVERLAP:.0%} of this recording's {t[-1]:.1f} s")
     shift, q_rms = align_twin(t, rep.q, t_twin, series.q)
     if not q_rms <= TWIN_MAX_Q_RMS_RAD:
         raise DatasetError(f"{twin}: no time shift makes its joint positions match this recording's (best: "

@@ -208,6 +208,12 @@ def test_a_twin_run_of_the_same_motion_is_a_reference_without_a_sensor(recorded,
     assert main(["wrench", "--model", str(model), "--data", str(pushed), "-o", str(out), "--twin",
                  str(tmp_path / "other.npz")]) == 2
     assert "no time shift makes its joint positions match" in capsys.readouterr().err
+    short = rec.t < 1.0
+    Dataset(rec.t[short], rec.q[short], rec.dq[short], rec.tau[short], names, "ur5", "torque", "synthetic").save(
+        tmp_path / "short.npz")
+    assert main(["wrench", "--model", str(model), "--data", str(pushed), "-o", str(out), "--twin",
+                 str(tmp_path / "short.npz")]) == 2
+    assert "a twin must cover at least 50%" in capsys.readouterr().err
 
 
 @pytest.mark.realdata
