@@ -344,7 +344,10 @@ class WrenchEstimate:
 # where the artifact's uncertainty was measured (``models.uncertainty.torque_uncertainty``'s split), as said
 SIGMA_SPLITS = {"val": "the model's validation residuals", "test": "the model's test residuals",
                 "train": "the model's training residuals (no held-out data: optimistic; train with --val for an "
-                         "honest sigma)"}
+                         "honest sigma)",
+                "val_repeats_training": "the model's validation residuals, but its validation repeats the training "
+                                        "states (optimistic; validate on another trajectory for an honest sigma)",
+                "parameter": "the tau_sigma parameter"}
 
 
 class TrustedWrench:
@@ -386,13 +389,22 @@ class TrustedWrench:
         self._T = np.zeros((6, 6))  # base -> flange axes for [f; m]: blockdiag(R^T, R^T)
 
     @classmethod
-    def from_model(cls, rbd: RobotModel, model: Any, settings: TrustSettings = TrustSettings()) -> TrustedWrench:
-        """With the uncertainty a loaded ``FeedforwardComputer`` carries (its artifact's), if any."""
-        unc = getattr(model, "uncertainty", None) if model is not None else None
-        sig = np.asarray(unc["tau_sigma_nm"]) if unc and unc.get("tau_sigma_nm") else None
-        rest = np.asarray(unc["tau_sigma_rest_nm"]) if unc and unc.get("tau_sigma_rest_nm") else None
+    def from_model(cls, rbd: RobotModel, model: Any, settings: TrustSettings = TrustSettings(),
+                   tau_sigma: Any = None, tau_sigma_rest: Any = None) -> TrustedWrench:
+        """With the uncertainty a loaded ``FeedforwardComputer`` carries (its artifact's), if any; ``tau_sigma`` /
+        ``tau_sigma_rest`` (the node's parameters, empty = unset) override it."""
+        unc = (getattr(model, "uncertainty", None) if model is not None else None) or {}
+        split = unc.get("split", "val")
+        if split == "val" and unc.get("val_repeats_training"):
+            split = "val_repeats_training"
+        sig = np.asarray(unc["tau_sigma_nm"]) if unc.get("tau_sigma_nm") else None
+        rest = np.asarray(unc["tau_sigma_rest_nm"]) if unc.get("tau_sigma_rest_nm") else None
+        if tau_sigma is not None and len(tau_sigma):
+            sig, split = np.asarray(tau_sigma, dtype=np.float64), "parameter"
+        if tau_sigma_rest is not None and len(tau_sigma_rest):
+            rest = np.asarray(tau_sigma_rest, dtype=np.float64)
         return cls(rbd, settings, sig, rest, getattr(model, "static_friction", None) if model is not None else None,
-                   (unc or {}).get("split", "val"))
+                   split)
 
     def describe(self) -> str:
         s = self.settings

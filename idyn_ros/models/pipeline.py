@@ -226,6 +226,8 @@ def train_run(
                     warnings.warn(message, stacklevel=2)
     uncertainty = torque_uncertainty([(name, recs, preds[name]) for name, recs in
                                       (("val", val), ("test", test), ("train", train))])
+    if uncertainty and uncertainty.get("split") == "val" and overlap is not None and held is None:
+        uncertainty["val_repeats_training"] = bool(overlap["share"] >= OVERLAP_WARNING)  # the trust stage says so
     if effort is not None:
         gains = np.asarray(effort["torque_constants"], dtype=np.float64)
         metrics["effort"] = effort

@@ -90,14 +90,8 @@ class WrenchObserverNode(Node):
             self.get_logger().info(self.effort.describe())
             if self.effort.warning:
                 self.get_logger().warning(self.effort.warning)
-        trusted_model = self.observer.model
-        unc = trusted_model.uncertainty if trusted_model is not None else None
-        sigma = np.asarray(v.tau_sigma) if v.tau_sigma else (
-            np.asarray(unc["tau_sigma_nm"]) if unc and unc.get("tau_sigma_nm") else None)
-        sigma_rest = np.asarray(v.tau_sigma_rest) if v.tau_sigma_rest else (
-            np.asarray(unc["tau_sigma_rest_nm"]) if unc and unc.get("tau_sigma_rest_nm") else None)
-        self.trust = TrustedWrench(self.observer.rbd, TrustSettings.from_params(v), sigma, sigma_rest,
-                                   trusted_model.static_friction if trusted_model is not None else None)
+        self.trust = TrustedWrench.from_model(self.observer.rbd, self.observer.model, TrustSettings.from_params(v),
+                                              v.tau_sigma, v.tau_sigma_rest)
         self.get_logger().info(self.trust.describe())
         self._apply_tunables(v)
         self.params.on_change.append(self._apply_tunables)

@@ -298,3 +298,8 @@ def test_the_sigma_says_which_residuals_it_comes_from(ur5):
         model = SimpleNamespace(uncertainty={"tau_sigma_nm": [1.0] * n, "split": split}, static_friction=None)
         assert said in TrustedWrench.from_model(ur5, model).describe()
     assert "of the effort limits" in TrustedWrench.from_model(ur5, None).describe()
+    repeated = SimpleNamespace(uncertainty={"tau_sigma_nm": [1.0] * n, "split": "val", "val_repeats_training": True},
+                               static_friction=None)
+    assert "repeats the training states (optimistic" in TrustedWrench.from_model(ur5, repeated).describe()
+    mine = TrustedWrench.from_model(ur5, repeated, tau_sigma=[2.0] * n, tau_sigma_rest=[])  # the node's parameters
+    assert "the tau_sigma parameter" in mine.describe() and np.all(mine.tau_sigma == 2.0)

@@ -163,6 +163,10 @@ def test_validation_that_repeats_the_training_trajectory_is_said(iiwa, synth, tm
     with pytest.warns(UserWarning, match="validation repeats the training trajectory"):
         _, metrics = train_run(cfg, iiwa, [a], [rerun], out_dir=tmp_path, progress=False)
     assert metrics["validation_overlap"]["share"] == 1.0
+    from idyn_ros.runtime import read_metadata
+
+    unc = read_metadata(tmp_path / "model.onnx")["uncertainty"]  # the wrench observer's sigma says it is optimistic
+    assert unc["split"] == "val" and unc["val_repeats_training"] is True
     other = dataclasses.replace(b, source="/data/other_trajectory.npz")
     with pytest.warns(UserWarning, match=r"could validate instead \(--val\): .*other_trajectory.npz \(\d+% covered\)"):
         _, metrics = train_run(cfg, iiwa, [a, other], [rerun], out_dir=tmp_path, progress=False)
