@@ -173,6 +173,9 @@ def recorded_aliases(target: Sequence[str]) -> tuple[str, dict[str, str]]:
     return "", {}
 
 
+RENAMED_NOTE = "read as"  # in read_as_robot's note: the recorded joint names were renamed to the robot's
+
+
 def read_as_robot(names: list[str], target: Sequence[str]) -> tuple[list[str], str]:
     """(names, note): ``names`` renamed by the recorded aliases of the preset whose joints are ``target`` when that
     supplies every joint ``names`` lack, with a line saying so; else ``names`` unchanged and no note."""
@@ -182,8 +185,8 @@ def read_as_robot(names: list[str], target: Sequence[str]) -> tuple[list[str], s
     for alias, own in aliases.items():
         renamed = apply_joint_map(names, {alias: own})
         if all(j in renamed for j in target) and not duplicated(renamed):
-            return renamed, (f"joints {alias}* read as {own}* ({alias}* is what the {robot}'s vendor ROS 2 stack "
-                             f"calls them; --joint-map overrides)")
+            return renamed, (f"joints {alias}* {RENAMED_NOTE} {own}* ({alias}* is what the {robot}'s vendor ROS 2 "
+                             f"stack calls them; --joint-map overrides)")
     return names, ""
 
 

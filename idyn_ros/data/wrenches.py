@@ -26,6 +26,7 @@ class JointStateSeries:
     joint_names: tuple[str, ...]
     effort_kind: str | None  # what the source says (None: it does not)
     source: str
+    note: str = ""  # how the recorded joint names were read, when renamed (``importers.read_as_robot``)
 
     @property
     def rate_hz(self) -> float:
@@ -72,7 +73,7 @@ def read_joint_states(path: str | Path, joint_names: tuple[str, ...] | list[str]
         return JointStateSeries(np.round(ds.t * 1e9).astype(np.int64), ds.q, ds.dq, ds.tau, tuple(names),
                                 effort_kind or ds.effort_kind, str(path))
     raw = read_bag(path, topic=topic)
-    recorded, _ = read_as_robot(list(raw.joint_names), names)  # e.g. franka_ros2's fer_* for the Panda
+    recorded, note = read_as_robot(list(raw.joint_names), names)  # e.g. franka_ros2's fer_* for the Panda
     missing = [j for j in names if j not in recorded]
     if missing:
         raise DatasetError(f"{path}: joints {missing} are not in its joint states ({raw.joint_names}); pick the "
@@ -88,7 +89,7 @@ def read_joint_states(path: str | Path, joint_names: tuple[str, ...] | list[str]
         if bad.any():
             raise DatasetError(f"{path}: {int(bad.any(1).sum())} joint states lack a {name} for joints {names} "
                                f"(first at message {int(np.flatnonzero(bad.any(1))[0])})")
-    return JointStateSeries(t[keep], q, dq, eff, tuple(names), effort_kind or raw.effort_hint, raw.source)
+    return JointStateSeries(t[keep], q, dq, eff, tuple(names), effort_kind or raw.effort_hint, raw.source, note)
 
 
 def read_wrenches(path: str | Path, topics: list[str]) -> dict[str, WrenchSeries]:

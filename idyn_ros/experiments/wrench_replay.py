@@ -115,6 +115,8 @@ def replay(model_path: str | Path, source: str | Path, robot: Any = None, rate_h
     robot_model = robot_for(meta, robot)
     series = read_joint_states(source, robot_model.joint_names, topic)
     notes = [f"joint states: {series.source}, {len(series.t_ns)} messages, header stamps"]
+    if series.note:
+        notes.append(series.note)
     t_ns, q, dq, effort = series.t_ns, series.q, series.dq, series.effort
     if len(t_ns) < 3:
         raise DatasetError(f"{source}: {len(t_ns)} joint states; a replay needs at least 3")

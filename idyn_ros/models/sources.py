@@ -170,7 +170,7 @@ def load_recordings(paths: Sequence[str | Path], robot: Any, effort_kind: str | 
     recording off that rate or with irregular stamps is imported again onto a grid at ``rate_hz`` (module doc)
     and ``say`` gets one line about it.
     """
-    recs = [_load(path, robot, effort_kind) for path in paths]
+    recs = [_load(path, robot, effort_kind, say=say) for path in paths]
     return recs if rate_hz is None else [_at_rate(r, p, robot, effort_kind, rate_hz, say) for r, p in
                                          zip(recs, paths, strict=True)]
 
@@ -180,7 +180,7 @@ def load_split(train: Sequence[str | Path], val: Sequence[str | Path], test: Seq
                say: Callable[[str], None] | None = None) -> tuple[list[Recording], list[Recording],
                                                                    list[Recording], float]:
     """(train, val, test recordings, model rate): all at the rate of :func:`model_rate` (module doc)."""
-    native = [_load(path, robot, effort_kind) for path in train]
+    native = [_load(path, robot, effort_kind, say=say) for path in train]
     rate, why = model_rate(native, rate_hz)
     if say is not None:
         say(f"model rate {rate:g} Hz ({why})")
@@ -218,13 +218,19 @@ def model_rate(recs: Sequence[Recording], requested: float | None = None) -> tup
                   f"resampled to it, --rate chooses another")
 
 
-def _load(path: str | Path, robot: Any, effort_kind: str | None, rate_hz: float | None = None) -> Recording:
+def _load(path: str | Path, robot: Any, effort_kind: str | None, rate_hz: float | None = None,
+          say: Callable[[str], None] | None = None) -> Recording:
     from idyn_ros.data import load_dataset
+    from idyn_ros.data.importers import RENAMED_NOTE
 
     path = Path(path)
     if not path.exists():
         raise DatasetError(f"{path}: no such file or folder")
     ds = load_dataset(path, joint_names=list(robot.joint_names), effort_kind=effort_kind, rate=rate_hz)
+    if say is not None:  # e.g. franka_ros2's fer_* names read as the Panda's: said, as `idyn dataset import` says it
+        for note in getattr(ds, "notes", ()):
+            if note.startswith("joints ") and f" {RENAMED_NOTE} " in note:
+                say(f"{path}: {note}")
     return to_recording(ds, robot, source=str(path))
 
 

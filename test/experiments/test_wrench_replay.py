@@ -225,11 +225,12 @@ def test_a_franka_ros2_bag_at_30_hz_replays_with_the_pandas_model(shared_data, t
     bag = shared_data / "panda_bag_30hz" / "panda_exciting_trajectory.db3"
     assert main(["train", "--robot", "panda", "--data", str(bag), "--model", "rbd", "--id-method", "nominal",
                  "--out", str(tmp_path / "m"), "--no-progress"]) == 0
-    capsys.readouterr()
+    assert "joints fer_* read as panda_*" in capsys.readouterr().out  # idyn train says it too
     assert main(["wrench", "--model", str(tmp_path / "m" / "model.onnx"), "--data", str(bag), "-o",
                  str(tmp_path / "o.npz"), "--json"]) == 0
     notes = " ".join(json.loads(capsys.readouterr().out)["notes"])
     assert "low-pass at 12 Hz" in notes and "above its Nyquist frequency" in notes
+    assert "joints fer_* read as panda_*" in notes  # the renaming is said, as idyn dataset import says it
 
 
 @pytest.mark.realdata
