@@ -7,8 +7,9 @@ Run from the repository root with idyn_ros importable and ../shared/data/ur5_ft 
 Trains rbd-friction on the benchmark's split (``idyn_ros.bench.ur5.train_model``), replays the two pushed runs
 without a sensor through ``idyn wrench``'s code path and scores them against their twins (``score_twin``), twice:
 with the re-zero bias applied at its own pose only (the product since d861572) and, patched in here, everywhere as
-before. Then, from the recordings alone: how much of the currents' content above 8 Hz repeats between a pushed run
-and its twin, and at which spatial frequency (cycles per joint turn) the wrists' part of it sits on No6.
+before. Whether the trust stage's sigma holds in motion there (where the twin reference is quiet). Then, from the
+recordings alone: how much of the currents' content above 8 Hz repeats between a pushed run and its twin, and at which
+spatial frequency (cycles per joint turn) the wrists' part of it sits on No6.
 Writes results/motion.json.
 """
 
@@ -53,6 +54,26 @@ def twin_scores(model: str, root: Path, robot: RobotModel) -> dict[str, Any]:
                     "ours_force_rms_n": summary["ours"]["force_rms_n"], "rezeros": summary["ours"]["rezeros"]}
         finally:
             wt.TrustedWrench._external = now
+    return out
+
+
+def sigma_calibration(model: str, root: Path, robot: RobotModel) -> dict[str, Any]:
+    """Per joint, on the pushed runs' stretches where the twin reference is under 1 Nm and the joint slides: the share
+    of our tau_ext within 2 sigma of it (sigma: the trust stage's moving one, the artifact's) and RMSE / sigma."""
+    from idyn_ros.dynamics.friction import DQ_LIM
+    from idyn_ros.models.artifact import read_metadata
+
+    sigma = np.asarray(read_metadata(model)["uncertainty"]["tau_sigma_nm"])
+    d = root / "ur5_ft"
+    out: dict[str, Any] = {"sigma_nm": sigma.tolist()}
+    for name in PUSHED_NO_TRUTH:
+        rep = wr.replay(model, d / name, robot)
+        _, reference = wr.score_twin(rep, d / TWINS[name], robot)
+        err = rep.tau_ext - reference
+        quiet = np.isfinite(reference) & (np.abs(reference) < 1.0) & (np.abs(rep.dq) > DQ_LIM)
+        out[name] = {"within_2_sigma": [float(np.mean(np.abs(err[quiet[:, j], j]) < 2 * sigma[j])) for j in range(6)],
+                     "rmse_over_sigma": [float(np.sqrt(np.mean(err[quiet[:, j], j] ** 2)) / sigma[j])
+                                         for j in range(6)]}
     return out
 
 
@@ -107,6 +128,11 @@ def main() -> None:
         for name, r in runs.items():
             print(f"{label:<17} {name:<60} ours {r['ours_rmse_mean_nm']:.2f} UR {r['vendor_rmse_mean_nm']:.2f} zero "
                   f"{r['zero_rmse_mean_nm']:.2f} Nm; |f| RMS {r['ours_force_rms_n']:.1f} N", flush=True)
+    calib = sigma_calibration(model, root, robot)
+    for name in PUSHED_NO_TRUTH:
+        c = calib[name]
+        print(f"sigma in motion, {name}: within 2 sigma " + " ".join(f"{v:.2f}" for v in c["within_2_sigma"])
+              + "; RMSE / sigma " + " ".join(f"{v:.2f}" for v in c["rmse_over_sigma"]))
     rip = ripple(root, robot)
     for name, c in rip["repeat_corr"].items():
         print(f"above {HIGH_PASS_HZ:g} Hz, {name} vs its twin: corr " + " ".join(f"{v:.2f}" for v in c.values()))
@@ -116,7 +142,7 @@ def main() -> None:
               f"of {p['current_std_a']:.3f} A")
     RESULTS.mkdir(parents=True, exist_ok=True)
     prov = run_provenance("python studies/wrench_stiction/motion.py")
-    payload = {"model": "rbd-friction", "twins": scores, "ripple": rip}
+    payload = {"model": "rbd-friction", "twins": scores, "sigma_calibration": calib, "ripple": rip}
     print(f"wrote {write_result('motion', payload, '', prov, RESULTS)}")
 
 
