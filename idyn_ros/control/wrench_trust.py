@@ -108,33 +108,54 @@ class ContactWrenchMapper:
     def __init__(self, rbd: RobotModel, settings: TrustSettings = TrustSettings()) -> None:
         self.rbd = rbd
         self.settings = settings
-        self.P = np.zeros((6, rbd.n))  # F = P tau at the last map()
+        n = rbd.n
+        self.P = np.zeros((6, n))  # F = P tau at the last map()
         self.cov = np.zeros((6, 6))  # covariance of F (base axes)
         self.rank = 6
-        self.unobservable = np.zeros((0, 6))  # base-axes unit wrenches not estimated
-        self.singular_values = np.zeros(min(6, rbd.n))
+        self.unobservable = _NO_DIRECTIONS  # base-axes unit wrenches not estimated, (k, 6)
+        self.singular_values = np.zeros(min(6, n))
         self.R = np.eye(3)
+        self._w = np.zeros(n)  # per-joint weights 1/sigma^2, in units of their mean
+        self._jw = np.zeros((6, n))  # J diag(w)
+        self._h = np.zeros((6, 6))  # the information matrix J W J^T + priors
+        self._f = np.zeros(6)
 
     def map(self, q: np.ndarray, tau: np.ndarray, sigma: np.ndarray) -> np.ndarray:
+        """The wrench (6,) for ``tau``; P, cov, rank and unobservable describe it (a view: copy to keep it)."""
         J, self.R = self.rbd.flange_jacobian(q)
-        U, s, _ = np.linalg.svd(J, full_matrices=True)
-        self.singular_values = s
-        keep = np.zeros(6, dtype=bool)
-        keep[: len(s)] = s >= self.settings.min_singular_value
-        Ur = U[:, keep]
-        self.rank = int(keep.sum())
-        self.unobservable = U[:, ~keep].T
-        w = 1.0 / np.maximum(sigma, 1e-9) ** 2
-        scale = float(np.mean(w))  # information in units of the mean joint, so damping keeps its old meaning
-        H = (J * (w / scale)) @ J.T
-        H[np.diag_indices(6)] += self.settings.damping ** 2
+        w = self._w
+        np.maximum(sigma, 1e-9, out=w)
+        np.square(w, out=w)
+        np.reciprocal(w, out=w)
+        scale = float(w.mean())  # information in units of the mean joint, so damping keeps its old meaning
+        w /= scale
+        np.multiply(J, w, out=self._jw)
+        H = self._h
+        np.matmul(self._jw, J.T, out=H)
+        H.flat[::7] += self.settings.damping ** 2
         if self.settings.contact_model == "point":
-            H[3:, 3:] += np.eye(3) / (scale * self.settings.point_moment_nm ** 2)
-        Hr = Ur.T @ H @ Ur
-        Hr_inv = np.linalg.inv(Hr) if self.rank else np.zeros((0, 0))
-        self.P = Ur @ Hr_inv @ Ur.T @ (J * (w / scale))
-        self.cov = Ur @ Hr_inv @ Ur.T / scale
-        return self.P @ tau
+            H.flat[21::7] += 1.0 / (scale * self.settings.point_moment_nm ** 2)  # the moment's diagonal
+        s = np.linalg.svd(J, compute_uv=False)
+        self.singular_values = s
+        if len(s) == 6 and s[-1] >= self.settings.min_singular_value:  # every direction kept: U H^-1 U^T = H^-1
+            h_inv = np.linalg.inv(H)
+            self.rank, self.unobservable = 6, _NO_DIRECTIONS
+        else:
+            U = np.linalg.svd(J, full_matrices=True)[0]
+            keep = np.zeros(6, dtype=bool)
+            keep[: len(s)] = s >= self.settings.min_singular_value
+            Ur = U[:, keep]
+            self.rank = int(keep.sum())
+            self.unobservable = U[:, ~keep].T
+            Hr = Ur.T @ H @ Ur
+            h_inv = Ur @ (np.linalg.inv(Hr) if self.rank else np.zeros((0, 0))) @ Ur.T
+        np.matmul(h_inv, self._jw, out=self.P)
+        np.divide(h_inv, scale, out=self.cov)
+        return np.dot(self.P, tau, out=self._f)
+
+
+_NO_DIRECTIONS = np.zeros((0, 6))
+_NO_DIRECTIONS.flags.writeable = False
 
 
 class StictionBand:

@@ -68,6 +68,23 @@ def test_mapper_recovers_a_wrench_and_says_where_it_is_blind(ur5):
     np.testing.assert_allclose(est, F - (F @ u) * u, atol=1e-9)  # the rest estimated, not shrunk
 
 
+def test_mapper_full_rank_shortcut_is_the_projected_solution(ur5):
+    """With every direction kept the mapper inverts H itself; U (U^T H U)^-1 U^T is the same matrix."""
+    sigma = np.array([2.0, 2.0, 1.5, 0.5, 0.5, 0.5])
+    for model in ("wrench", "point"):
+        m = ContactWrenchMapper(ur5, TrustSettings(contact_model=model))
+        m.map(Q0, np.ones(6), sigma)
+        J, _ = ur5.flange_jacobian(Q0)
+        U = np.linalg.svd(J)[0]
+        w = 1.0 / sigma**2
+        H = (J * (w / w.mean())) @ J.T + 0.01**2 * np.eye(6)
+        if model == "point":
+            H[3:, 3:] += np.eye(3) / w.mean()
+        h_inv = U @ np.linalg.inv(U.T @ H @ U) @ U.T
+        np.testing.assert_allclose(m.P, h_inv @ (J * (w / w.mean())), rtol=1e-9, atol=1e-12)
+        np.testing.assert_allclose(m.cov, h_inv / w.mean(), rtol=1e-9, atol=1e-15)
+
+
 def test_point_contact_model_uses_the_redundancy_against_model_errors(ur5):
     f = np.array([0.0, 0.0, -20.0])
     J, _ = ur5.flange_jacobian(Q0)
