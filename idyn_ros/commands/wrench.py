@@ -33,7 +33,8 @@ accelerations the arm needs the same torque, so the twin's torque minus this run
 anywhere on the arm. The twin is aligned in time by its joint positions (refused when they differ by more than
 0.01 rad RMS) and each joint is scored while it slides in both runs (a stuck joint's torque can sit anywhere in its
 static-friction band): ours (tau_ext), the vendor's wrench mapped to the joints, and zero. OUT.npz then also holds
-tau_ext_twin_reference (N, n), NaN outside the twin.
+tau_ext_twin_reference (N, n), NaN outside the twin. The reference holds when the pushes do not change the motion
+(a stiff position loop, as a UR's); an arm that yields under them moves differently, which needs torque too.
 """
 
 from __future__ import annotations

@@ -378,7 +378,10 @@ def score_twin(rep: Replay, twin: str | Path, robot_model: Any, vendor: np.ndarr
     their static-friction band. Scored per joint on those samples, in joint space (no Jacobian amplifies anything):
     ours (the trust stage's tau_ext, as the node publishes it), the vendor's wrench mapped by J^T (zeroed over the
     bias window, as in ``score``), and zero. The twin's own run-to-run variation adds to every error alike: compare
-    the estimators, not the absolute values. Returns (summary, the reference (N, n), NaN where the twin is absent).
+    the estimators, not the absolute values. It assumes the push does not change the motion, as with a stiff position
+    loop (the real UR5's twins: 2 mrad RMS apart); an arm that yields moves differently, and that difference needs
+    torque too (the UR5 plant under stiff impedance gains, 10 mrad apart: the reference errs by a fifth of the push,
+    ``studies/wrench_stiction/motion.py``). Returns (summary, the reference (N, n), NaN where the twin is absent).
     """
     from idyn_ros.data.wrenches import read_joint_states
     from idyn_ros.dynamics.friction import DQ_LIM

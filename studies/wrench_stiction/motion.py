@@ -7,7 +7,8 @@ Run from the repository root with idyn_ros importable and ../shared/data/ur5_ft 
 Trains rbd-friction on the benchmark's split (``idyn_ros.bench.ur5.train_model``), replays the two pushed runs
 without a sensor through ``idyn wrench``'s code path and scores them against their twins (``score_twin``), twice:
 with the re-zero bias applied at its own pose only (the product since d861572) and, patched in here, everywhere as
-before. Whether the trust stage's sigma holds in motion there (where the twin reference is quiet). Then, from the
+before. Whether the trust stage's sigma holds in motion there (where the twin reference is quiet), and how exact a twin
+reference is on the plant, where an arm under impedance control yields to the pushes. Then, from the
 recordings alone: how much of the currents' content above 8 Hz repeats between a pushed run and its twin, and at which
 spatial frequency (cycles per joint turn) the wrists' part of it sits on No6.
 Writes results/motion.json.
@@ -77,6 +78,45 @@ def sigma_calibration(model: str, root: Path, robot: RobotModel) -> dict[str, An
     return out
 
 
+def twin_on_the_plant(gains: str) -> dict[str, Any]:
+    """How exact the twin reference is when the arm yields: the UR5 plant (true profile) runs one slow reference twice
+    under ``gains`` with the RBD feedforward, the second time pushed at the flange (20 N down at 3 s, 15 N along x at
+    6 s, 1 s each); per joint while it slides in both runs, the twin reference (free torque - pushed torque) against
+    the plant's true external joint torque."""
+    from idyn_ros.data.trajectories import FourierTrajectory
+    from idyn_ros.dynamics.friction import DQ_LIM
+    from idyn_ros.experiments.tracking import make_feedforward
+    from idyn_ros.sim import Plant
+    from idyn_ros.sim.loop import FourierReference, controller_for, run_episode
+
+    robot = RobotModel.from_robot("ur5")
+    q0 = np.array([0.0, -1.571, 1.571, -1.571, -1.571, 0.0])
+    rng = np.random.default_rng(1)
+    reference = FourierReference(FourierTrajectory(q0, 0.15 * rng.normal(0, 1, (6, 3)),
+                                                   0.15 * rng.normal(0, 1, (6, 3)), 10.0))
+    def push(wrench: np.ndarray) -> Any:
+        return lambda plant: plant.apply_wrench(None, wrench, 1.0)
+
+    runs = []
+    for pushes in ((), ((3.0, [0.0, 0.0, -20.0]), (6.0, [15.0, 0.0, 0.0]))):
+        events = [(t0, push(np.concatenate([f, np.zeros(3)]))) for t0, f in pushes]
+        controller = controller_for("ur5", robot, gains, make_feedforward(robot, "rbd", None))
+        ep = run_episode(Plant("ur5", "true"), controller, reference, hold=0.5, events=events)
+        if ep.failed:
+            raise RuntimeError(ep.reason)
+        runs.append(ep)
+    free, pushed = runs
+    error = (free.tau - pushed.tau) - pushed.tau_ext
+    slide = (np.abs(free.dq) > DQ_LIM) & (np.abs(pushed.dq) > DQ_LIM)
+
+    def rms(x: np.ndarray) -> list[float]:
+        return [float(np.sqrt(np.mean(x[slide[:, j], j] ** 2))) if slide[:, j].any() else float("nan")
+                for j in range(6)]
+
+    return {"gains": gains, "q_apart_rms_mrad": (1e3 * np.sqrt(np.mean((free.q - pushed.q) ** 2, 0))).tolist(),
+            "true_rms_nm": rms(pushed.tau_ext), "twin_error_rms_nm": rms(error)}
+
+
 def ripple(root: Path, robot: RobotModel) -> dict[str, Any]:
     """Currents above HIGH_PASS_HZ: correlation between each pushed run and its aligned twin, and the strongest
     spatial frequency of each joint on the richest run (Lomb-Scargle over q while the joint moves)."""
@@ -133,6 +173,11 @@ def main() -> None:
         c = calib[name]
         print(f"sigma in motion, {name}: within 2 sigma " + " ".join(f"{v:.2f}" for v in c["within_2_sigma"])
               + "; RMSE / sigma " + " ".join(f"{v:.2f}" for v in c["rmse_over_sigma"]))
+    plant = [twin_on_the_plant(g) for g in ("stiff", "medium")]
+    for p in plant:
+        print(f"plant, {p['gains']} gains: twins apart " + " ".join(f"{v:.1f}" for v in p["q_apart_rms_mrad"])
+              + " mrad; true external torque " + " ".join(f"{v:.2f}" for v in p["true_rms_nm"])
+              + " Nm; twin reference error " + " ".join(f"{v:.2f}" for v in p["twin_error_rms_nm"]) + " Nm")
     rip = ripple(root, robot)
     for name, c in rip["repeat_corr"].items():
         print(f"above {HIGH_PASS_HZ:g} Hz, {name} vs its twin: corr " + " ".join(f"{v:.2f}" for v in c.values()))
@@ -142,7 +187,8 @@ def main() -> None:
               f"of {p['current_std_a']:.3f} A")
     RESULTS.mkdir(parents=True, exist_ok=True)
     prov = run_provenance("python studies/wrench_stiction/motion.py")
-    payload = {"model": "rbd-friction", "twins": scores, "sigma_calibration": calib, "ripple": rip}
+    payload = {"model": "rbd-friction", "twins": scores, "sigma_calibration": calib, "twin_on_the_plant": plant,
+               "ripple": rip}
     print(f"wrote {write_result('motion', payload, '', prov, RESULTS)}")
 
 
