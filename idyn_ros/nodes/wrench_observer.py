@@ -15,7 +15,8 @@ reduced rank near singularities; base axes), ``<wrench_topic>/tool`` (the same, 
 ``<wrench_topic>/hidden`` (per flange axis, the most force the stiction band can hide at this state; 0 when moving),
 ``<wrench_topic>/contact`` (std_msgs/Bool), ``<wrench_topic>/direct`` and ``<wrench_topic>/momentum`` (raw, base
 axes); tau_ext after the bias as sensor_msgs/JointState effort on ``external_torque_topic``. Service ``~/rezero``
-(std_srvs/Trigger) zeros the estimate at the next state. ``idyn wrench`` replays a recording through the same
+(std_srvs/Trigger) zeros the estimate at the next state, at this pose (the bias applies within ``pose_tolerance`` of
+it; elsewhere the estimate is the model's residual as is). ``idyn wrench`` replays a recording through the same
 classes.
 Actuator torque: ``torque_source`` command (the effort command topic; exact in simulation) or
 effort (/joint_states effort: joint torques, or motor currents on a UR, converted with the model's gains by
@@ -137,7 +138,7 @@ class WrenchObserverNode(Node):
     def _srv_rezero(self, _request: Any, response: Any) -> Any:
         self.trust.rezero()
         response.success = True
-        response.message = "the estimate is zeroed at the next joint state"
+        response.message = "the estimate is zeroed at the next joint state, for this pose (pose_tolerance)"
         return response
 
     def _on_command(self, msg: Any) -> None:
