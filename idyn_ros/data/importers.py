@@ -173,7 +173,12 @@ def recorded_aliases(target: Sequence[str]) -> tuple[str, dict[str, str]]:
     return "", {}
 
 
-RENAMED_NOTE = "read as"  # in read_as_robot's note: the recorded joint names were renamed to the robot's
+_RENAMED = "read as"  # in read_as_robot's note: the recorded joint names were renamed to the robot's
+
+
+def is_renaming_note(note: str) -> bool:
+    """Whether ``note`` (a dataset's or import report's) is the one ``read_as_robot`` writes."""
+    return note.startswith("joints ") and f" {_RENAMED} " in note
 
 
 def read_as_robot(names: list[str], target: Sequence[str]) -> tuple[list[str], str]:
@@ -185,7 +190,7 @@ def read_as_robot(names: list[str], target: Sequence[str]) -> tuple[list[str], s
     for alias, own in aliases.items():
         renamed = apply_joint_map(names, {alias: own})
         if all(j in renamed for j in target) and not duplicated(renamed):
-            return renamed, (f"joints {alias}* {RENAMED_NOTE} {own}* ({alias}* is what the {robot}'s vendor ROS 2 "
+            return renamed, (f"joints {alias}* {_RENAMED} {own}* ({alias}* is what the {robot}'s vendor ROS 2 "
                              f"stack calls them; --joint-map overrides)")
     return names, ""
 

@@ -39,6 +39,11 @@ TWIN_MAX_Q_RMS_RAD = 0.01  # a twin whose aligned positions differ more is not t
 TWIN_MIN_OVERLAP = 0.5  # share of the replayed run the aligned twin must cover
 
 
+def _columns_at(x_new: np.ndarray, x: np.ndarray, a: np.ndarray) -> np.ndarray:
+    """Each column of ``a`` (samples at ``x``) linearly interpolated at ``x_new``."""
+    return np.stack([np.interp(x_new, x, a[:, j]) for j in range(a.shape[1])], axis=1)
+
+
 @dataclass
 class Replay:
     """What the observer estimated at each joint state (arrays (N, ...), NaN before the first estimate)."""
@@ -135,10 +140,8 @@ def replay(model_path: str | Path, source: str | Path, robot: Any = None, rate_h
         grid = np.arange(t_ns[0], t_ns[-1] + 1, round(1e9 / rate), dtype=np.int64)
         x, xg = (t_ns - t_ns[0]).astype(np.float64), (grid - t_ns[0]).astype(np.float64)
 
-        def resample(a: np.ndarray) -> np.ndarray:
-            return np.stack([np.interp(xg, x, a[:, j]) for j in range(a.shape[1])], axis=1)
-
-        q, dq, effort, t_ns = resample(q), resample(dq), resample(effort), grid
+        q, dq, effort = (_columns_at(xg, x, a) for a in (q, dq, effort))
+        t_ns = grid
         notes.append(f"rate {rate:g} Hz ({why}): joint states resampled linearly from {own}; t is that grid")
     else:
         notes.append(f"rate {rate:.4g} Hz = the recording's stamps" + (
@@ -359,8 +362,7 @@ def align_twin(t: np.ndarray, q: np.ndarray, t_twin: np.ndarray, q_twin: np.ndar
         inside = (tt >= t_twin[0]) & (tt <= t_twin[-1])
         if inside.mean() < TWIN_MIN_OVERLAP:
             return math.inf
-        qt = np.stack([np.interp(tt[inside], t_twin, q_twin[:, j]) for j in range(q.shape[1])], axis=1)
-        return float(np.sqrt(np.mean((q[::stride][inside] - qt) ** 2)))
+        return float(np.sqrt(np.mean((q[::stride][inside] - _columns_at(tt[inside], t_twin, q_twin)) ** 2)))
 
     coarse = np.arange(t_twin[0] - t[-1], t_twin[-1] - t[0], 0.01)
     best = min(coarse, key=lambda x: q_rms(x, 4)) if len(coarse) else 0.0
@@ -406,8 +408,8 @@ def score_twin(rep: Replay, twin: str | Path, robot_model: Any, vendor: np.ndarr
     tt = t + shift
     inside = (tt >= t_twin[0]) & (tt <= t_twin[-1])
     n = robot_model.n
-    tau_twin = np.stack([np.interp(tt, t_twin, conv.torque(series.effort)[:, j]) for j in range(n)], axis=1)
-    dq_twin = np.stack([np.interp(tt, t_twin, series.dq[:, j]) for j in range(n)], axis=1)
+    tau_twin = _columns_at(tt, t_twin, conv.torque(series.effort))
+    dq_twin = _columns_at(tt, t_twin, series.dq)
     reference = np.where(inside[:, None], tau_twin - rep.tau_measured, np.nan)  # env on robot: twin minus pushed
     estimates = {"ours": rep.tau_ext, "zero": np.zeros_like(rep.tau_ext)}
     if vendor is not None:
