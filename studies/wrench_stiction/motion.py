@@ -17,6 +17,7 @@ Writes results/motion.json.
 from __future__ import annotations
 
 import argparse
+import itertools
 from pathlib import Path
 from typing import Any
 
@@ -75,6 +76,85 @@ def sigma_calibration(model: str, root: Path, robot: RobotModel) -> dict[str, An
         out[name] = {"within_2_sigma": [float(np.mean(np.abs(err[quiet[:, j], j]) < 2 * sigma[j])) for j in range(6)],
                      "rmse_over_sigma": [float(np.sqrt(np.mean(err[quiet[:, j], j] ** 2)) / sigma[j])
                                          for j in range(6)]}
+    return out
+
+
+def sigma_sources(model: str, root: Path, robot: RobotModel) -> dict[str, Any]:
+    """The trust stage's moving sigma from three sources, each replayed through ``idyn wrench``'s path (patched in
+    here): the artifact's (the model's validation residual RMSE, the product), the same residuals binned by each
+    joint's own speed (quartiles of its moving samples, interpolated), and the observer's own tau_ext on the
+    validation run where each joint slides. Contact flagged on the held-out contact-free No1 and on the pushes,
+    calibration on the twins' quiet sliding stretches, No10 unchanged (its sigma is the rest one)."""
+    from idyn_ros.bench.ur5 import VAL
+    from idyn_ros.dynamics.friction import DQ_LIM
+    from idyn_ros.models.artifact import read_metadata
+    from idyn_ros.models.current_gains import to_torque
+    from idyn_ros.models.sources import load_recordings
+    from idyn_ros.runtime.model_runtime import ModelRuntime
+
+    d = root / "ur5_ft"
+    meta = read_metadata(model)
+    artifact = np.asarray(meta["uncertainty"]["tau_sigma_nm"])
+    runtime = ModelRuntime(model, robot)
+    res, speed = [], []
+    for r in to_torque(load_recordings([d / VAL], robot), np.asarray(meta["effort"]["torque_constants"])):
+        for k in range(len(r.t)):
+            res.append(runtime.step(r.q[k], r.dq[k], r.ddq[k]).total - r.tau[k])
+            speed.append(np.abs(r.dq[k]))
+    res, speed = np.array(res), np.array(speed)
+    bins: list[tuple[np.ndarray, np.ndarray]] = []
+    for j in range(robot.n):
+        moving = speed[:, j] > DQ_LIM
+        edges = np.quantile(speed[moving, j], np.linspace(0, 1, 5))
+        parts = [moving & (speed[:, j] >= a) & (speed[:, j] <= b) for a, b in itertools.pairwise(edges)]
+        bins.append((np.array([np.median(speed[m, j]) for m in parts]),
+                     np.array([np.sqrt(np.mean(res[m, j] ** 2)) for m in parts])))
+    val = wr.replay(model, d / VAL, robot)
+    observer = np.array([np.sqrt(np.nanmean(val.tau_ext[np.abs(val.dq[:, j]) > DQ_LIM, j] ** 2))
+                         for j in range(robot.n)])
+    out: dict[str, Any] = {"artifact_sigma_nm": artifact.tolist(), "observer_sigma_nm": observer.tolist(),
+                           "by_speed": [{"speed_rad_s": c.tolist(), "sigma_nm": v.tolist()} for c, v in bins],
+                           "variants": {}}
+    update, from_model = wt.TrustedWrench.update, wt.TrustedWrench.from_model.__func__
+
+    def by_speed(self: wt.TrustedWrench, stamp_ns: int, q: np.ndarray, dq: np.ndarray, tau_ext: np.ndarray) -> Any:
+        for j, (c, v) in enumerate(bins):
+            self.tau_sigma[j] = np.interp(abs(dq[j]), c, v)
+            self._model_var[j] = self.tau_sigma[j] ** 2
+        return update(self, stamp_ns, q, dq, tau_ext)
+
+    def observed(cls: Any, rbd: Any, m: Any, settings: Any = None, tau_sigma: Any = None,
+                 tau_sigma_rest: Any = None) -> wt.TrustedWrench:
+        return from_model(cls, rbd, m, settings or wt.TrustSettings(), observer, tau_sigma_rest)
+
+    for label in ("artifact", "by_speed", "observer"):
+        if label == "by_speed":
+            wt.TrustedWrench.update = by_speed
+        if label == "observer":
+            wt.TrustedWrench.from_model = classmethod(observed)
+        try:
+            row: dict[str, Any] = {}
+            rep = wr.replay(model, d / "Movement_No1", robot)
+            row["no1_flagged"] = float(np.mean(rep.contact))
+            for name in PUSHED_NO_TRUTH:
+                rep = wr.replay(model, d / name, robot)
+                _, ref = wr.score_twin(rep, d / TWINS[name], robot)
+                largest = np.max(np.abs(np.nan_to_num(ref)), axis=1)
+                sliding = np.abs(rep.dq) > DQ_LIM
+                quiet = np.isfinite(ref) & (np.abs(ref) < 1.0) & sliding
+                sigma = {"artifact": artifact, "observer": observer}.get(label)
+                row[name] = {"flagged_push_above_15nm": float(np.mean(rep.contact[largest > 15])),
+                             "flagged_all_quiet": float(np.mean(rep.contact[(largest < 1) & np.any(sliding, 1)]))}
+                if sigma is not None:
+                    err = rep.tau_ext - ref
+                    row[name]["within_2_sigma"] = [float(np.mean(np.abs(err[quiet[:, j], j]) < 2 * sigma[j]))
+                                                   for j in range(robot.n)]
+            rep = wr.replay(model, d / "Movement_No10_Standstill_ForceSensor_Fx", robot)
+            row["no10_ratio"] = wr.score(rep, d / "Movement_No10_Standstill_ForceSensor_Fx", "/ft_sensor/wrench",
+                                         robot=robot)[0]["rmse_ratio_ours_to_vendor"]
+        finally:
+            wt.TrustedWrench.update, wt.TrustedWrench.from_model = update, classmethod(from_model)
+        out["variants"][label] = row
     return out
 
 
@@ -173,6 +253,12 @@ def main() -> None:
         c = calib[name]
         print(f"sigma in motion, {name}: within 2 sigma " + " ".join(f"{v:.2f}" for v in c["within_2_sigma"])
               + "; RMSE / sigma " + " ".join(f"{v:.2f}" for v in c["rmse_over_sigma"]))
+    sources = sigma_sources(model, root, robot)
+    for label, row in sources["variants"].items():
+        print(f"sigma from {label:<9}: No1 flagged {row['no1_flagged']:.2%}; pushes above 15 Nm flagged "
+              + " / ".join(f"{row[n]['flagged_push_above_15nm']:.1%}" for n in PUSHED_NO_TRUTH) + "; quiet flagged "
+              + " / ".join(f"{row[n]['flagged_all_quiet']:.1%}" for n in PUSHED_NO_TRUTH)
+              + f"; No10 {row['no10_ratio']:.3f}", flush=True)
     plant = [twin_on_the_plant(g) for g in ("stiff", "medium")]
     for p in plant:
         print(f"plant, {p['gains']} gains: twins apart " + " ".join(f"{v:.1f}" for v in p["q_apart_rms_mrad"])
@@ -187,7 +273,8 @@ def main() -> None:
               f"of {p['current_std_a']:.3f} A")
     RESULTS.mkdir(parents=True, exist_ok=True)
     prov = run_provenance("python studies/wrench_stiction/motion.py")
-    payload = {"model": "rbd-friction", "twins": scores, "sigma_calibration": calib, "twin_on_the_plant": plant,
+    payload = {"model": "rbd-friction", "twins": scores, "sigma_calibration": calib, "sigma_sources": sources,
+               "twin_on_the_plant": plant,
                "ripple": rip}
     print(f"wrote {write_result('motion', payload, '', prov, RESULTS)}")
 
