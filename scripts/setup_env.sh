@@ -86,6 +86,21 @@ install_ament_layout() {
   done
 }
 
+# `source .venv/bin/activate` then names the venv as an ament prefix, so `ros2 launch idyn_ros ...` and `ros2 run
+# idyn_ros ...` find the package (a ROS 2 install's setup.bash does the same for its own prefix). Once per venv.
+ACTIVATE_MARK="# idyn_ros: the venv is an ament prefix (scripts/setup_env.sh)"
+ament_prefix_in_activate() {
+  grep -qxF "$ACTIVATE_MARK" "$VENV/bin/activate" && return 0
+  cat >> "$VENV/bin/activate" <<SH
+
+$ACTIVATE_MARK
+case ":\${AMENT_PREFIX_PATH:-}:" in
+  *":\$VIRTUAL_ENV:"*) ;;
+  *) export AMENT_PREFIX_PATH="\$VIRTUAL_ENV\${AMENT_PREFIX_PATH:+:\$AMENT_PREFIX_PATH}" ;;
+esac
+SH
+}
+
 verify() {
   ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST "$VENV/bin/python" - <<'PY'
 import importlib
@@ -97,6 +112,7 @@ PY
     AMENT_PREFIX_PATH="$VENV" "$VENV/bin/python" -c "import launch_ros.actions, ros2launch" || return 1
     [ -x "$VENV/lib/idyn_ros/controller" ] && [ -f "$VENV/share/idyn_ros/launch/panda.launch.py" ] || return 1
   fi
+  grep -qxF "$ACTIVATE_MARK" "$VENV/bin/activate"
 }
 
 HASH="$(inputs_hash)"
@@ -131,6 +147,7 @@ echo "setup: installing idyn_ros (editable)"
     --config-settings editable_mode=compat -e .
 
 install_ament_layout
+ament_prefix_in_activate
 
 verify
 echo "$HASH" > "$STAMP"

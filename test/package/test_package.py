@@ -112,6 +112,22 @@ def test_colcon_build_installs_a_working_package(tmp_path: Path) -> None:
     assert result.returncode == 0, result.stderr[-3000:]
 
 
+
+def test_activating_the_venv_lets_ros2_launch_find_the_package(tmp_path: Path) -> None:
+    """After `make setup`, `source .venv/bin/activate` names the venv as an ament prefix (once, however often it
+    is sourced), so `ros2 launch idyn_ros ...` finds the launch files without exporting anything by hand."""
+    if not (VENV / "bin" / "ros2").is_file():
+        pytest.skip("no ros2 CLI in this venv (a ROS 2 install provides it)")
+    env = {k: v for k, v in os.environ.items() if k not in ("AMENT_PREFIX_PATH", "VIRTUAL_ENV")}
+    script = (f"source {VENV / 'bin' / 'activate'} && source {VENV / 'bin' / 'activate'} && "
+              "echo \"prefix=$AMENT_PREFIX_PATH\" && python -c 'from ament_index_python.packages import "
+              "get_package_share_directory as s; print(\"share=\" + s(\"idyn_ros\"))'")
+    result = subprocess.run(["bash", "-c", script], cwd=tmp_path, env=env, capture_output=True, text=True,
+                            timeout=60)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert f"prefix={VENV}\n" in result.stdout, result.stdout
+    assert f"share={VENV / 'share' / 'idyn_ros'}" in result.stdout, result.stdout
+
 @pytest.mark.parametrize("robot", ["panda", "iiwa14", "ur5"])
 def test_controller_manager_config_matches_robot(robot: str) -> None:
     """The ros2_control controllers file names the robot's joints and the effort controller we command."""
