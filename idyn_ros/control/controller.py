@@ -34,6 +34,7 @@ from idyn_ros.parameters import PRESET_NAMES, ControllerParams
 # = msg/ControllerState.msg
 MODE_INACTIVE, MODE_ACTIVE, MODE_SAFE_DAMPING, MODE_SAFE_ZERO = 0, 1, 2, 3
 MAX_KD_T = 0.5  # refuse gains above this damping x period (see the module docstring)
+RECOVERING = "recovering: the law's torque is being blended back in from the safe torque"  # ACTIVE, not yet steady
 
 
 class NameMap:
@@ -109,6 +110,7 @@ class Controller:
         self.last_rx_ns = -1
         self._ff_rx_ns = self._ff_stamp_ns = self._off_rx_ns = -1
         self._have_ref = self._holding = self._first_command = self._restart_silence_clock = False
+        self._holding_silent = False  # silence: the command reached the hold torque (check_input sends no more)
         self._ramp_ticks = 0
         self.set_params(params, safe_mode)
 
@@ -134,6 +136,10 @@ class Controller:
 
     def check_params(self, params: ControllerParams) -> str | None:
         """None, or why these parameters cannot run on this robot (cross-field checks the table cannot do)."""
+        try:  # per-joint arrays against this robot's joints (a node configures before it knows n)
+            params.replace(n=self.n)
+        except ParameterError as exc:
+            return str(exc)
         for preset in PRESET_NAMES:
             kp, kd = self.gains(params, preset)
             rate = kd * self.period  # torque space: relative to the joint inertia
@@ -208,8 +214,35 @@ class Controller:
         self.active = False
         if not commanded:
             return None
-        self._safe_torque(self.filter.q, self.filter.dq, self.tau)
-        np.clip(self.tau, -self.limiter.limit, self.limiter.limit, out=self.tau)
+        return self.hold_torque(self.tau)
+
+    def hold_torque(self, out: np.ndarray) -> np.ndarray:
+        """The safe torque to leave applied when no further state will come: at the last trusted pose with dq = 0
+        (decision: a damping term -D dq from the last state, held, is a constant push once the arm has stopped),
+        within the effort limits."""
+        if self.subtract_gravity or self.safe_mode == "zero":
+            out[:] = 0.0
+        else:
+            out[:] = self._hold_model.gravity(self.filter.q)
+        np.clip(out, -self.limiter.limit, self.limiter.limit, out=out)
+        self.tau_fb[:] = 0.0
+        self.acc_fb[:] = 0.0
+        self.acceleration_command[:] = 0.0
+        return out
+
+    def fail(self, reason: str) -> np.ndarray | None:
+        """An internal error in a tick: latch safe mode and return the hold torque to send now (not rate-limited,
+        as ``stop``); None when nothing was commanded yet. Needs nothing the error may have broken (gains, damping,
+        the model): gravity at the last trusted pose, or zero torque if even that fails."""
+        self.watchdog.trip(reason)
+        if not self.active or self.filter.samples == 0:
+            return None
+        try:
+            self.hold_torque(self.tau)
+        except Exception:  # the last resort must not raise
+            self.tau[:] = 0.0
+        if not np.all(np.isfinite(self.tau)):
+            self.tau[:] = 0.0
         return self.tau
 
     # ------------------------------------------------------------------ inputs
@@ -249,6 +282,7 @@ class Controller:
         """
         self.last_rx_ns = now_ns
         self._restart_silence_clock = False  # a state after the hold start: silence counts from here as usual
+        self._holding_silent = False
         if not self.active:
             return None
         f, wd, p = self.filter, self.watchdog, self.params
@@ -292,17 +326,21 @@ class Controller:
         return tau
 
     def check_input(self, now_ns: int) -> np.ndarray | None:
-        """The watchdog timer (every period): the safe command when the joint state went silent, else None."""
-        if not self.active or self.last_rx_ns < 0 or self.watchdog.tripped or self.filter.samples == 0:
+        """The watchdog timer (every period): while the joint state is silent, the command one rate-limited step
+        closer to the hold torque (``hold_torque``) each period until it is there; else None (``update`` commands)."""
+        if not self.active or self.last_rx_ns < 0 or self.filter.samples == 0:
             return None
         if self._restart_silence_clock:
             self._restart_silence_clock = False
             self.last_rx_ns = max(self.last_rx_ns, now_ns)
             return None
-        if self.watchdog.check_state_age(now_ns, self.last_rx_ns):
+        if self.watchdog.check_state_age(now_ns, self.last_rx_ns) or self._holding_silent:
             return None
-        self._safe_torque(self.filter.q, self.filter.dq, self.tau)  # from the last trusted state
-        return self.limiter.apply(self.tau)
+        target = self.hold_torque(self._safe)
+        self.tau[:] = target
+        self.limiter.apply(self.tau)
+        self._holding_silent = bool(np.array_equal(self.tau, target))  # there: the forward controller holds it
+        return self.tau
 
     # ------------------------------------------------------------------ parts of the tick
     def _start_hold(self, q: np.ndarray) -> None:
@@ -341,23 +379,25 @@ class Controller:
         np.add(self.ddq_d, self.acc_fb, out=self.acceleration_command)
         return wd.check_finite("command", self.tau)
 
-    def _safe_torque(self, q: np.ndarray, dq: np.ndarray, out: np.ndarray) -> np.ndarray:
-        """The robot's safe torque at the last trusted state (damping hold, + g(q) unless the robot adds it)."""
+    def _safe_torque(self, q: np.ndarray, dq: np.ndarray, out: np.ndarray, commanded: bool = True) -> np.ndarray:
+        """The robot's safe torque at the last trusted state (damping hold, + g(q) unless the robot adds it).
+        ``commanded``: it is the command (no feedback, no commanded acceleration); False: only blended in."""
         gravity = None if self.subtract_gravity or self.safe_mode == "zero" else self._hold_model.gravity(q)
         law.safe_torque(self.safe_mode, dq, self.safe_damping, gravity, out)
-        self.tau_fb[:] = 0.0
-        self.acc_fb[:] = 0.0
-        self.acceleration_command[:] = 0.0
+        if commanded:
+            self.tau_fb[:] = 0.0
+            self.acc_fb[:] = 0.0
+            self.acceleration_command[:] = 0.0
         return out
 
     def _blend_from_safe(self, q: np.ndarray, dq: np.ndarray) -> None:
         """tau = safe + alpha (tau_law - safe), alpha rising to 1 over the recovery ramp."""
-        safe = self._safe_torque(q, dq, self._safe)
+        safe = self._safe_torque(q, dq, self._safe, commanded=False)  # the law's feedback stays on the state
+        self._ramp_ticks -= 1  # first: the tick that reaches alpha = 1 is the law's alone (and reports steady)
         alpha = 1.0 - self._ramp_ticks / self._ramp_total
         self.tau -= safe
         self.tau *= alpha
         self.tau += safe
-        self._ramp_ticks -= 1
 
     def _saturated(self, tau: np.ndarray) -> bool:
         """Count ticks at the effort limit per joint; True on the tick one has sat there too long (latched)."""
@@ -394,9 +434,12 @@ class Controller:
 
     @property
     def reason(self) -> str:
-        """Why the mode is not ACTIVE ('' when it is)."""
+        """Why the mode is not ACTIVE, or that the law is still being blended back in after a fault ('' otherwise:
+        online adaptation learns only then, since a blended command does not produce acceleration_command)."""
         if not self.active:
             return "inactive"
         if self.watchdog.tripped:
             return self.watchdog.reason
-        return "waiting for the first feedforward on feedforward_topic" if self.waiting_for_feedforward else ""
+        if self.waiting_for_feedforward:
+            return "waiting for the first feedforward on feedforward_topic"
+        return RECOVERING if self._ramp_ticks else ""

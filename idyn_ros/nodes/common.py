@@ -229,6 +229,7 @@ def run(factories: Sequence[Callable[[], Any]], argv: Sequence[str] | None = Non
         # tick no longer walks the model, the robot and the message types (gen-2 passes of several ms seen here)
         gc.collect()
         gc.freeze()
+        HotLoop.on_error = lambda exc: _request_stop(stop, f"hot loop: {type(exc).__name__}: {exc}")
         HotLoop.start_all()
         dropped = 0
         while not stop and rclpy.ok():
@@ -243,6 +244,7 @@ def run(factories: Sequence[Callable[[], Any]], argv: Sequence[str] | None = Non
         _request_stop(stop, "loop ended")  # the context shut down, or an error: the deadline holds for these too
         watch_done.set()
         errors = HotLoop.stop_all(timeout=1.0)  # no tick may run after the shutdown hooks; leaves them the deadline
+        HotLoop.on_error = None
         for node in nodes:
             if hasattr(node, "shutdown_hook"):
                 node.shutdown_hook()

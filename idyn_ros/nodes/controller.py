@@ -5,19 +5,24 @@ tick decides (hold, release, watchdog, limits, safe torque, gravity subtraction)
 simulator loop and the benchmarks run too.
 
 - event-driven: the command is computed inside the /joint_states callback (one hop plant -> controller ->
-  plant); a one-period check (``Controller.check_input``) answers a silent input with the safe torque;
+  plant); a one-period check (``Controller.check_input``) answers a silent input by stepping the command to the
+  hold torque (gravity at the last pose); an error inside a tick latches safe mode and sends the hold torque in
+  that tick;
 - the command's ``layout.dim[0].label`` is ``stamp_ns=<joint-state stamp>`` (``-1`` for a watchdog command):
   the plant or a probe measures state -> command latency from it;
 - clocks: input ages are measured on the node's clock under ``use_sim_time`` (the lockstep plant's /clock, so
   a plant waiting for us is not "stale"), else on the monotonic clock;
-- deactivate and shutdown publish the safe torque once, so the last law torque never stays applied.
+- deactivate and shutdown publish the hold torque once, so the last law torque never stays applied.
 Lifecycle: configure loads robot + model and creates pubs/subs; activate holds the current pose; deactivate
 stops commanding; cleanup destroys everything.
 """
 
 from __future__ import annotations
 
+import contextlib
+import threading
 import time
+import traceback
 from typing import Any
 
 from rclpy.lifecycle import Node as LifecycleNode
@@ -46,6 +51,11 @@ SATURATION_WARN_S = 0.05  # diagnostics WARN when a joint's command has sat at i
 _IN_PROCESS: dict[int, Controller] = {}  # rclpy context id -> the configured controller core of this process
 
 
+def _fault_kind(reason: str) -> str:
+    """What a watchdog reason is about, without its measured values ("stale joint state: none for 4.1 ms ...")."""
+    return reason.split(":", 1)[0]
+
+
 def controller_in_process(context: Any) -> Controller | None:
     """The controller core running in this process under ``context`` (a composed process), if any."""
     return _IN_PROCESS.get(id(context))
@@ -68,6 +78,9 @@ class ControllerNode(LifecycleNode):
         self.compute_us_max = 0.0
         self._reported = ""
         self._speed_noted = False  # the training-speed warning is logged once (diagnostics timer)
+        # the hot loop's tick and the executor's stop / watchdog timer never interleave: a tick that read "active"
+        # must not publish its law torque after the stop's hold torque
+        self._tick_lock = threading.Lock()
         payload_service(self, self._set_payload)
         if autostart and self.trigger_configure() == TransitionCallbackReturn.SUCCESS:
             self.trigger_activate()
@@ -162,15 +175,18 @@ class ControllerNode(LifecycleNode):
         self.stop_commanding()
 
     def stop_commanding(self) -> None:
-        """Publish the safe torque from the last trusted state once, then stop commanding."""
+        """Publish the hold torque from the last trusted state once, then stop commanding."""
         core = self.core
         if core is None or not core.active:
             return
-        tau = core.stop()
-        if tau is not None and self._pubs:
+        with self._tick_lock:  # a tick running in the hot loop finishes (and publishes) first, never after this
+            tau = core.stop()
+            published = tau is not None and bool(self._pubs)
+            if published:
+                self._publish_command(tau, -1)
+        if published:
             from rclpy.duration import Duration
 
-            self._publish_command(tau, -1)
             self.cmd_pub.wait_for_all_acked(Duration(seconds=0.5))  # delivered before the process may end
 
     def _destroy_io(self) -> None:
@@ -216,6 +232,25 @@ class ControllerNode(LifecycleNode):
 
     # ------------------------------------------------------------------ the tick
     def _on_joint_state(self, msg: Any) -> None:
+        with self._tick_lock:
+            try:
+                self._tick(msg)
+            except Exception as exc:  # whatever broke, the arm gets the hold torque this tick
+                self._fail(exc, msg.header.stamp)
+
+    def _fail(self, exc: BaseException, stamp: Any) -> None:
+        """An error inside the tick: latch safe mode, send the hold torque now, say why once (with the traceback)."""
+        core = self.core
+        tau = core.fail(f"internal error in the tick: {type(exc).__name__}: {exc}") if core is not None else None
+        if tau is not None:
+            self._publish_command(tau, -1)
+            with contextlib.suppress(Exception):  # monitoring only: the error is reported below either way
+                self._publish_state(stamp)
+        if core is not None and self._reported != core.watchdog.reason:
+            self.get_logger().error("".join(traceback.format_exception(exc)).rstrip())
+            self._report_trip()
+
+    def _tick(self, msg: Any) -> None:
         start = time.monotonic_ns()
         core = self.core
         stamp_ns = stamp_to_ns(msg.header.stamp)
@@ -234,8 +269,8 @@ class ControllerNode(LifecycleNode):
         self.compute_us_max = max(self.compute_us_max, elapsed_us)
         if core.ticks % core.params.state_publish_divider == 0:
             self._publish_state(msg.header.stamp)
-        if core.watchdog.tripped and self._reported != core.watchdog.reason:
-            self._report_trip()
+        if core.watchdog.tripped and _fault_kind(self._reported) != _fault_kind(core.watchdog.reason):
+            self._report_trip()  # once per kind of fault: a late-input reason carries its measured age
 
     def _publish_command(self, tau: Any, stamp_ns: int) -> None:
         self._dim.label = f"{STAMP_LABEL}{stamp_ns}"
@@ -266,9 +301,11 @@ class ControllerNode(LifecycleNode):
         self.diag.set(Diagnostics.ERROR, f"safe mode ({core.safe_mode}): {core.watchdog.reason}", publish=True)
 
     def _on_input_check(self) -> None:
-        tau = self.core.check_input(self._now()) if self.core is not None else None
-        if tau is not None:
-            self._publish_command(tau, -1)
+        with self._tick_lock:
+            tau = self.core.check_input(self._now()) if self.core is not None else None
+            if tau is not None:
+                self._publish_command(tau, -1)
+        if tau is not None and _fault_kind(self._reported) != _fault_kind(self.core.watchdog.reason):
             self._report_trip()
 
     def _on_diagnostics_timer(self) -> None:

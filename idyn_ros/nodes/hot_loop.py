@@ -76,6 +76,10 @@ class HotLoop:
 
     _by_context: ClassVar[dict[int, HotLoop]] = {}
     _enabled = False  # set by nodes.common.run(); nodes built elsewhere (tests, in-process loops) use plain subs
+    _started = False  # start_all ran (and stop_all did not yet): a loop made afterwards starts at once
+    # what a loop does when a callback raises: run() stops the process, its shutdown hooks first (the controller's
+    # hold torque needs a live context to be published); unset, the loop shuts its context down
+    on_error: ClassVar[Callable[[BaseException], None] | None] = None
 
     @classmethod
     def enable(cls, on: bool = True) -> None:
@@ -90,10 +94,13 @@ class HotLoop:
         loop = cls._by_context.get(id(context))
         if loop is None:
             loop = cls._by_context[id(context)] = HotLoop(context)
+            if cls._started:  # a first 1 kHz input after start_all (a node configured later): serve it too
+                loop.start()
         return loop
 
     @classmethod
     def start_all(cls) -> None:
+        cls._started = True
         for loop in cls._by_context.values():
             loop.start()
 
@@ -102,6 +109,7 @@ class HotLoop:
         """Stop every loop (waiting ``timeout`` s for each); returns the exceptions that ended a loop (empty when all
         ended cleanly)."""
         errors = []
+        cls._started = False
         for loop in list(cls._by_context.values()):
             loop.stop(timeout)
             if loop.error is not None:
@@ -233,8 +241,11 @@ class HotLoop:
             if self.context.ok():
                 self.error = exc
                 traceback.print_exc()
-                with contextlib.suppress(Exception):
-                    self.context.try_shutdown()
+                if HotLoop.on_error is not None:
+                    HotLoop.on_error(exc)
+                else:
+                    with contextlib.suppress(Exception):
+                        self.context.try_shutdown()
 
     def _dispatch(self, t: _Topic, msg: Any, with_urgent: bool) -> None:
         for callback, urgent in t.callbacks:

@@ -172,3 +172,88 @@ def test_the_node_refuses_chattering_gains_and_reports_saturation_on_diagnostics
     assert any(level == 2 and "torque saturation" in m for level, m in seen), seen  # then ERROR, safe mode
     probe.destroy_node()
     node.destroy_node()
+
+
+def _moving(c, ticks=20, speed=1.0):
+    """Ticks with joint 1 turning at ``speed`` rad/s (the damping hold then has a -D dq term); the last q."""
+    q = Q0.copy()
+    for k in range(ticks):
+        q[0] = speed * k * 1e-3
+        t = NOW + k * 1_000_000
+        c.update(PANDA, list(q), [speed, *[0.0] * 6], [], t, t, t)
+    return q
+
+
+def test_a_silent_joint_state_steps_the_command_to_the_hold_torque_and_leaves_it_there():
+    """Silence after a moving tick sent one rate-limited step towards the safe torque and then nothing: the forward
+    controller kept ~the law torque applied for good. Now each period steps on until the command is the hold torque
+    (gravity at the last pose, no damping term from a stale velocity), then the check sends nothing more."""
+    c = _core()
+    c.activate()
+    q = _moving(c)
+    law = c.tau.copy()
+    hold = c.robot.gravity(q)
+    assert np.abs(law - hold).max() > 5.0  # far from the hold: one 1 Nm step does not get there
+    sent, t = [], NOW + 19 * 1_000_000
+    for k in range(1, 200):
+        tau = c.check_input(t + k * 1_000_000)
+        if tau is not None:
+            sent.append(tau.copy())
+    assert len(sent) > 5 and c.mode == MODE_SAFE_DAMPING and "stale joint state" in c.reason
+    steps = np.abs(np.diff([law, *sent], axis=0)).max(axis=1)
+    assert steps.max() <= 1000.0 * 1e-3 + 1e-9  # rate-limited on the way
+    np.testing.assert_allclose(sent[-1], hold, atol=1e-9)
+    _tick(c, 300, q=q)  # states again: the controller commands from them (safe until recovered)
+    assert c.filter.samples > 0 and c.check_input(NOW + 301 * 1_000_000) is None
+
+
+def test_stopping_a_moving_arm_leaves_the_gravity_hold_not_a_frozen_damping_push():
+    """Deactivating at 1 rad/s left g(q) - D dq applied: -8.7 Nm on joint 1 that pushed the stopped arm on."""
+    c = _core()
+    c.activate()
+    q = _moving(c)
+    np.testing.assert_allclose(c.stop(), c.robot.gravity(q), atol=1e-9)
+
+
+def test_an_error_inside_a_tick_latches_safe_mode_with_the_hold_torque():
+    c = _core()
+    c.activate()
+    q = _moving(c)
+    tau = c.fail("internal error in the tick: ValueError: boom")
+    np.testing.assert_allclose(tau, c.robot.gravity(q), atol=1e-9)
+    assert c.mode == MODE_SAFE_DAMPING and c.watchdog.latched and "boom" in c.reason
+    c.safe_damping = np.ones(3)  # even with what the error broke (a wrong-length damping), the hold still comes
+    np.testing.assert_allclose(c.fail("again"), c.robot.gravity(q), atol=1e-9)
+    fresh = _core()
+    assert fresh.fail("before any command") is None
+
+
+@pytest.mark.parametrize("override", [{"presets.medium.kp": [50.0] * 6}, {"safe_damping": [1.0] * 6}])
+def test_per_joint_parameters_of_another_arm_are_refused_before_they_reach_a_tick(override):
+    """A 6-joint (UR5) kp or damping on the 7-joint Panda passed the node's configure (it did not know n yet) and
+    raised in the first tick (kp) or in the safe hold itself (damping, on the first bad sample)."""
+    params = load("controller", "panda", overrides=override)  # as the node reads them: n unknown
+    with pytest.raises(ParameterError, match="7 joints"):
+        Controller.for_robot(params)
+    c = _core()
+    assert "7 joints" in c.check_params(params)
+
+
+def test_while_the_law_is_blended_back_in_the_state_says_so_and_keeps_the_laws_feedback():
+    """The recovery ramp zeroed tau_feedback and acceleration_command while reporting ACTIVE with no reason, so DOOMED
+    learned e = 0 - ddq from every ramp tick."""
+    from idyn_ros.control.controller import RECOVERING
+
+    c = _core(torque_rate_limit=-1.0, recovery_ticks=2, recovery_ramp=0.005)
+    c.activate()
+    for k in range(5):
+        _tick(c, k)  # the hold pose
+    c.check_input(NOW + 30 * 1_000_000)  # silence: late input
+    assert c.watchdog.tripped
+    seen = []
+    for k in range(31, 45):
+        _tick(c, k, q=Q0 + 0.01)  # away from the hold pose: the law has feedback
+        seen.append((c.mode, c.reason, np.abs(c.acceleration_command).max(), np.abs(c.tau_fb).max()))
+    ramp = [s for s in seen if s[0] == MODE_ACTIVE and s[1] == RECOVERING]
+    assert len(ramp) == 4 and all(acc > 0 and fb > 0 for _, _, acc, fb in ramp)  # alpha 0.2 .. 0.8; 1.0 steady
+    assert seen[-1][:2] == (MODE_ACTIVE, "")  # steady again

@@ -143,11 +143,35 @@ def test_stale_state_goes_safe_within_a_tick_of_the_deadline(rclpy_context):
         rig.exe.spin_once(timeout_sec=0.0005)
     assert "stamp_ns=-1" in rig.commands, "no safe command after the input stopped"
     delay_ms = (rig.cmd_time - rig.ctrl.core.last_rx_ns) * 1e-6  # last state received -> safe command seen
-    np.testing.assert_allclose(rig.commands["stamp_ns=-1"], _safe(rig, [0.1] * 7))
+    # held until states return: g(q) at the last pose, no damping from the last dq (that would be a constant push)
+    np.testing.assert_allclose(rig.commands["stamp_ns=-1"], _safe(rig, [0.0] * 7))
     assert "stale joint state" in rig.ctrl.core.watchdog.reason
     assert any("stale joint state" in m for m in rig.reasons())
     print(f"stale -> safe command after {delay_ms:.1f} ms (deadline 100 ms + timer period 1 ms)")
     assert 100 <= delay_ms < 300  # generous: the machine is shared; the mechanism is the 1-period timer
+
+
+def test_an_error_inside_the_tick_sends_the_hold_torque_and_the_node_carries_on(rclpy_context):
+    """An exception in the tick ended the hot loop, which shut the context down before the shutdown hook could
+    publish: the last law torque stayed applied."""
+    rig = Rig(rclpy_context)
+    rig.warm()
+    core = rig.ctrl.core
+
+    def broken(*args, **kwargs):
+        raise ValueError("operands could not be broadcast together")
+
+    core.update = broken
+    assert rig.tick(wait=0.3) is None  # no law torque answers the state ...
+    rig.spin(0.2)
+    np.testing.assert_allclose(rig.commands["stamp_ns=-1"], _safe(rig, [0.0] * 7))  # ... the hold torque does
+    assert core.watchdog.latched and "internal error in the tick: ValueError" in core.reason
+    assert rig.states[-1].mode == 2 and "internal error" in rig.states[-1].mode_reason
+    assert any("internal error" in m for m in rig.reasons())
+    del rig.commands["stamp_ns=-1"]
+    rig.tick(wait=0.3)  # still alive: every state is answered with the hold torque
+    rig.spin(0.1)
+    np.testing.assert_allclose(rig.commands["stamp_ns=-1"], _safe(rig, [0.0] * 7))
 
 
 def test_negative_gain_and_wrong_length_are_rejected_at_runtime(rclpy_context):

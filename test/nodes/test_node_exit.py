@@ -50,11 +50,18 @@ class Probe(Node):
         if sys.argv[1] == "spin_in_callback":  # never returns and burns a core, as the orphan did
             while True:
                 pass
-        if sys.argv[1] == "shut_down_context":  # what the hot loop does when a tick raises
+        if sys.argv[1] == "shut_down_context":  # what the hot loop did when a tick raised
             self.context.try_shutdown()
+        if sys.argv[1] == "raise_in_hot_loop":  # a 1 kHz callback that raises (another node's, in a composed process)
+            from std_msgs.msg import Float64
+            from idyn_ros.nodes import hot_loop
+            from idyn_ros.nodes.common import HOT_IN
+            hot_loop.subscribe(self, Float64, f"/exit_probe_{os.getpid()}/boom", lambda m: 1 / 0, HOT_IN)
+            pub = self.create_publisher(Float64, f"/exit_probe_{os.getpid()}/boom", HOT_IN)
+            self.create_timer(0.05, lambda: pub.publish(Float64(data=1.0)))  # until one arrives (discovery)
 
     def shutdown_hook(self):
-        print("teardown", flush=True)
+        print(f"teardown, context ok: {self.context.ok()}", flush=True)
         if sys.argv[1] == "hang_in_teardown":  # blocked in native code holding the GIL, like a DDS join that never ends
             libc = ctypes.PyDLL(None)
             while True:
@@ -174,3 +181,15 @@ def test_a_node_whose_context_shuts_down_ends_cleanly(tmp_path):
                               stderr=subprocess.STDOUT, timeout=60)
     text = log.read_text()
     assert proc.returncode == 0 and "ready" in text and "teardown" in text, text[-2000:]
+
+
+def test_a_raising_hot_loop_callback_stops_the_process_with_its_shutdown_hooks_still_able_to_publish(tmp_path):
+    """The hot loop shut the context down on an error, so the controller's shutdown hook could not publish its hold
+    torque (InvalidHandle) and the last law torque stayed applied. Now the process stops with the hooks first."""
+    log = tmp_path / "node.log"
+    with log.open("w") as out:
+        proc = subprocess.run([sys.executable, "-c", NODE, "raise_in_hot_loop"], env=_env(), stdout=out,
+                              stderr=subprocess.STDOUT, timeout=60)
+    text = log.read_text()
+    assert "ZeroDivisionError" in text and "teardown, context ok: True" in text, text[-2000:]
+    assert proc.returncode == 1, text[-2000:]  # an error ended it
