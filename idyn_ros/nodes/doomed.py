@@ -23,6 +23,8 @@ from idyn_ros.nodes import hot_loop
 from idyn_ros.nodes.common import HOT_IN, Diagnostics, as_array, declare_and_load, stamp_to_ns
 from idyn_ros.parameters import DoomedParams
 
+DISABLED = "disabled by parameter 'enabled'"  # the freeze reason the parameter sets (and lifts again)
+
 
 def _settings_problem(v: DoomedParams) -> str | None:
     """A cross-field problem of the DOOMED settings (e.g. osc_consecutive against the detector's history), refused
@@ -51,7 +53,7 @@ class DoomedNode(Node):
         inertia = FeedforwardComputer(self.robot, v.model_path or None, "rbd", v.rate_hz, 0).feedback_model()
         self.adapter = DoomedAdapter(learner, inertia, v.inertia_scaled)
         if not v.enabled:
-            learner.freeze("disabled by parameter 'enabled'")
+            learner.freeze(DISABLED)
         self.filter = se.JointStateFilter(self.robot.joint_names, v.rate_hz)
         self._cs_map = NameMap(self.robot.joint_names)
         self._acc_tmp = np.zeros(n)
@@ -74,11 +76,14 @@ class DoomedNode(Node):
         self.learner.reconfigure(config_from_params(v, self.robot.effort_limit))  # every run-time parameter
         self.adapter.inertia_scaled = v.inertia_scaled
         if not v.enabled and not self.learner.frozen:
-            self.learner.freeze("disabled by parameter 'enabled'")
+            self.learner.freeze(DISABLED)
+        elif v.enabled and self.learner.frozen and self.learner.freeze_reason == DISABLED:
+            self.learner.unfreeze()  # enabled again (a freeze by ~/freeze or the detector stays)
 
     def _on_controller_state(self, msg: Any) -> None:
         if self._cs_map.resolve(msg.joint_names) and self._cs_map.take(msg.acceleration_command, self._acc_tmp):
-            self.adapter.on_command(stamp_to_ns(msg.header.stamp), self._acc_tmp, msg.mode == MODE_ACTIVE)
+            self.adapter.on_command(stamp_to_ns(msg.header.stamp), self._acc_tmp,
+                                    msg.mode == MODE_ACTIVE and not msg.mode_reason)  # not while recovering
 
     def _on_joint_state(self, msg: Any) -> None:
         f = self.filter
@@ -117,7 +122,7 @@ class DoomedNode(Node):
         self.learner.reset()
         self._reported = ""
         if not self.params.value.enabled:
-            self.learner.freeze("disabled by parameter 'enabled'")
+            self.learner.freeze(DISABLED)
         response.success, response.message = True, "offset and statistics reset to zero"
         return response
 

@@ -182,8 +182,38 @@ def test_doomed_parameters_take_effect_at_run_time_or_are_refused(rclpy_context)
         bad = node.set_parameters([Parameter("osc_consecutive", value=50)])[0]
         assert not bad.successful and "osc_consecutive" in bad.reason
         assert node.learner.cfg.osc_consecutive == 3
+        # enabled false -> true: learning resumes (it stayed frozen "disabled by parameter 'enabled'" for good)
+        assert node.set_parameters([Parameter("enabled", value=False)])[0].successful and node.learner.frozen
+        assert node.set_parameters([Parameter("enabled", value=True)])[0].successful and not node.learner.frozen
+        node.learner.freeze("frozen by ~/freeze")  # a freeze of another cause is not lifted by the parameter
+        node.set_parameters([Parameter("enabled", value=True)])
+        assert node.learner.frozen
     finally:
         node.destroy_node()
+
+
+def test_doomed_does_not_learn_while_the_controller_blends_the_law_back_in(rclpy_context):
+    """After late input the controller ramps its law back in over recovery_ramp, ACTIVE, with a command that is
+    partly the safe torque: DOOMED paired those ticks and learned e = acceleration_command - ddq from them."""
+    from idyn_ros.control.controller import RECOVERING
+    from idyn_ros.msg import ControllerState
+    from idyn_ros.nodes.common import MONITOR
+    from idyn_ros.nodes.doomed import DoomedNode
+
+    node = DoomedNode(context=rclpy_context)
+    plant, pub, exe, Msg = _setup(rclpy_context, [node])
+    cs_pub = plant.create_publisher(ControllerState, "/idyn/controller_state", MONITOR)
+    _spin(exe, 0.3)
+    for k in range(200):
+        _publish(pub, Msg, k, Q0, np.zeros(7))
+        _spin(exe, 0.001)
+        cs = ControllerState(joint_names=PANDA, acceleration_command=[1.0] * 7, mode=ControllerState.MODE_ACTIVE,
+                             mode_reason=RECOVERING)
+        cs.header.stamp.sec, cs.header.stamp.nanosec = 1 + k // 1000, (k % 1000) * 1_000_000
+        cs_pub.publish(cs)
+        _spin(exe, 0.002)
+    _spin(exe, 0.1)
+    assert node.adapter.paired == 0 and np.all(node.learner.offset == 0)
 
 
 def test_buffer_filter_settings_are_refused_at_run_time(rclpy_context):
