@@ -340,7 +340,8 @@ class WrenchObserverParams(CommonParams):
                                "(/joint_states effort; on hardware, where the command lacks g(q))",
                                choices=("command", "effort"), read_only=True)
     effort_unit: str = param("auto", "what /joint_states effort is (torque_source effort): auto (what the model was "
-                             "trained on: motor current for a model trained on a UR's currents), torque [Nm], or "
+                             "trained on: motor current for a model trained on a UR's currents, or when "
+                             "torque_constants are set), torque [Nm], or "
                              "current [A] (tau = k i; a UR driver's default)", choices=("auto", "torque", "current"),
                              read_only=True)
     torque_constants: tuple[float, ...] = param((), "Nm/A per joint for current efforts; [] = the model's identified "

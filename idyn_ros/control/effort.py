@@ -23,7 +23,7 @@ class EffortToTorque:
 
     Args:
         unit: ``torque`` (effort is Nm), ``current`` (effort is A: tau = k * i), ``auto`` (what the model was
-            trained on: current when its metadata carries gains, else torque).
+            trained on: current when its metadata carries gains or ``gains`` are given, else torque).
         n: joints.
         model_effort: the artifact's ``effort`` metadata entry (None: no model, or one from before gains).
         gains: k [Nm/A] (n,) overriding the model's; empty: the model's, else the robot data's.
@@ -37,7 +37,9 @@ class EffortToTorque:
         model_gains = None
         if model_effort and model_effort.get("kind") == "current":
             model_gains = np.asarray(model_effort["torque_constants"], dtype=np.float64)
-        self.unit = ("current" if model_gains is not None else "torque") if unit == "auto" else unit
+        if unit == "auto":  # decision: gains given by the user mean the efforts are currents (else they mean nothing)
+            unit = "current" if model_gains is not None or len(gains) else "torque"
+        self.unit = unit
         self.gains = np.ones(n)
         self.source = "effort is joint torque [Nm]"
         self.warning = ""

@@ -35,6 +35,11 @@ def test_effort_to_torque_says_where_its_gains_come_from():
     fallback = EffortToTorque("current", 2, None, (), np.array([1.0, 1.0]))
     assert "robot data" in fallback.describe() and fallback.warning
     assert EffortToTorque("torque", 2, model).warning  # a current model fed torques: said, not hidden
+    # torque_constants set with effort_unit auto and a model without gains: the efforts are currents (they were read
+    # as Nm, the gains ignored without a word)
+    given = EffortToTorque("auto", 2, None, (5.0, 5.0))
+    assert given.unit == "current" and "torque_constants parameter" in given.describe()
+    np.testing.assert_allclose(given.torque(np.array([1.0, 2.0])), [5.0, 10.0])
     with pytest.raises(ParameterError, match="no gains"):
         EffortToTorque("current", 2, None)
     with pytest.raises(ParameterError, match="2 finite gains"):
