@@ -56,7 +56,8 @@ PHYSICS_SETTINGS = ("id_method", "reg", "id_prior")  # what a learned candidate 
 CANDIDATES: tuple[tuple[str, dict[str, Any]], ...] = (
     ("rbd-friction", {"kind": "rbd-friction"}),  # the SDP's default: the geometric prior
     ("rbd-friction ridge 1e-4", {"kind": "rbd-friction", "id_method": "sdp", "id_prior": "ridge", "reg": DEFAULT_REG}),
-    ("rbd-friction nominal", {"kind": "rbd-friction", "id_method": "nominal"}),  # the URDF: no prior
+    # the URDF: no prior (and none inherited from --prior / --reg, which it would refuse)
+    ("rbd-friction nominal", {"kind": "rbd-friction", "id_method": "nominal", "id_prior": None, "reg": None}),
     ("hybrid-j 2S", {"kind": "hybrid-j", "mode": "2s"}),
     ("hybrid-j E2E", {"kind": "hybrid-j", "mode": "e2e"}),
     ("hybrid 2S", {"kind": "hybrid", "mode": "2s"}),
@@ -219,9 +220,15 @@ def fit_auto(base: ModelConfig, robot: Any, train: Sequence[Recording], val: Seq
     repeats = [(n, o) for n, o in learned if o.get("kind") not in GENERALISING_KINDS] if repeated else []
     learned = [c for c in learned if c not in repeats]
     done: list[Candidate] = []
+    same_physics: dict[tuple, str] = {}
     for name, over in physics:
-        done.append(_fit_candidate(name, {**base.to_dict(), **over, "extra": dict(base.extra)}, robot, train, val,
-                                   None, progress))
+        settings = {**base.to_dict(), **over, "extra": dict(base.extra)}
+        key = _physics_key(settings, robot)
+        if key in same_physics:  # e.g. --prior ridge makes the default candidate the ridge one: fit it once
+            done.append(Candidate(name, None, {}, {}, 0.0, skipped=f"the same physics as {same_physics[key]}"))
+            continue
+        same_physics[key] = name
+        done.append(_fit_candidate(name, settings, robot, train, val, None, progress))
     fits = [(name, over, {}) for name, over in learned]
     not_made: list[str] = []
     if physics:  # learned candidates sit on the best physics candidate; per-joint ones on each of them as well
@@ -270,6 +277,17 @@ def fit_auto(base: ModelConfig, robot: Any, train: Sequence[Recording], val: Seq
         result = physics_only(result)  # every joint's residual gated off: export no network
     result.cfg.extra = {**result.cfg.extra, "selected_by": "auto", "candidate": winner.name}
     return result, done
+
+
+def _physics_key(settings: dict[str, Any], robot: Any) -> tuple:
+    """What a physics candidate identifies with: the method and, for an identification, its resolved prior."""
+    from idyn_ros.models.identification import resolve_prior
+
+    method = settings.get("id_method")
+    if method == "nominal":
+        return (settings.get("kind"), method, tuple(settings.get("friction_kinds") or ()))
+    return (settings.get("kind"), method, tuple(settings.get("friction_kinds") or ()),
+            *resolve_prior(method, settings.get("id_prior"), settings.get("reg"), robot.pin_model))
 
 
 def choose(done: Sequence[Candidate], score: str = SCORE) -> Candidate:

@@ -115,6 +115,28 @@ def test_auto_exports_physics_unless_a_learned_candidate_wins_by_the_margin(iiwa
     assert res.cfg.extra["candidate"] == expect
 
 
+@pytest.mark.parametrize("prior", ["geometric", "ridge"])
+def test_auto_takes_a_users_prior_without_refusing_the_urdf_candidate_or_fitting_one_physics_twice(iiwa, synth,
+                                                                                                   prior):
+    """`idyn train --prior geometric` (the SDP's default, spelled out) crashed auto in its URDF candidate, which
+    inherited the prior and refused it; `--prior ridge` fitted the ridge candidate twice, weighting it 2/3 in the
+    average over the bases."""
+    from idyn_ros.models.auto import CANDIDATES
+
+    train, val, _ = synth
+    base = ModelConfig(kind="auto", epochs=1, id_prior=prior, reg=1e-4, **TINY)
+    physics = tuple(c for c in CANDIDATES if c[1]["kind"] == "rbd-friction")
+    _, done = fit_auto(base, iiwa, [train], [val], progress=False, candidates=physics)
+    rows = {c.name: c for c in done}
+    assert rows["rbd-friction nominal"].result is not None and rows["rbd-friction nominal"].result.cfg.id_method == \
+        "nominal"
+    twin = rows["rbd-friction ridge 1e-4"]
+    if prior == "ridge":
+        assert twin.result is None and twin.skipped == "the same physics as rbd-friction"
+    else:
+        assert twin.result is not None
+
+
 def test_a_fully_gated_off_hybrid_is_exported_as_its_physics(iiwa, synth):
     from idyn_ros.models.auto import physics_only
 
