@@ -29,6 +29,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--model", required=True, metavar="ONNX", help="the model artifact (DIR/model.onnx)")
     parser.add_argument("--data", nargs="+", required=True, metavar="F",
                         help="recordings (rosbag2 folder, .db3, .mcap, .npz, .csv)")
+    parser.add_argument("--effort-kind", choices=("torque", "current"), default=None,
+                        help="what the recordings' effort is (default: what each file says; torque if it says "
+                             "nothing). current: motor currents [A], turned into Nm with the model's gains")
     parser.add_argument("--json", action="store_true", help="print one JSON object on stdout and nothing else")
     parser.add_argument("--backend", choices=["pinocchio", "onnx"], default="pinocchio",
                         help="RBD evaluation: pinocchio from the metadata (default) or the full ONNX graph")
@@ -57,13 +60,17 @@ def _run(args: argparse.Namespace) -> int:
     meta = read_metadata(args.model)
     robot = RobotModel.from_urdf(meta["urdf"], name=meta["robot"])
     model_rate = float(meta.get("rate_hz") or 0.0) or None  # artifacts without a rate take each recording's own
-    recs = load_recordings(args.data, robot, rate_hz=model_rate,
+    recs = load_recordings(args.data, robot, args.effort_kind, rate_hz=model_rate,
                            say=lambda line: print(f"idyn evaluate: {line}", file=sys.stderr if args.json else None))
     per_file = {}
     preds, taus = [], []
     for path, rec in zip(args.data, recs, strict=True):
         rt = ModelRuntime(args.model, robot, rate_hz=rec.rate_hz, rbd_backend=args.backend)
-        tau = EffortToTorque(rec.effort_kind, rec.tau.shape[1], meta.get("effort")).torque(rec.tau)
+        conv = EffortToTorque(rec.effort_kind, rec.tau.shape[1], meta.get("effort"))
+        if conv.warning:  # e.g. a model trained on currents scored against efforts read as Nm
+            warnings.warn(f"{path}: {conv.warning}; pass --effort-kind current if its efforts are currents",
+                          stacklevel=1)
+        tau = conv.torque(rec.tau)
         pred = np.empty_like(tau)
         for t in range(rec.n_samples):
             pred[t] = rt.step(rec.q[t], rec.dq[t], rec.ddq[t]).total

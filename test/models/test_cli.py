@@ -101,3 +101,13 @@ def test_evaluate_turns_motor_currents_into_torque_with_the_artifacts_gains(file
     assert main(["evaluate", "--model", str(out / "model.onnx"), "--data", currents[1], "--json"]) == 0
     m = json.loads(capsys.readouterr().out)["all"]
     assert m["nmse_mean"] < 0.1  # torques against torques (k * i), not against the currents
+    # a file that does not say its efforts are currents: scored as Nm, which used to pass silently; now said, and
+    # --effort-kind current scores it right
+    unstated = dict(np.load(currents[1]))
+    del unstated["effort_kind"]
+    np.savez(tmp_path / "unstated.npz", **unstated)
+    assert main(["evaluate", "--model", str(out / "model.onnx"), "--data", str(tmp_path / "unstated.npz")]) == 0
+    assert "trained on motor currents" in capsys.readouterr().err
+    assert main(["evaluate", "--model", str(out / "model.onnx"), "--data", str(tmp_path / "unstated.npz"), "--json",
+                 "--effort-kind", "current"]) == 0
+    assert json.loads(capsys.readouterr().out)["all"]["nmse_mean"] == pytest.approx(m["nmse_mean"])
