@@ -292,5 +292,8 @@ def _train_gp(args: argparse.Namespace, robot, train: list, val: list, test: lis
             print(f"{args.model}: {split} nMSE per joint [%] "
                   + " ".join(f"{v:.2f}" for v in metrics[f"{split}_nmse_percent"])
                   + f" (mean {metrics[f'{split}_nmse_mean_percent']:.2f})")
-    print(f"wrote {args.out}/model.onnx and {args.out}/metrics.json")
+    if metrics.get("onnx"):
+        print(f"wrote {args.out}/model.onnx and {args.out}/metrics.json")
+    else:
+        print(f"wrote {args.out}/metrics.json and {args.out}/gp.pt, no model.onnx: {metrics.get('onnx_error')}")
     return 0

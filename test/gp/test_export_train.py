@@ -91,10 +91,11 @@ def test_runtime_runs_the_gp_artifact(trained) -> None:
 @pytest.mark.slow
 def test_lse_has_no_onnx_but_reports_why(tmp_path) -> None:
     rm = panda_model(2)
+    (tmp_path / "model.onnx").write_bytes(b"an earlier run's model")  # must not pass for this run's
     m = train_gp("lse-gp", rm, [_dataset(1, 2, 12)], [], tmp_path, max_samples=12, friction=False,
                  iterations=1, max_hyper_points=12)
     assert m["onnx"] is None and "LSE" in m["onnx_error"]
-    assert (tmp_path / "metrics.json").is_file()
+    assert (tmp_path / "metrics.json").is_file() and not (tmp_path / "model.onnx").exists()
 
 
 @pytest.mark.slow

@@ -293,9 +293,10 @@ def train_gp(kind: str, robot_model: Any, train_datasets: list[Any], val_dataset
             "test_metrics": {k: metrics[k] for k in ("val_nmse_percent", "test_nmse_percent") if k in metrics},
         })
         metrics["onnx"] = str(out_dir / "model.onnx")
-    except ModelArtifactError as exc:
+    except ModelArtifactError as exc:  # the LSE baseline: metrics and checkpoint only
         metrics["onnx"] = None
         metrics["onnx_error"] = str(exc)
+        (out_dir / "model.onnx").unlink(missing_ok=True)  # an earlier run's model must not pass for this one
     atomic_write_text(out_dir / "metrics.json", json.dumps(metrics, indent=2, default=float) + "\n")
     checkpoint.save({"state_dict": gp.state_dict(), "X": gp.X, "Y": Y, "kind": kind, "friction": friction,
                      "shared_noise": shared_noise, "joint_names": list(robot_model.joint_names)}, out_dir / "gp.pt")
