@@ -422,10 +422,14 @@ class TrustedWrench:
         rest = np.asarray(unc["tau_sigma_rest_nm"]) if unc.get("tau_sigma_rest_nm") else None
         if tau_sigma is not None and len(tau_sigma):
             sig, split = np.asarray(tau_sigma, dtype=np.float64), "parameter"
+        rest_split = unc.get("rest_split")
         if tau_sigma_rest is not None and len(tau_sigma_rest):
-            rest = np.asarray(tau_sigma_rest, dtype=np.float64)
-        return cls(rbd, settings, sig, rest, getattr(model, "static_friction", None) if model is not None else None,
-                   split)
+            rest, rest_split = np.asarray(tau_sigma_rest, dtype=np.float64), None
+        trusted = cls(rbd, settings, sig, rest,
+                      getattr(model, "static_friction", None) if model is not None else None, split)
+        if rest is not None and rest_split and rest_split != unc.get("split"):  # e.g. a validation with no rests
+            trusted.sigma_source += f"; at rest from {SIGMA_SPLITS.get(rest_split, rest_split)}"
+        return trusted
 
     def describe(self) -> str:
         s = self.settings

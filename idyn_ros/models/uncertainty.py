@@ -1,4 +1,6 @@
-"""The model's torque uncertainty, from its residuals on recordings it was not fitted to (stored in the artifact).
+"""The model's torque uncertainty, from its residuals on recordings it was not fitted to where there are any (stored
+in the artifact with the split each number came from: validation first, then test, then, with neither, the training
+fit itself, which the wrench observer then calls optimistic).
 
 Two numbers per joint, because a wrench observer meets two situations (``idyn_ros.control.wrench_trust``):
 - ``tau_sigma_nm``: RMSE of the predicted torque while the arm does anything (bias included): what an estimate

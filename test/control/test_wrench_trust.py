@@ -325,3 +325,8 @@ def test_the_sigma_says_which_residuals_it_comes_from(ur5):
     assert "repeats the training states (optimistic" in TrustedWrench.from_model(ur5, repeated).describe()
     mine = TrustedWrench.from_model(ur5, repeated, tau_sigma=[2.0] * n, tau_sigma_rest=[])  # the node's parameters
     assert "the tau_sigma parameter" in mine.describe() and np.all(mine.tau_sigma == 2.0)
+    # a validation without rest periods: the rest spread came from another split, and the line says which
+    mixed = SimpleNamespace(uncertainty={"tau_sigma_nm": [1.0] * n, "split": "val", "tau_sigma_rest_nm": [0.1] * n,
+                                         "rest_split": "test"}, static_friction=None)
+    assert "validation residuals; at rest from the model's test residuals" in \
+        TrustedWrench.from_model(ur5, mixed).describe()
