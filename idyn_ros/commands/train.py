@@ -219,7 +219,6 @@ def _run(args: argparse.Namespace) -> int:
     train, val, test, rate = load_split(args.data, args.val, args.test, robot, args.effort_kind, args.rate,
                                         say=lambda line: print(f"idyn train: {line}"))
     kinds = parse_kinds(args.friction)
-    effort, (train, val, test) = _currents_to_torque(args, robot, kinds, train, val, test)
     note = ""
     refit = False
     if not val and args.model not in PHYSICS_KINDS:
@@ -228,6 +227,8 @@ def _run(args: argparse.Namespace) -> int:
         if refit:
             note += "; auto then refits the model it chose on all the training data, tail included (--no-refit: not)"
         print(f"idyn train: {note}")  # information, not a warning: stdout (stderr stays for warnings and errors)
+    # after the hold-out: current gains are identified on the training part only, and the tail converted with them
+    effort, (train, val, test) = _currents_to_torque(args, robot, kinds, train, val, test)
     if args.model in GP_KINDS:
         if effort is not None:
             raise ParameterError(f"{args.model} takes torque data; convert the currents when importing "

@@ -141,3 +141,27 @@ def test_the_ur10_bag_trains(shared_data, tmp_path):
                  "current", "--model", "rbd-friction", "--out", str(out), "--no-progress"]) == 0
     metrics = json.loads((out / "metrics.json").read_text())
     assert metrics["effort"]["kind"] == "current" and metrics["train"]["nmse_mean"] < 0.1
+
+
+def test_without_val_the_current_gains_are_identified_on_the_training_part_only(ur5, ur5_torque, tmp_path):
+    """The gains were identified on all of --data and the tail held out afterwards: early stopping, the gate and the
+    choice were scored on targets scaled by gains fitted to those very samples."""
+    from idyn_ros.cli import main
+    from idyn_ros.data.dataset import Dataset
+    from idyn_ros.dynamics.friction import DEFAULT_KINDS
+    from idyn_ros.models.current_gains import currents_to_torque
+    from idyn_ros.models.sources import hold_out_tail, load_recordings
+
+    r = _currents(ur5_torque)[0]
+    path = Dataset(r.t, r.q, r.dq, r.tau, tuple(ur5.joint_names), "ur5", "current", "synthetic", ddq=r.ddq).save(
+        tmp_path / "cur.npz")
+    out = tmp_path / "run"
+    assert main(["train", "--robot", "ur5", "--data", str(path), "--model", "hybrid-j", "--epochs", "1",
+                 "--out", str(out), "--no-progress"]) == 0
+    gains = np.asarray(json.loads((out / "metrics.json").read_text())["effort"]["torque_constants"])
+    recs = load_recordings([path], ur5)
+    head, tail, _ = hold_out_tail(recs)
+    _, on_head, _ = currents_to_torque(ur5, head, tail, (), DEFAULT_KINDS)
+    _, on_all, _ = currents_to_torque(ur5, recs, (), (), DEFAULT_KINDS)
+    np.testing.assert_allclose(gains, on_head.values, rtol=1e-12)
+    assert np.abs(on_head.values - on_all.values).max() > 1e-9  # the tail would have moved them
