@@ -22,9 +22,11 @@ own physics, on the real KUKA LWR4+ the E2E hybrid-r won by a factor 4), and a u
 - Selection: the best learned candidate wins only if it beats the best physics candidate by ``LEARNED_MARGIN``
   (relative); otherwise the physics model is exported (smaller, and it generalises where a residual's gain on
   one validation trajectory may be chance).
-- Budget: ``max_minutes`` covers everything; physics candidates (seconds) first, then each learned candidate
-  gets an equal share of what is left (at least ``MIN_CANDIDATE_MINUTES``), so time an early-stopped candidate does
-  not use goes to the next; once less than that is left, the remaining candidates are skipped and listed so.
+- Budget: ``max_minutes`` bounds the selection's training loops; physics candidates (seconds) first, then each
+  learned candidate gets an equal share of what is left (at least ``MIN_CANDIDATE_MINUTES``), so time an early-stopped
+  candidate does not use goes to the next; once less than that is left, the remaining candidates are skipped and
+  listed so. Outside it: each fit's set-up (identification, seconds), the average's gate, and the refit without
+  ``--val`` (the winner's own epochs again on 25 % more data).
 """
 
 from __future__ import annotations

@@ -258,6 +258,11 @@ def _at_rate(rec: Recording, path: str | Path, robot: Any, effort_kind: str | No
 HOLDOUT_FRACTION = 0.2
 
 
+# a recording cut shorter than this for the tail is held out whole (when another stays for training): its head would
+# be a training piece shorter than the default window, and a batch's windows all take the shortest piece's length
+MIN_HEAD_SAMPLES = 200
+
+
 def hold_out_tail(recs: Sequence[Recording], fraction: float = HOLDOUT_FRACTION) -> tuple[list[Recording],
                                                                                            list[Recording], str]:
     """(training part, held-out tail, one-line description) of recordings, cut ``fraction`` of all samples from
@@ -279,6 +284,10 @@ def hold_out_tail(recs: Sequence[Recording], fraction: float = HOLDOUT_FRACTION)
             parts.insert(0, f"all of {r.source or 'a recording'}")
             continue
         cut = r.n_samples - need
+        if cut < MIN_HEAD_SAMPLES and train:  # a sliver of a head would shrink every training batch it joins
+            held.insert(0, r)
+            parts.insert(0, f"all of {r.source or 'a recording'}")
+            break
         train.append(_slice(r, slice(0, cut)))
         held.insert(0, _slice(r, slice(cut, None)))
         parts.insert(0, f"{r.t[-1] - r.t[cut]:.1f} s tail of {r.source or 'a recording'}")

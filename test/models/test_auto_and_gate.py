@@ -30,6 +30,11 @@ def test_held_out_tail_is_the_contiguous_end_of_the_training_data(synth):
     assert sum(r.n_samples for r in train + held) == a.n_samples + b.n_samples
     with pytest.raises(DatasetError, match="too few"):
         hold_out_tail([dataclasses.replace(a, t=a.t[:3], q=a.q[:3], dq=a.dq[:3], ddq=a.ddq[:3], tau=a.tau[:3])])
+    # a cut that would leave a sliver of a recording for training holds that recording out whole: a 1-sample head
+    # made every training batch it joined one sample long
+    short = dataclasses.replace(b, t=b.t[:1002], q=b.q[:1002], dq=b.dq[:1002], ddq=b.ddq[:1002], tau=b.tau[:1002])
+    train, held, _ = hold_out_tail([a, short], fraction=1000.5 / (a.n_samples + 1002))  # a 1001-sample tail
+    assert [r.n_samples for r in train] == [a.n_samples] and [r.n_samples for r in held] == [1002]
 
 
 def test_gate_drops_a_residual_that_does_not_help_and_keeps_one_that_does(iiwa, synth):
