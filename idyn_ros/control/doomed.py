@@ -140,6 +140,9 @@ class Doomed:
         self._prev_offset = np.zeros(n)
         self._g = np.zeros((n, k))
         self._metric = np.zeros(n)
+        self._step = np.zeros(n)  # per-tick scratch: the update allocates nothing at 1 kHz
+        self._tmp = np.zeros(n)
+        self._tmp_nk = np.zeros((n, k))
         self._win = 0
         self.reconfigure(self.cfg)
 
@@ -249,9 +252,15 @@ class Doomed:
             self.freeze("non-finite acceleration error", decay=False)
             return self.evaluate(q, dq)
         # running variance of the measured acceleration (Eq. 22's v)
-        b = self._beta_var
-        self.mean_acc += b * (ddq_meas - self.mean_acc)
-        self.var_acc += b * ((ddq_meas - self.mean_acc) ** 2 - self.var_acc)
+        b, tmp = self._beta_var, self._tmp
+        np.subtract(ddq_meas, self.mean_acc, out=tmp)
+        tmp *= b
+        self.mean_acc += tmp
+        np.subtract(ddq_meas, self.mean_acc, out=tmp)
+        np.square(tmp, out=tmp)
+        tmp -= self.var_acc
+        tmp *= b
+        self.var_acc += tmp
         self._detect_oscillation(e)
         if self.frozen:
             if self.decaying:
@@ -261,20 +270,23 @@ class Doomed:
         # gradient g = -J_f^T e (Eq. 14); per joint with block-diagonal features
         if self.k > 1:
             linear_features(q, dq, self.phi)
-            np.multiply(self.phi, -e[:, None], out=self._g)
+            np.multiply(self.phi, e[:, None], out=self._g)
+            np.negative(self._g, out=self._g)
         else:
-            self._g[:, 0] = -e
+            np.negative(e, out=self._g[:, 0])
         np.multiply(self.var_acc, self.cfg.variance_gain, out=self._metric)
         self._metric += 1.0
-        step = self.eta / self._metric  # (n,)
+        step = np.divide(self.eta, self._metric, out=self._step)  # (n,)
         if scale is not None:
-            step = step * scale
+            step *= scale
         if self.cfg.forgetting > 0:
             self.u *= 1.0 - self.eta * self.cfg.forgetting
-        self.u -= step[:, None] * self._g
+        np.multiply(step[:, None], self._g, out=self._tmp_nk)
+        self.u -= self._tmp_nk
         gamma = self.cfg.momentum
         self.w *= gamma
-        self.w += (1.0 - gamma) * self.u
+        np.multiply(self.u, 1.0 - gamma, out=self._tmp_nk)
+        self.w += self._tmp_nk
         # saturation (anti-windup on u as well); for linear features bound each weight by limit
         lim = self.limit[:, None]
         np.clip(self.u, -lim, lim, out=self.u)
@@ -282,9 +294,13 @@ class Doomed:
         return self.evaluate(q, dq)
 
     def _detect_oscillation(self, e: np.ndarray) -> None:
-        self._sum_abs += np.abs(e)
+        tmp = self._tmp
+        np.abs(e, out=tmp)
+        self._sum_abs += tmp
         self._sum += e
-        self._tv += np.abs(self.offset - self._prev_offset)
+        np.subtract(self.offset, self._prev_offset, out=tmp)
+        np.abs(tmp, out=tmp)
+        self._tv += tmp
         self._prev_offset[:] = self.offset
         np.minimum(self._lo, self.offset, out=self._lo)
         np.maximum(self._hi, self.offset, out=self._hi)
@@ -379,6 +395,15 @@ class DoomedAdapter:
         self._acc[i] = acceleration_command
         self._i = (i + 1) % self.RING
 
+    def _slot_of(self, stamp_ns: int) -> int:
+        """Ring slot of the command stamped ``stamp_ns``, -1 if none; newest first (it is nearly always the last)."""
+        stamps, ring = self._stamps, self.RING
+        for back in range(1, ring + 1):
+            i = (self._i - back) % ring
+            if stamps[i] == stamp_ns:
+                return i
+        return -1
+
     def on_state(self, stamp_ns: int, q: np.ndarray, dq: np.ndarray) -> np.ndarray | None:
         """A trusted joint state; returns the new offset (Nm) when it could be paired, else None."""
         prev, self._prev_stamp = self._prev_stamp, stamp_ns
@@ -390,8 +415,8 @@ class DoomedAdapter:
             self.gaps += 1
             dq_prev[:] = dq
             return None
-        hit = np.flatnonzero(self._stamps == prev)
-        if hit.size == 0:  # the command for the previous state never came (controller inactive, safe or late)
+        slot = self._slot_of(prev)
+        if slot < 0:  # the command for the previous state never came (controller inactive, safe or late)
             self.unpaired += 1
             dq_prev[:] = dq
             return None
@@ -400,7 +425,7 @@ class DoomedAdapter:
         dq_prev[:] = dq
         scale = np.diag(self.model.mass_matrix(q, out=self._M)) if self.inertia_scaled else None
         self.paired += 1
-        offset = self.learner.update(self._acc[hit[0]], self.ddq_meas, q, dq, scale)
+        offset = self.learner.update(self._acc[slot], self.ddq_meas, q, dq, scale)
         if self.errors is not None:
             self.errors.append(self.learner.error.copy())
         return offset

@@ -97,6 +97,10 @@ class MomentumObserver:
         self.integral = np.zeros(rbd.n)
         self.p0 = np.zeros(rbd.n)
         self._M = np.zeros((rbd.n, rbd.n))
+        self._C = np.zeros((rbd.n, rbd.n))
+        self._p = np.zeros(rbd.n)  # per-tick scratch: the update allocates nothing at 1 kHz
+        self._beta = np.zeros(rbd.n)
+        self._tmp = np.zeros(rbd.n)
         self.started = False
 
     def reset(self) -> None:
@@ -108,19 +112,25 @@ class MomentumObserver:
         self, q: np.ndarray, dq: np.ndarray, tau: np.ndarray, dt: float, tau_model_extra: np.ndarray | None = None
     ) -> np.ndarray:
         """One step with the actuator torque ``tau`` applied over the last ``dt`` s (Nm)."""
-        p = self.rbd.mass_matrix(q, out=self._M) @ dq
+        p = np.matmul(self.rbd.mass_matrix(q, out=self._M), dq, out=self._p)
         if not self.started:
             self.p0[:] = p
             self.integral[:] = 0.0
             self.r[:] = 0.0
             self.started = True
             return self.r
-        C = self.rbd.coriolis_matrix(q, dq)
-        beta = self.rbd.gravity(q) - C.T @ dq  # g - C^T dq
+        beta, tmp = self._beta, self._tmp
+        np.matmul(dq, self.rbd.coriolis_matrix(q, dq, out=self._C), out=beta)  # C^T dq
+        np.subtract(self.rbd.gravity(q), beta, out=beta)  # g - C^T dq
         if tau_model_extra is not None:
             beta += tau_model_extra  # friction etc. on the model side
-        self.integral += (tau - beta + self.r) * dt
-        np.multiply(self.K, p - self.p0 - self.integral, out=self.r)
+        np.subtract(tau, beta, out=tmp)
+        tmp += self.r
+        tmp *= dt
+        self.integral += tmp
+        np.subtract(p, self.p0, out=tmp)
+        tmp -= self.integral
+        np.multiply(self.K, tmp, out=self.r)
         return self.r
 
 
@@ -145,11 +155,10 @@ class WrenchMapper:
         else:
             self.base[:] = F
             self._init = True
-        out = self.base.copy()
-        small = np.abs(out) < self.deadband
-        out[small] = 0.0
-        self.tool[:3] = R.T @ out[:3]
-        self.tool[3:] = R.T @ out[3:]
+        out = self.base.copy()  # a new array per estimate: callers keep it (the estimate's rate, not the tick's)
+        out[np.abs(out) < self.deadband] = 0.0
+        np.matmul(out[:3], R, out=self.tool[:3])  # R^T f
+        np.matmul(out[3:], R, out=self.tool[3:])
         return out, self.tool
 
 

@@ -458,10 +458,16 @@ class RobotModel:
         """Coriolis/centrifugal torque C(q,dq) dq in Nm."""
         return self.nonlinear_effects(q, dq) - self.gravity(q)
 
-    def coriolis_matrix(self, q: Any, dq: Any) -> np.ndarray:
-        """Coriolis matrix C(q,dq) (n, n) with dM/dt - 2C skew-symmetric (pinocchio's choice)."""
+    def coriolis_matrix(self, q: Any, dq: Any, out: np.ndarray | None = None) -> np.ndarray:
+        """Coriolis matrix C(q,dq) (n, n) with dM/dt - 2C skew-symmetric (pinocchio's choice).
+
+        ``out`` (n, n): written in place and returned, no allocation (the 1 kHz path).
+        """
         q, dq = self._vec(q, "q"), self._vec(dq, "dq")
         m, d = self.pin_model, self.data
+        if out is not None:
+            np.copyto(out, pin.computeCoriolisMatrix(m, d, q, dq))
+            return out
         return self._batched(lambda a, b: pin.computeCoriolisMatrix(m, d, a, b).copy(), q, dq)
 
     def frame_jacobian(self, q: Any, frame: str | None = None, reference: str = "world") -> np.ndarray:

@@ -36,6 +36,13 @@ def ns_to_stamp(ns: int, stamp: Any) -> Any:
     return stamp
 
 
+def field_view(msg: Any, field: str, n: int) -> np.ndarray:
+    """Numpy view of a message's float64[] ``field`` (set to n zeros): write it every tick, publish, no allocation
+    per message. Taken from the message after the assignment, which may store a copy."""
+    setattr(msg, field, array.array("d", bytes(8 * n)))
+    return np.frombuffer(getattr(msg, field), dtype=np.float64)
+
+
 def as_array(values: np.ndarray) -> array.array:
     """numpy float64 -> array.array('d'): the cheapest form rclpy accepts for float64[] fields."""
     out = array.array("d")

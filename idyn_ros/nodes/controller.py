@@ -25,6 +25,7 @@ import time
 import traceback
 from typing import Any
 
+import numpy as np
 from rclpy.lifecycle import Node as LifecycleNode
 from rclpy.lifecycle import State, TransitionCallbackReturn
 
@@ -37,9 +38,9 @@ from idyn_ros.nodes.common import (
     MONITOR,
     STAMP_LABEL,
     Diagnostics,
-    as_array,
     command_topic,
     describe_payload,
+    field_view,
     payload_service,
     stamp_to_ns,
 )
@@ -111,7 +112,11 @@ class ControllerNode(LifecycleNode):
         self.cmd = Float64MultiArray()
         self._dim = MultiArrayDimension(label="", size=n, stride=n)
         self.cmd.layout.dim = [self._dim]
+        self._cmd_data = field_view(self.cmd, "data", n)
         self.state_msg = ControllerState(joint_names=list(core.joint_names))
+        self._state_fields = {name: field_view(self.state_msg, name, n) for name in (  # written each publish
+            "position_error", "velocity_error", "tau_feedforward", "tau_offset", "tau_feedback", "tau_command",
+            "acceleration_command")}
         self.cmd_topic = command_topic(p.command_topic, p.robot)
         self._create_io(p)
         _IN_PROCESS[id(self.context)] = core
@@ -274,19 +279,20 @@ class ControllerNode(LifecycleNode):
 
     def _publish_command(self, tau: Any, stamp_ns: int) -> None:
         self._dim.label = f"{STAMP_LABEL}{stamp_ns}"
-        self.cmd.data = as_array(tau)
+        self._cmd_data[:] = tau
         self.cmd_pub.publish(self.cmd)
 
     def _publish_state(self, stamp: Any) -> None:
         core, s = self.core, self.state_msg
         s.header.stamp = stamp  # = the joint-state stamp this tick answered (doomed pairs by it)
-        s.position_error = as_array(core.q_d - core.filter.q)
-        s.velocity_error = as_array(core.dq_d - core.filter.dq)
-        s.tau_feedforward = as_array(core.tau_ff)
-        s.tau_offset = as_array(core.offset_applied)
-        s.tau_feedback = as_array(core.tau_fb)
-        s.tau_command = as_array(core.tau)
-        s.acceleration_command = as_array(core.acceleration_command)
+        f = self._state_fields
+        np.subtract(core.q_d, core.filter.q, out=f["position_error"])
+        np.subtract(core.dq_d, core.filter.dq, out=f["velocity_error"])
+        f["tau_feedforward"][:] = core.tau_ff
+        f["tau_offset"][:] = core.offset_applied
+        f["tau_feedback"][:] = core.tau_fb
+        f["tau_command"][:] = core.tau
+        f["acceleration_command"][:] = core.acceleration_command
         s.mode = core.mode
         s.mode_reason = core.reason
         s.gain_preset = core.params.gain_preset
