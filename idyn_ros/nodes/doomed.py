@@ -20,7 +20,7 @@ from idyn_ros.control.controller import MODE_ACTIVE, NameMap
 from idyn_ros.control.doomed import Doomed, DoomedAdapter, config_from_params
 from idyn_ros.control.feedforward import FeedforwardComputer
 from idyn_ros.nodes import hot_loop
-from idyn_ros.nodes.common import HOT_IN, Diagnostics, as_array, declare_and_load, stamp_to_ns
+from idyn_ros.nodes.common import HOT_IN, Diagnostics, declare_and_load, field_view, stamp_to_ns
 from idyn_ros.parameters import DoomedParams
 
 DISABLED = "disabled by parameter 'enabled'"  # the freeze reason the parameter sets (and lifts again)
@@ -58,6 +58,8 @@ class DoomedNode(Node):
         self._cs_map = NameMap(self.robot.joint_names)
         self._acc_tmp = np.zeros(n)
         self.out = AdaptationState(joint_names=list(self.robot.joint_names))
+        self._offset, self._acc_error, self._error_variance = (field_view(self.out, name, n) for name in (
+            "offset", "acceleration_error", "error_variance"))  # written each publish
         self.pub = self.create_publisher(AdaptationState, v.adaptation_topic, HOT_IN)
         hot_loop.subscribe(self, JointState, v.joint_states_topic, self._on_joint_state, HOT_IN)
         hot_loop.subscribe(self, ControllerState, v.controller_state_topic, self._on_controller_state, HOT_IN)
@@ -95,9 +97,9 @@ class DoomedNode(Node):
         L = self.learner
         o = self.out
         o.header.stamp = msg.header.stamp
-        o.offset = as_array(offset)
-        o.acceleration_error = as_array(-L.error)  # msg convention: measured - commanded
-        o.error_variance = as_array(L.var_acc)
+        self._offset[:] = offset
+        np.negative(L.error, out=self._acc_error)  # msg convention: measured - commanded
+        self._error_variance[:] = L.var_acc
         o.learning_rate = L.learning_rate
         o.frozen = L.frozen
         o.freeze_reason = L.freeze_reason

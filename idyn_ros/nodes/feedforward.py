@@ -10,6 +10,7 @@ controller's watchdog. Without a model, or with one for another robot/rate, it s
 
 from __future__ import annotations
 
+import array
 import time
 from typing import Any
 
@@ -23,13 +24,15 @@ from idyn_ros.nodes import hot_loop
 from idyn_ros.nodes.common import (
     HOT_IN,
     Diagnostics,
-    as_array,
     declare_and_load,
     describe_payload,
+    field_view,
     payload_service,
     stamp_to_ns,
 )
 from idyn_ros.parameters import FeedforwardParams
+
+PARTS = ("rbd", "friction", "residual")  # FeedforwardTorque fields filled while publish_parts
 
 
 class FeedforwardNode(Node):
@@ -55,6 +58,8 @@ class FeedforwardNode(Node):
         self._warm = False
         self.out = FeedforwardTorque(joint_names=list(self.robot.joint_names), model_id=self.ff.model_id,
                                      fallback=self.ff.fallback)
+        self._total = field_view(self.out, "total", self.robot.n)  # written each publish
+        self._parts: tuple[np.ndarray, ...] | None = None  # rbd, friction, residual while publish_parts
         self.pub = self.create_publisher(FeedforwardTorque, v.feedforward_topic, HOT_IN)
         hot_loop.subscribe(self, JointState, v.joint_states_topic, self._on_joint_state, HOT_IN)
         hot_loop.subscribe(self, JointReference, v.reference_topic, self._on_reference, HOT_IN)
@@ -86,11 +91,16 @@ class FeedforwardNode(Node):
         else:
             o.compute_time_us = 0.0
         o.header.stamp = msg.header.stamp
-        o.total = as_array(ff.total)
+        self._total[:] = ff.total
         if self.params.value.publish_parts:
-            o.rbd = as_array(ff.rbd_part)
-            o.friction = as_array(ff.friction)
-            o.residual = as_array(ff.residual)
+            if self._parts is None:
+                self._parts = tuple(field_view(o, name, self.robot.n) for name in PARTS)
+            for view, part in zip(self._parts, (ff.rbd_part, ff.friction, ff.residual), strict=True):
+                view[:] = part
+        elif self._parts is not None:  # turned off at run time: empty again, as before it was on
+            for name in PARTS:
+                setattr(o, name, array.array("d"))
+            self._parts = None
         self.pub.publish(o)
 
     def _controllers_computation(self, stamp_ns: int) -> Any:

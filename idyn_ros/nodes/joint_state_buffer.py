@@ -9,6 +9,7 @@ input for ``stale_timeout`` s is reported as STALE.
 
 from __future__ import annotations
 
+import array
 import time
 from typing import Any
 
@@ -17,7 +18,7 @@ from rclpy.node import Node
 
 from idyn_ros.control import state_estimation as se
 from idyn_ros.nodes import hot_loop
-from idyn_ros.nodes.common import HOT_IN, Diagnostics, as_array, declare_and_load, stamp_to_ns
+from idyn_ros.nodes.common import HOT_IN, Diagnostics, declare_and_load, field_view, stamp_to_ns
 from idyn_ros.parameters import JointStateBufferParams
 
 
@@ -37,6 +38,9 @@ class JointStateBufferNode(Node):
         self._dq_prev = np.zeros(self.n)
         self.ddq_raw = np.zeros(self.n)
         self.out = JointStateEstimate(joint_names=list(robot.joint_names))
+        self._fields = {name: field_view(self.out, name, self.n) for name in (  # written each publish
+            "position", "velocity", "acceleration", "acceleration_raw", "rotational_displacement")}
+        self._effort: np.ndarray | None = None  # the effort field's view while the input carries efforts
         self.pub = self.create_publisher(JointStateEstimate, v.state_estimate_topic, HOT_IN)
         hot_loop.subscribe(self, JointState, v.joint_states_topic, self._on_joint_state, HOT_IN)
         self.diag = Diagnostics(self, f"idyn: {self.get_name()}", v.robot)
@@ -69,12 +73,19 @@ class JointStateBufferNode(Node):
             self.ddq_raw[:] = 0.0
         o = self.out
         o.header.stamp = msg.header.stamp
-        o.position = as_array(f.q)
-        o.velocity = as_array(f.dq)
-        o.acceleration = as_array(f.ddq)
-        o.acceleration_raw = as_array(self.ddq_raw)
-        o.effort = as_array(f.effort) if len(msg.effort) else as_array(np.zeros(0))
-        o.rotational_displacement = as_array(f.estimate.r)
+        v = self._fields
+        v["position"][:] = f.q
+        v["velocity"][:] = f.dq
+        v["acceleration"][:] = f.ddq
+        v["acceleration_raw"][:] = self.ddq_raw
+        v["rotational_displacement"][:] = f.estimate.r
+        if len(msg.effort):
+            if self._effort is None:
+                self._effort = field_view(o, "effort", self.n)
+            self._effort[:] = f.effort
+        elif self._effort is not None:  # an input without efforts publishes none
+            o.effort = array.array("d")
+            self._effort = None
         self.pub.publish(o)
 
     def _on_diagnostics(self) -> None:

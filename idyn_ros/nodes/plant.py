@@ -48,7 +48,7 @@ import numpy as np
 import rclpy
 from rclpy.node import Node
 
-from idyn_ros.nodes.common import COMMAND_OUT, MONITOR, STAMP_LABEL, as_array, ns_to_stamp
+from idyn_ros.nodes.common import COMMAND_OUT, MONITOR, STAMP_LABEL, field_view, ns_to_stamp
 
 MAX_CATCH_UP = 10  # realtime: control periods one late timer callback may catch up
 GT_IDLE_EVERY = 100  # ticks between ground-truth messages while nothing is applied
@@ -112,6 +112,7 @@ class PlantNode(Node):
         self._js_tau = np.frombuffer(self._js.effort, dtype=np.float64)
         self._gt = PlantGroundTruth()
         self._gt.joint_names = list(plant.joint_names)
+        self._gt_external = field_view(self._gt, "external_torque", len(plant.joint_names))  # written each publish
         self._clock_msg = Clock()
         self.pub_js = self.create_publisher(JointState, "/joint_states", COMMAND_OUT)
         self.pub_gt = self.create_publisher(PlantGroundTruth, "~/ground_truth", MONITOR)
@@ -226,7 +227,7 @@ class PlantNode(Node):
     def _publish_ground_truth(self) -> None:
         gt = self._gt
         gt.header.stamp = self._js.header.stamp
-        gt.external_torque = as_array(self.plant.external_torque)
+        self._gt_external[:] = self.plant.external_torque
         link, w = self.plant.wrench
         gt.link = link
         f, m = gt.wrench.force, gt.wrench.torque

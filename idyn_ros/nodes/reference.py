@@ -20,7 +20,7 @@ from idyn_ros.control import reference as ref
 from idyn_ros.control import state_estimation as se
 from idyn_ros.errors import IdynError
 from idyn_ros.nodes import hot_loop
-from idyn_ros.nodes.common import HOT_IN, MONITOR, Diagnostics, as_array, declare_and_load, stamp_to_ns
+from idyn_ros.nodes.common import HOT_IN, MONITOR, Diagnostics, declare_and_load, field_view, stamp_to_ns
 from idyn_ros.parameters import ReferenceParams
 
 
@@ -42,6 +42,8 @@ class ReferenceNode(Node):
         self.t0_ns = -1
         self.q_last = np.zeros(self.n)
         self.out = JointReference(joint_names=list(self.robot.joint_names))
+        self._positions, self._velocities, self._accelerations = (field_view(self.out, name, self.n) for name in (
+            "positions", "velocities", "accelerations"))  # written each publish
         self.pub = self.create_publisher(JointReference, v.reference_topic, HOT_IN)
         hot_loop.subscribe(self, JointState, v.joint_states_topic, self._on_joint_state, HOT_IN)
         self.create_subscription(JointTrajectory, "~/joint_trajectory", self._on_trajectory, MONITOR)
@@ -110,7 +112,7 @@ class ReferenceNode(Node):
         self.q_last[:] = q
         o = self.out
         o.header.stamp = msg.header.stamp
-        o.positions, o.velocities, o.accelerations = as_array(q), as_array(dq), as_array(ddq)
+        self._positions[:], self._velocities[:], self._accelerations[:] = q, dq, ddq
         self.pub.publish(o)
 
     @staticmethod

@@ -42,10 +42,10 @@ from idyn_ros.nodes.common import (
     HOT_IN,
     MONITOR,
     Diagnostics,
-    as_array,
     command_topic,
     declare_and_load,
     describe_payload,
+    field_view,
     payload_service,
     stamp_to_ns,
 )
@@ -116,6 +116,7 @@ class WrenchObserverNode(Node):
         self.create_service(Trigger, "~/rezero", self._srv_rezero)
         self._w = WrenchStamped()
         self._jt = JointState(name=list(self.robot.joint_names))
+        self._jt_effort = field_view(self._jt, "effort", self.robot.n)  # written each publish
         hot_loop.subscribe(self, JointState, v.joint_states_topic, self._on_joint_state, HOT_IN)
         if v.torque_source == "command":
             hot_loop.subscribe(self, Float64MultiArray, command_topic(v.command_topic, v.robot), self._on_command,
@@ -180,7 +181,7 @@ class WrenchObserverNode(Node):
         self._contact_msg.data = bool(est.contact)
         self.pub_contact.publish(self._contact_msg)
         self._jt.header.stamp = stamp
-        self._jt.effort = as_array(est.tau_ext)
+        self._jt_effort[:] = est.tau_ext
         self.pub_tau.publish(self._jt)
 
     def _publish(self, pub: Any, stamp: Any, frame: str, w: np.ndarray) -> None:

@@ -74,6 +74,19 @@ def test_buffer_reference_feedforward_publish(rclpy_context):
     np.testing.assert_allclose(np.array(got["ref"][-1].positions), target, atol=1e-9)  # move finished
     ff = got["ff"][-1]
     assert ff.fallback and ff.model_id == "fallback:rbd" and np.all(np.isfinite(ff.total))
+    # the fields are written in place each tick: the last message carries the last state, parts while publish_parts
+    np.testing.assert_allclose(np.array(est.position), Q0 + 0.1 * math.sin(w * 0.119), atol=1e-12)
+    np.testing.assert_allclose(np.array(ff.rbd) + np.array(ff.friction) + np.array(ff.residual), ff.total, atol=1e-9)
+    nodes[2].set_parameters([Parameter("publish_parts", value=False)])
+    for k in range(120, 140):  # a state without efforts publishes an estimate without efforts
+        msg = Msg(name=PANDA, position=Q0.tolist(), velocity=[0.0] * 7)
+        msg.header.stamp.sec, msg.header.stamp.nanosec = 1, k * 1_000_000
+        pub.publish(msg)
+        _spin(exe, 0.003)
+    _spin(exe, 0.2)
+    est, ff = got["est"][-1], got["ff"][-1]
+    assert len(est.effort) == 0 and len(est.position) == 7 and np.allclose(est.position, Q0)
+    assert len(ff.rbd) == len(ff.friction) == len(ff.residual) == 0 and len(ff.total) == 7
 
 
 def test_buffer_rejects_and_reports(rclpy_context):
