@@ -200,7 +200,8 @@ def payload_limits(limits: Any, arm_range: float = ARM_RANGE, wrist_range: float
 def design_excitation(model: Any, limits: Any = None, harmonics: int = PAYLOAD_HARMONICS,
                       period: float = PAYLOAD_PERIOD_S, seed: int = 0, time_budget_s: float = 60.0,
                       progress: Callable[[float, float], None] | None = None, arm_range: float = ARM_RANGE,
-                      wrist_range: float = WRIST_RANGE, speed: float = SPEED) -> Any:
+                      wrist_range: float = WRIST_RANGE, speed: float = SPEED,
+                      max_evaluations: int | None = None) -> Any:
     """A Fourier excitation (``data.trajectories.optimize_excitation``) with a well-conditioned payload regressor,
     wrist-rich (``payload_limits``) and inside the robot's limits (checked at 1 kHz); returns the ExcitationResult
     (``cond_initial`` / ``cond_optimized``: condition numbers of the scaled payload regressor)."""
@@ -209,7 +210,8 @@ def design_excitation(model: Any, limits: Any = None, harmonics: int = PAYLOAD_H
     limits = payload_limits(limits if limits is not None else JointLimits.from_model(model), arm_range, wrist_range,
                             speed)
     return optimize_excitation(model, limits, harmonics=harmonics, period=period, seed=seed,
-                               time_budget_s=time_budget_s, position_margin=POSITION_MARGIN, progress=progress,
+                               time_budget_s=time_budget_s, max_evaluations=max_evaluations,
+                               position_margin=POSITION_MARGIN, progress=progress,
                                objective=excitation_objective(model))
 
 

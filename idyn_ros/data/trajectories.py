@@ -174,6 +174,7 @@ def optimize_excitation(
     period: float = 20.0,
     seed: int = 0,
     time_budget_s: float = 60.0,
+    max_evaluations: int | None = None,
     n_eval: int = 100,
     n_constraint: int | None = None,
     position_margin: float = math.radians(2.0),
@@ -188,6 +189,8 @@ def optimize_excitation(
         limits: full joint limits; the optimiser uses ``limits.shrunk(position_margin, limit_scale)``.
         harmonics: L. period: s (w_f = 2 pi / period). seed: random initial guess.
         time_budget_s: wall-clock budget for the optimiser (s); the best feasible point so far is kept.
+        max_evaluations: also stop after this many evaluations of the objective: the same result on any machine
+            (a time budget alone gives a loaded machine a worse trajectory).
         n_eval: samples per period for cond(Y_b). n_constraint: samples per period for the limit
             constraints (default 20 per cycle of the highest harmonic; peaks between samples are
             covered by the 10 % margin and by the 1 kHz check afterwards).
@@ -288,7 +291,7 @@ def optimize_excitation(
 
     def objective(z: np.ndarray) -> float:
         now = time.monotonic()
-        if now > deadline:
+        if now > deadline or (max_evaluations is not None and best["evals"] >= max_evaluations):
             raise _OutOfTime
         c = cond_of(z)
         best["evals"] += 1
@@ -309,7 +312,8 @@ def optimize_excitation(
             options={"maxiter": 500, "ftol": 1e-6},
         )
     except _OutOfTime:
-        stopped_by = f"time budget {time_budget_s:g} s"
+        stopped_by = (f"time budget {time_budget_s:g} s" if max_evaluations is None or best["evals"] < max_evaluations
+                      else f"{max_evaluations} evaluations")
 
     def to_traj(z: np.ndarray) -> FourierTrajectory:
         q0_, X = unpack(z)

@@ -66,6 +66,19 @@ def test_excitation_improves_condition_and_stays_in_limits(robot: str) -> None:
     np.testing.assert_allclose(ddq[0], 0.0, atol=1e-9)
 
 
+def test_an_evaluation_budget_gives_the_same_trajectory_on_any_machine() -> None:
+    from idyn_ros.dynamics import RobotModel
+
+    model = RobotModel.from_robot("ur5")
+    limits = JointLimits.from_model(model, robot="ur5")
+    a, b = (optimize_excitation(model, limits, harmonics=3, period=6.0, time_budget_s=120.0, max_evaluations=60,
+                                n_eval=40) for _ in range(2))
+    assert a.stopped_by == b.stopped_by == "60 evaluations" and a.evaluations == 60
+    np.testing.assert_array_equal(a.trajectory.a, b.trajectory.a)
+    np.testing.assert_array_equal(a.trajectory.b, b.trajectory.b)
+    assert a.cond_optimized == b.cond_optimized < a.cond_initial
+
+
 def test_min_jerk_boundaries_and_peaks() -> None:
     q0, q1 = np.array([0.0, 1.0]), np.array([1.0, -1.0])
     t = np.linspace(0, 2.0, 2001)
