@@ -11,7 +11,10 @@ Arguments (``ros2 launch idyn_ros panda.launch.py --show-args``):
   observer_only:=true                  only joint_state_buffer + wrench_observer, no torque commands (hardware, mock)
   nodes:=A,B                           our nodes to start ('' = the six; optional: payload_identifier,
                                        gripper_compensation)
-  <xacro arguments>                    robot_ip, payload_mass, payload_com_x, ... (see --show-args)
+  <xacro arguments>                    robot_ip, payload_mass, payload_com_x, ... (see --show-args): the URDF of
+                                       robot_state_publisher, ros2_control and Gazebo; our nodes take a payload
+                                       through ~/set_payload (or payload_identifier), and mode mujoco reads no URDF
+                                       (a xacro argument given there is refused)
 
 What starts:
   hardware | mock   robot_state_publisher, ros2_control_node (config/<robot>_controllers.yaml) and the spawners of
@@ -35,12 +38,13 @@ with its trajectory controllers and publishes /joint_states; nothing here comman
 Every node's parameters, which nodes start, and the robot description come from ``idyn_ros.nodes.graph``, the
 description ``idyn bringup`` runs too. On hardware the vendor adds g(q) to the command, so the controller
 subtracts it (subtract_gravity) and the wrench observer reads the measured effort. A bad argument (unknown mode
-or gains, a missing file) stops the launch with its reason. Runs here with the launch wheels (make setup).
+or gains, a missing file, a misspelled argument name, a parameter file section or name no node of ours has)
+stops the launch with its reason. Runs here with the launch wheels (make setup).
 """
 
 import os
 
-from launch.actions import DeclareLaunchArgument, IncludeLaunchDescription
+from launch.actions import DeclareLaunchArgument, IncludeLaunchDescription, OpaqueFunction
 from launch.condition import Condition
 from launch.conditions import IfCondition
 from launch.launch_description_sources import PythonLaunchDescriptionSource
@@ -48,27 +52,69 @@ from launch.substitutions import LaunchConfiguration, PythonExpression
 from launch_ros.actions import Node
 from launch_ros.parameter_descriptions import ParameterValue
 
+from idyn_ros.errors import ParameterError
 from idyn_ros.nodes import graph
 from idyn_ros.robots import get_robot
 from idyn_ros.robots.render import xacro_argument_defaults
 from launch import LaunchDescription, Substitution
 
 PACKAGE = "idyn_ros"
-OWN_ARGS = ("mode", "model", "gains", "prefix", "composed", "clock", "params_file", "observer_only", "nodes")
+DECLARED = ("mode", "model", "gains", "prefix", "composed", "clock", "params_file", "observer_only", "nodes")
 NOT_XACRO = ("mode", "prefix", "controllers_file")  # set by the graph description, not by the user
 TRUE = ("true", "1", "yes")
+FALSE = ("false", "0", "no")
+CURRENTS = "use_currents_as_efforts"  # UR xacro argument: what the driver reports as effort; '' = its default
+EXTERNAL = ("gz_args",)  # launch configurations set by the launch files we include, not by the user
+
+
+def _effort_unit(value):
+    if value.lower() in TRUE:
+        return "current"
+    if value.lower() in FALSE:
+        return "torque"
+    raise ParameterError(f"{CURRENTS}:={value}: use true or false")
 
 
 def _settings(context, robot):
     get = lambda name: LaunchConfiguration(name).perform(context)  # noqa: E731
-    currents = context.launch_configurations.get("use_currents_as_efforts")  # UR xacro argument: what effort is
+    currents = context.launch_configurations.get(CURRENTS, "")
     return graph.GraphSettings(
         robot, mode=get("mode"), model=get("model"), gains=get("gains"), prefix=get("prefix"), clock=get("clock"),
         composed=get("composed").lower() in TRUE,
         params_files=tuple(f.strip() for f in get("params_file").split(",") if f.strip()),
         observer_only=get("observer_only").lower() in TRUE,
         nodes=tuple(n.strip() for n in get("nodes").split(",") if n.strip()) or graph.OUR_NODES,
-        effort_unit="" if currents is None else ("current" if currents.lower() in TRUE else "torque"))
+        effort_unit=_effort_unit(currents) if currents else "")
+
+
+def _xacro_args(args):
+    """The xacro arguments to render with: an unset use_currents_as_efforts leaves the xacro's own default."""
+    return {k: v for k, v in args.items() if not (k == CURRENTS and v == "")}
+
+
+def _check_arguments(robot, declared, xacro_defaults):
+    """Stops the launch on a misspelled argument (launch would ignore it), on xacro arguments in mode mujoco (nothing
+    reads the URDF there) and on any bad setting, before anything starts."""
+
+    def check(context):
+        given = context.launch_configurations
+        unknown = sorted(set(given) - set(declared) - set(EXTERNAL))
+        if unknown:
+            raise ParameterError(f"unknown launch argument(s) {unknown}; see `ros2 launch {PACKAGE} "
+                                       f"{robot}.launch.py --show-args`")
+        settings = _settings(context, robot)
+        changed = sorted(k for k, v in xacro_defaults.items() if given.get(k, v) != v)
+        if settings.mode == "mujoco" and changed:
+            raise ParameterError(
+                f"xacro argument(s) {changed} describe the URDF, which mode mujoco does not use (the embedded plant "
+                "is built from the robot preset); a payload goes on with /plant/set_payload and, for our nodes, "
+                "/controller/set_payload etc. (or the payload_identifier node)")
+        if settings.mode != "mujoco":
+            args = {name: given.get(name, default) for name, default in xacro_defaults.items()}
+            graph.robot_description(settings, _xacro_args(args))  # a bad payload or xacro argument stops it here
+        return []
+
+    return OpaqueFunction(function=check)
 
 
 def _starts(robot, name):
@@ -124,7 +170,7 @@ class RobotDescription(Substitution):
 
     def perform(self, context):
         args = {name: LaunchConfiguration(name).perform(context) for name in self.xacro_names}
-        return graph.robot_description(_settings(context, self.robot), args)
+        return graph.robot_description(_settings(context, self.robot), _xacro_args(args))
 
 
 class ControllersFile(Substitution):
@@ -149,6 +195,8 @@ def generate(robot):
     """The LaunchDescription for ``robot`` (called by <robot>.launch.py)."""
     spec = get_robot(robot)
     xacro_defaults = {k: v for k, v in xacro_argument_defaults(spec.xacro_path).items() if k not in NOT_XACRO}
+    if CURRENTS in xacro_defaults:  # '' = unset: the xacro's default for the driver, the files' for the observer
+        xacro_defaults[CURRENTS] = ""
     description = ParameterValue(RobotDescription(robot, xacro_defaults), value_type=str)
     env = {"IDYN_EXIT_WITH_PARENT": str(os.getpid())}  # our nodes end if this launch process is killed
     actions = [
@@ -171,8 +219,11 @@ def generate(robot):
         DeclareLaunchArgument("nodes", default_value="",
                               description=f"our nodes to start, comma-separated ('' = {','.join(graph.OUR_NODES)}); "
                                           f"optional: {','.join(graph.OPTIONAL_NODES)}"),
-        *[DeclareLaunchArgument(name, default_value=default, description=f"xacro argument of urdf/{robot}.urdf.xacro")
+        *[DeclareLaunchArgument(name, default_value=default, description=f"xacro argument of urdf/{robot}.urdf.xacro"
+                                + (" ('' = its default, true; also tells the wrench observer what effort is: true = "
+                                   "motor current, false = torque)" if name == CURRENTS else ""))
           for name, default in xacro_defaults.items()],
+        _check_arguments(robot, DECLARED + tuple(xacro_defaults), xacro_defaults),
         # ---- the robot side
         Node(package="robot_state_publisher", executable="robot_state_publisher", output="screen",
              parameters=[{"robot_description": description}], condition=_starts(robot, "robot_state_publisher")),

@@ -57,7 +57,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
                              "them, e.g. a CB3 UR; modes hardware and mock)")
     parser.add_argument("--effort-unit", default="", choices=["", "torque", "current"],
                         help="mode hardware: what the driver reports as effort (UR: current unless the driver runs "
-                             "with use_currents_as_efforts:=false); default: the files' effort_unit (auto)")
+                             "with use_currents_as_efforts:=false); default: the files' effort_unit, else the "
+                             "driver's default (UR: current; others: torque)")
     parser.add_argument("--executor", default="single", choices=["single", "events"],
                         help="rclpy executor for --composed (default single)")
     parser.add_argument("--params-file", action="append", default=[], metavar="FILE",
@@ -84,6 +85,8 @@ def run(args: argparse.Namespace) -> int:
     from idyn_ros.nodes.graph import OUR_NODES, GraphSettings
     from idyn_ros.nodes.launcher import Launcher
 
+    if not args.duration >= 0.0:  # also NaN
+        raise ParameterError(f"--duration must be >= 0 s (0: until Ctrl-C or SIGTERM), got {args.duration:g}")
     overrides: dict[str, object] = {}
     for item in args.set:
         if "=" not in item:
@@ -123,7 +126,8 @@ def run(args: argparse.Namespace) -> int:
                         tqdm.write("idyn bringup: nothing is controlling any more: stopping the graph")
                         break
             if stop:
-                tqdm.write(f"idyn bringup: {stop[0]}: stopping (the controller sends its safe torque first)")
+                first = " (the controller sends its safe torque first)" if "controller" in settings.active_nodes else ""
+                tqdm.write(f"idyn bringup: {stop[0]}: stopping{first}")
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)

@@ -17,8 +17,12 @@ Decisions (one line each):
 - observer only: buffer + wrench observer on the measured effort; on hardware the vendor driver's own launch runs the
   arm (its trajectory controllers move it; a CB3 executes no torques), so no robot-side process starts here; in mock
   the robot side starts without the effort controller; gazebo and mujoco need our torques to hold the arm (refused);
-- effort unit on hardware: what the driver reports (``effort_unit``, from the UR xacro argument
-  ``use_currents_as_efforts`` in the launch file): motor currents [A] or joint torques.
+- effort unit on hardware: what the driver reports (``effort_unit``): the UR xacro argument
+  ``use_currents_as_efforts`` when given, else a parameter file's ``effort_unit``, else the driver's default (the
+  xacro's default: motor currents [A] on a UR);
+- what the mode decides (``MODE_SET``: the gravity subtraction, the observer's torque source, sim time) a parameter
+  file cannot change: a file setting another value is refused (a silent override hid it), as is a section or a
+  parameter name no node of ours has (rclpy drops those without a word).
 """
 
 from __future__ import annotations
@@ -40,6 +44,14 @@ OBSERVER_MODES: tuple[str, ...] = ("hardware", "mock")  # the arm moves without 
 OPTIONAL_NODES: tuple[str, ...] = ("payload_identifier", "gripper_compensation")  # started only when named (``nodes``)
 MODES: tuple[str, ...] = ("hardware", "mock", "gazebo", "mujoco")
 CLOCKS: tuple[str, ...] = ("lockstep", "realtime")
+NO_MODEL = "none"  # ``model``: run the RBD fallback whatever model_path the files give
+#: parameters the mode sets (``node_overrides``), with the reason a user file cannot set them otherwise
+MODE_SET: dict[str, str] = {
+    "subtract_gravity": "on hardware the vendor adds g(q) to the command, elsewhere nothing does",
+    "torque_source": "the observer reads the measured effort on hardware and with observer_only (no command to read), "
+                     "the command elsewhere",
+    "use_sim_time": "nodes run on /clock with the lockstep plant and Gazebo, on the monotonic clock otherwise",
+}
 
 
 @dataclass(frozen=True)
@@ -48,7 +60,7 @@ class GraphSettings:
 
     robot: str
     mode: str = "mock"
-    model: str = ""  # exported .onnx; '' = the files' model_path
+    model: str = ""  # exported .onnx; '' = the files' model_path; 'none' (NO_MODEL) = the RBD fallback
     gains: str = ""  # soft | medium | stiff; '' = the files' gain_preset
     prefix: str = ""  # joint/link name prefix; '' = the vendor default
     clock: str = ""  # mujoco: lockstep | realtime; '' = the files' clock_mode
@@ -76,6 +88,12 @@ class GraphSettings:
         unknown_nodes = [n for n in self.nodes if n not in OUR_NODES + OPTIONAL_NODES]
         if unknown_nodes:
             problems.append(f"unknown nodes {unknown_nodes}; ours are {list(OUR_NODES + OPTIONAL_NODES)}")
+        twice = sorted({n for n in self.nodes if self.nodes.count(n) > 1})
+        if twice:
+            problems.append(f"nodes named more than once: {twice} (two controllers would both command torques)")
+        if self.gains and "controller" not in self.active_nodes:
+            problems.append(f"gains:={self.gains} reaches only the controller, which does not start here "
+                            f"(nodes: {list(self.active_nodes)})")
         if self.observer_only and self.mode not in OBSERVER_MODES:
             problems.append(f"observer_only:=true needs an arm that moves without our torques: mode "
                             f"{' or '.join(OBSERVER_MODES)}, not {self.mode} (its simulated joints take only torques)")
@@ -83,17 +101,53 @@ class GraphSettings:
             problems.append(f"observer_only:=true runs {list(OBSERVER_NODES)}, but nodes={list(self.nodes)} has none")
         if self.effort_unit not in ("", "torque", "current"):
             problems.append(f"effort_unit {self.effort_unit!r} is not torque or current")
+        elif self.effort_unit and self.mode != "hardware":
+            problems.append(f"effort_unit {self.effort_unit} says what a driver reports: mode hardware only (in "
+                            f"{self.mode} the effort is the joint torque)")
         missing = [f for f in self.params_files if not Path(f).is_file()]
         if missing:
             problems.append(f"parameter file(s) not found: {missing}")
-        if self.model and not Path(self.model).is_file():
-            problems.append(f"model {self.model} not found")
+        if self.model and self.model != NO_MODEL and not Path(self.model).is_file():
+            problems.append(f"model {self.model} not found ('{NO_MODEL}': the RBD fallback)")
         declared = {p.name for n in (*OUR_NODES, *OPTIONAL_NODES, "plant") for p in params_class(n).table()}
         undeclared = sorted(set(self.overrides) - declared - {"use_sim_time"})
         if undeclared:
             problems.append(f"no node has parameter(s) {undeclared} (see docs/parameters.md)")
+        if not problems:  # the files are read for the nodes named, once those are known to exist
+            problems += self._file_problems()
         if problems:
             raise ParameterError("; ".join(problems))
+
+    def _file_problems(self) -> list[str]:
+        """What the user's parameter files set that nothing would read, or that the mode decides otherwise."""
+        from idyn_ros.parameters import read_parameter_file
+
+        problems: list[str] = []
+        ours = (*OUR_NODES, *OPTIONAL_NODES, "plant")
+        declared = {n: {p.name for p in params_class(n).table()} | {"use_sim_time"} for n in ours}
+        anyone = set().union(*declared.values())
+        for path in self.params_files:
+            for key, params in read_parameter_file(path).items():
+                target = key.rstrip("/").rsplit("/", 1)[-1]
+                if "*" in target:  # /**, /*/...: every node it reaches
+                    known = anyone
+                elif target in declared:
+                    known = declared[target]
+                else:
+                    problems.append(f"{path}: section {key!r} names no node of ours ({', '.join(ours)})")
+                    continue
+                unknown = sorted(set(params) - known)
+                if unknown:
+                    problems.append(f"{path}: section {key!r}: no {'node' if known is anyone else target} has "
+                                    f"parameter(s) {unknown} (see docs/parameters.md)")
+        for node in self.active_nodes:
+            forced = node_overrides(self, node, mode_only=True)
+            given = file_values_of(self.params_files, node)
+            for name, value in forced.items():
+                if name in given and given[name] != value:
+                    problems.append(f"a parameter file sets {node}.{name}: {given[name]!r}, but mode {self.mode} "
+                                    f"sets {value!r} ({MODE_SET[name]}); remove it from the file")
+        return problems
 
     @property
     def files(self) -> list[Path]:
@@ -137,8 +191,26 @@ class GraphSettings:
         return self.mode == "gazebo" or (self.mode == "mujoco" and self.clock_mode() == "lockstep")
 
 
-def node_overrides(s: GraphSettings, node: str) -> dict[str, Any]:
-    """The parameters the launch arguments set for ``node`` (ROS names; only those the node declares)."""
+def driver_effort_unit(s: GraphSettings) -> str:
+    """What the robot's driver reports as effort by default: the xacro's ``use_currents_as_efforts`` default (a UR:
+    current), '' for a robot without that argument (its effort is torque)."""
+    from idyn_ros.robots import get_robot
+    from idyn_ros.robots.render import xacro_argument_defaults
+
+    default = xacro_argument_defaults(get_robot(s.robot).xacro_path).get("use_currents_as_efforts", "")
+    return {"true": "current", "false": "torque"}.get(default.lower(), "")
+
+
+def file_values_of(files: Sequence[str | Path], node: str) -> dict[str, Any]:
+    """{ROS name: value} the ``files`` give ``node`` (``parameters.file_values``; none: {})."""
+    from idyn_ros.parameters import file_values
+
+    return file_values(list(files), node) if files else {}
+
+
+def node_overrides(s: GraphSettings, node: str, mode_only: bool = False) -> dict[str, Any]:
+    """The parameters the launch arguments set for ``node`` (ROS names; only those the node declares);
+    ``mode_only``: only those the mode decides (``MODE_SET``)."""
     declared = {p.name for p in params_class(node).table()}
     out: dict[str, Any] = {}
     if s.prefix:
@@ -149,15 +221,18 @@ def node_overrides(s: GraphSettings, node: str) -> dict[str, Any]:
     else:
         out["use_sim_time"] = s.sim_time()
         if s.model:
-            out["model_path"] = str(Path(s.model).resolve())
+            out["model_path"] = "" if s.model == NO_MODEL else str(Path(s.model).resolve())
         if node == "controller":
             out["subtract_gravity"] = s.mode == "hardware"
             if s.gains:
                 out["gain_preset"] = s.gains
         if node == "wrench_observer":
             out["torque_source"] = "effort" if s.mode == "hardware" or s.observer_only else "command"
-            if s.mode == "hardware" and s.effort_unit:
-                out["effort_unit"] = s.effort_unit
+            unit = s.effort_unit or driver_effort_unit(s)
+            if s.mode == "hardware" and unit and (s.effort_unit or "effort_unit" not in file_values_of(s.files, node)):
+                out["effort_unit"] = unit
+    if mode_only:
+        return {k: v for k, v in out.items() if k in MODE_SET and (k in declared or k == "use_sim_time")}
     out.update({k: v for k, v in s.overrides.items() if k in declared or (k == "use_sim_time" and node != "plant")})
     return {k: v for k, v in out.items() if k in declared or k == "use_sim_time"}
 
@@ -245,8 +320,13 @@ def robot_description(s: GraphSettings, xacro_args: Mapping[str, str] | None = N
     args = {k: str(v) for k, v in (xacro_args or {}).items()}
     payload_args = {k: args.pop(k) for k in list(args) if k.startswith("payload_")}
     payload = None
-    if float(payload_args.get("payload_mass", 0.0) or 0.0) > 0.0:
+    try:
         f = {k: float(v or 0.0) for k, v in payload_args.items()}
+    except ValueError as exc:
+        raise ParameterError(f"payload arguments must be numbers: {exc}") from None
+    if f.get("payload_mass", 0.0) < 0.0:
+        raise ParameterError(f"payload_mass must be >= 0 kg (0: none), got {f['payload_mass']:g}")
+    if f.get("payload_mass", 0.0) > 0.0:
         payload = Payload(f["payload_mass"], (f.get("payload_com_x", 0.0), f.get("payload_com_y", 0.0),
                                               f.get("payload_com_z", 0.0)),
                           tuple(f.get(f"payload_{c}", 0.0) for c in ("ixx", "ixy", "ixz", "iyy", "iyz", "izz")))

@@ -80,7 +80,7 @@ def test_mujoco_mode_runs_with_the_gains_asked_for_and_stops_on_one_sigint(graph
 
 def _render(robot, **arguments):
     """Evaluate the real launch file for ``arguments`` as ros2 launch would: which Node actions run, with what."""
-    from launch.actions import DeclareLaunchArgument
+    from launch.actions import DeclareLaunchArgument, OpaqueFunction
     from launch.launch_description_sources import get_launch_description_from_python_launch_file
     from launch_ros.actions import Node
 
@@ -91,7 +91,7 @@ def _render(robot, **arguments):
     context.launch_configurations.update({k: str(v) for k, v in arguments.items()})
     nodes = {}
     for entity in ld.entities:
-        if isinstance(entity, DeclareLaunchArgument):
+        if isinstance(entity, DeclareLaunchArgument | OpaqueFunction):  # the declarations, then the argument check
             entity.visit(context)
         elif isinstance(entity, Node) and (entity.condition is None or entity.condition.evaluate(context)):
             entity._perform_substitutions(context)
@@ -280,3 +280,56 @@ def test_the_nodes_argument_starts_the_optional_payload_nodes_and_refuses_unknow
     assert args[args.index("--nodes") + 1].endswith("gripper_compensation"), args
     with pytest.raises(Exception, match="unknown nodes"):
         _render("panda", mode="mujoco", nodes="controller,payload_identifer")
+
+
+def test_a_misspelled_argument_or_a_xacro_argument_nothing_reads_stops_the_launch():
+    pytest.importorskip("launch_ros")
+    with pytest.raises(Exception, match=r"unknown launch argument\(s\) \['gain'\]"):
+        _render("ur5", mode="mock", gain="soft")
+    with pytest.raises(Exception, match="mode mujoco does not use"):
+        _render("panda", mode="mujoco", payload_mass="1.0")
+    with pytest.raises(Exception, match="payload_mass must be >= 0"):
+        _render("panda", mode="mock", payload_mass="-5")
+    with pytest.raises(Exception, match="use true or false"):
+        _render("ur5", mode="hardware", use_currents_as_efforts="flase")
+    with pytest.raises(Exception, match="more than once"):
+        _render("ur5", mode="mock", nodes="controller,controller")
+    with pytest.raises(Exception, match="reaches only the controller"):
+        _render("ur5", mode="hardware", observer_only="true", gains="stiff")
+
+
+def test_a_parameter_file_with_a_name_no_node_has_or_a_value_the_mode_decides_stops_the_launch(tmp_path):
+    pytest.importorskip("launch_ros")
+    typo = tmp_path / "typo.yaml"
+    typo.write_text("/**/wrench_observer:\n  ros__parameters:\n    obsever_gain: 200.0\n"
+                    "/**/wrench_observr:\n  ros__parameters:\n    observer_gain: 300.0\n")
+    with pytest.raises(Exception, match=r"no wrench_observer has parameter\(s\) \['obsever_gain'\].*"
+                                        r"'/\*\*/wrench_observr' names no node of ours"):
+        _render("ur5", mode="hardware", params_file=str(typo))
+    forced = tmp_path / "forced.yaml"
+    forced.write_text("/**/controller:\n  ros__parameters:\n    subtract_gravity: false\n")
+    with pytest.raises(Exception, match=r"sets controller\.subtract_gravity: False, but mode hardware sets True"):
+        _render("panda", mode="hardware", params_file=str(forced))
+    assert _render("panda", mode="mock", params_file=str(forced))  # the value the mode sets anyway: accepted
+
+
+def test_a_files_effort_unit_counts_unless_use_currents_as_efforts_is_given(tmp_path):
+    pytest.importorskip("launch_ros")
+    torque = tmp_path / "torque.yaml"
+    torque.write_text("/**/wrench_observer:\n  ros__parameters:\n    effort_unit: torque\n")
+
+    def unit(**arguments):  # what the node gets: rcl applies the sections in order, the last value set wins
+        params = _render("ur5", mode="hardware", observer_only="true", **arguments)["wrench_observer"][0]["params"][0]
+        return [v for body in params.values() if (v := body["ros__parameters"].get("effort_unit"))][-1]
+
+    assert unit() == "current"  # the driver's default (the xacro's)
+    assert unit(params_file=str(torque)) == "torque"  # the file's, not overridden
+    assert unit(params_file=str(torque), use_currents_as_efforts="true") == "current"  # the argument wins
+
+
+def test_model_none_runs_the_fallback_whatever_the_files_say(tmp_path):
+    pytest.importorskip("launch_ros")
+    mine = tmp_path / "model.yaml"
+    mine.write_text("/**:\n  ros__parameters:\n    model_path: /somewhere/model.onnx\n")
+    nodes = _render("ur5", mode="mock", model="none", params_file=str(mine))
+    assert nodes["controller"][0]["params"][0]["/controller"]["ros__parameters"]["model_path"] == ""
