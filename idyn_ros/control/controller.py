@@ -168,6 +168,7 @@ class Controller:
         self.limiter.set_limits(self.robot.effort_limit, params.torque_rate_limit, self.period, params.effort_scale)
         wd = self.watchdog
         wd.stale_ns = round(params.stale_periods * self.period * 1e9)
+        self.filter.max_gap_ns = int(params.stale_periods * self.filter.period_ns)  # the filter restarts past it too
         wd.max_stamp_age_ns = round(params.max_stamp_age * 1e9)
         wd.ff_timeout_ns = round(params.feedforward_timeout * 1e9)
         wd.recovery_ticks = params.recovery_ticks

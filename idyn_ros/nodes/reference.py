@@ -18,10 +18,30 @@ from rclpy.node import Node
 
 from idyn_ros.control import reference as ref
 from idyn_ros.control import state_estimation as se
-from idyn_ros.errors import IdynError
+from idyn_ros.errors import IdynError, ParameterError
 from idyn_ros.nodes import hot_loop
 from idyn_ros.nodes.common import HOT_IN, MONITOR, Diagnostics, declare_and_load, field_view, stamp_to_ns
 from idyn_ros.parameters import ReferenceParams
+
+
+def _settings_problem(v: ReferenceParams) -> str | None:
+    """A mode the reference cannot build from these parameters (refused at start and at run time), or None."""
+    from idyn_ros.robots import get_robot
+
+    spec = get_robot(v.robot).with_prefix(v.prefix) if v.prefix else get_robot(v.robot)
+    if v.mode == "setpoints":
+        k = len(v.setpoints) // len(spec.joint_names)  # the parameter's own check makes it a whole number of points
+        if k != len(v.durations):
+            return (f"mode setpoints: {k} set points but {len(v.durations)} durations; give one duration (s) per set "
+                    "point (change both in one set: ros2 param load, or mode hold first)")
+    if v.mode == "npz":
+        if not v.npz_path:
+            return "mode npz needs npz_path (a trajectory .npz, e.g. from `idyn excite`)"
+        try:
+            ref.load_npz_trajectory(v.npz_path, spec.joint_names)
+        except IdynError as exc:
+            return f"mode npz: {exc}"
+    return None
 
 
 class ReferenceNode(Node):
@@ -32,8 +52,11 @@ class ReferenceNode(Node):
         from idyn_ros.msg import JointReference
 
         super().__init__(name, **kwargs)
-        self.params, self.spec, self.robot = declare_and_load(self, ReferenceParams)
+        self.params, self.spec, self.robot = declare_and_load(self, ReferenceParams, check=_settings_problem)
         v = self.params.value
+        problem = _settings_problem(v)
+        if problem:
+            raise ParameterError(problem)
         self.n = self.robot.n
         self.params.on_change.append(self._restart)
         self.diag = Diagnostics(self, f"idyn: {self.get_name()}", v.robot)

@@ -257,3 +257,11 @@ def test_while_the_law_is_blended_back_in_the_state_says_so_and_keeps_the_laws_f
     ramp = [s for s in seen if s[0] == MODE_ACTIVE and s[1] == RECOVERING]
     assert len(ramp) == 4 and all(acc > 0 and fb > 0 for _, _, acc, fb in ramp)  # alpha 0.2 .. 0.8; 1.0 steady
     assert seen[-1][:2] == (MODE_ACTIVE, "")  # steady again
+
+
+def test_stale_periods_set_at_run_time_reaches_the_state_filter_too():
+    """The watchdog took a new stale_periods, the state filter kept restarting after the old gap."""
+    c = _core(stale_periods=3)
+    assert c.filter.max_gap_ns == c.watchdog.stale_ns == 3_000_000
+    c.set_params(c.params.replace(stale_periods=10))
+    assert c.filter.max_gap_ns == c.watchdog.stale_ns == 10_000_000

@@ -269,3 +269,26 @@ def test_payload_identifier_loads_a_baseline_path_set_at_run_time(rclpy_context,
         assert len(node.baseline.t) == len(t)  # the reference in use is kept
     finally:
         node.destroy_node()
+
+
+def test_reference_refuses_a_mode_it_cannot_build_before_it_stops_a_move(rclpy_context):
+    """Set points without matching durations, or mode npz without a file, were accepted and then replaced the running
+    move with a hold at the next state."""
+    from rclpy.parameter import Parameter
+
+    from idyn_ros.errors import ParameterError
+    from idyn_ros.nodes.reference import ReferenceNode
+
+    moving = [Parameter("mode", value="setpoints"), Parameter("setpoints", value=(Q0 + 0.2).tolist() + Q0.tolist()),
+              Parameter("durations", value=[1.0, 1.0])]
+    node = ReferenceNode(context=rclpy_context, parameter_overrides=moving)
+    result = node.set_parameters([Parameter("durations", value=[1.0, 2.0, 3.0])])[0]
+    assert not result.successful and "2 set points but 3 durations" in result.reason
+    result = node.set_parameters([Parameter("mode", value="npz")])[0]
+    assert not result.successful and "needs npz_path" in result.reason
+    assert node.params.value.mode == "setpoints" and node.params.value.durations == (1.0, 1.0)
+    node.destroy_node()
+    with pytest.raises(ParameterError, match="1 set points but 2 durations"):
+        ReferenceNode(context=rclpy_context, parameter_overrides=[
+            Parameter("mode", value="setpoints"), Parameter("setpoints", value=Q0.tolist()),
+            Parameter("durations", value=[1.0, 1.0])])
