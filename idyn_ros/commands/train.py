@@ -73,9 +73,10 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import math
 import sys
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 from idyn_ros.commands.identify import add_prior_arguments
 
@@ -100,18 +101,33 @@ EPILOG = """examples:
 """
 
 
+#: The largest random seed: numpy's legacy seeding (``np.random.seed``) takes 32 bits.
+SEED_MAX = 2**32 - 1
+
+
 def positive(kind: type) -> object:
-    """argparse type: a number > 0 of ``kind`` (int or float), else a one-line error."""
+    """argparse type: a finite number > 0 of ``kind`` (int or float), else a one-line error."""
+    return _number(kind, lambda value: value > 0, "> 0")
+
+
+def non_negative(kind: type, maximum: float = math.inf) -> object:
+    """argparse type: a finite number of ``kind`` in 0..``maximum``, else a one-line error (not a numpy traceback)."""
+    return _number(kind, lambda value: 0 <= value <= maximum, ">= 0" if maximum == math.inf else f"in 0..{maximum}")
+
+
+def _number(kind: type, accept: Callable[[float], bool], what: str) -> Callable[[str], float | int]:
+    """argparse type: ``kind(text)`` when finite and ``accept``-ed, else an error saying ``what`` it must be."""
     def parse(text: str) -> float | int:
         try:
             value = kind(text)
         except ValueError:
-            raise argparse.ArgumentTypeError(f"expected a {kind.__name__} > 0, got {text!r}") from None
-        if not value > 0:
-            raise argparse.ArgumentTypeError(f"must be > 0, got {text}")
+            article = "an" if kind.__name__[0] in "aeiou" else "a"
+            raise argparse.ArgumentTypeError(f"expected {article} {kind.__name__} {what}, got {text!r}") from None
+        if not (math.isfinite(value) and accept(value)):
+            raise argparse.ArgumentTypeError(f"must be {what}, got {text}")
         return value
 
-    parse.__name__ = f"positive {kind.__name__}"
+    parse.__name__ = f"{kind.__name__} {what}"
     return parse
 
 
@@ -154,13 +170,14 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="friction kinds, comma separated or 'none' (coulomb = Reuss Eq. 13 with "
                              "dq_lim 0.02 rad/s; also viscous, asymmetric, stribeck, sigmoid, offset)")
     add_prior_arguments(parser)
-    parser.add_argument("--seed", type=int, default=0, help="random seed (default: 0)")
+    parser.add_argument("--seed", type=non_negative(int, SEED_MAX), default=0,
+                        help=f"random seed, 0..{SEED_MAX} (default: 0)")
     parser.add_argument("--epochs", type=positive(int), default=300, help="maximum epochs (default: 300)")
     parser.add_argument("--max-minutes", type=positive(float), default=None, metavar="M",
                         help="wall-clock budget for the training loop in minutes, > 0 (default: none; GP kinds: 10)")
     parser.add_argument("--patience", type=positive(int), default=30,
                         help="early-stopping patience in epochs (default: 30)")
-    parser.add_argument("--lr", type=float, default=None,
+    parser.add_argument("--lr", type=positive(float), default=None,
                         help="Adam learning rate (default: 4e-3; DeLaN: at most 1e-3)")
     parser.add_argument("--window", type=positive(int), default=100,
                         help="training window length in samples (default: 100)")
@@ -177,7 +194,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="GP kinds: one noise std per joint (default; real sensors differ per joint) or one "
                              "shared std (i.i.d. noise, e.g. simulation: keeps a joint whose torque is mostly "
                              "noise from interpolating it)")
-    parser.add_argument("--gp-refine", type=int, default=0, metavar="N",
+    parser.add_argument("--gp-refine", type=non_negative(int), default=0, metavar="N",
                         help="GP kinds: after the noise starts are compared (50 L-BFGS iterations each), run N "
                              "more on the kept fit only (default: 0). Slow joints gain most: on the 7-DoF "
                              "Panda, joint 7 needs ~150 iterations (studies/gp_lip/README.md); each iteration "

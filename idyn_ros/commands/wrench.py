@@ -57,6 +57,7 @@ EPILOG = """examples:
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
+    from idyn_ros.commands.train import positive
     from idyn_ros.control.wrench_trust import CONTACT_MODELS, TrustSettings
     from idyn_ros.experiments.wrench_replay import BIAS_WINDOW_S, VENDOR_TOPIC
     from idyn_ros.parameters import WrenchObserverParams
@@ -89,11 +90,11 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--ft-topic", help="WrenchStamped topic of an F/T sensor to score against")
     parser.add_argument("--ft-sign", type=float, choices=(1.0, -1.0), default=1.0,
                         help="+1 (default): the sensor reports the wrench applied to it (environment on robot)")
-    parser.add_argument("--vendor-topic", default=VENDOR_TOPIC, help=f"the vendor's estimate (default {VENDOR_TOPIC}"
-                        "; '' for none)")
+    parser.add_argument("--vendor-topic", default=None, help=f"the vendor's estimate (default {VENDOR_TOPIC} when "
+                        "the bag has it; '' for none; a topic named here must be in the bag)")
     parser.add_argument("--vendor-sign", type=float, choices=(1.0, -1.0), default=-1.0,
                         help="-1 (default): the vendor reports the wrench the robot applies (ur_robot_driver)")
-    parser.add_argument("--bias-window", type=float, default=BIAS_WINDOW_S, metavar="S",
+    parser.add_argument("--bias-window", type=positive(float), default=BIAS_WINDOW_S, metavar="S",
                         help=f"seconds at the start, arm at rest and free, whose mean is each signal's bias "
                              f"(default {BIAS_WINDOW_S:g})")
     parser.add_argument("--twin", metavar="RUN", help="a contact-free recording of the same motion (the same "
@@ -125,8 +126,9 @@ def run(args: argparse.Namespace) -> int:
     settings = TrustSettings.from_params(node)
     rep = wr.replay(args.model, args.data, robot, args.rate, args.effort_unit, settings, node.observer_gain,
                     primary=args.primary, topic=args.topic)
-    summary, arrays = wr.score(rep, args.data, args.ft_topic, args.vendor_topic or None, args.ft_sign,
-                               args.vendor_sign, args.bias_window, robot)
+    vendor_topic = wr.VENDOR_TOPIC if args.vendor_topic is None else args.vendor_topic or None
+    summary, arrays = wr.score(rep, args.data, args.ft_topic, vendor_topic, args.ft_sign, args.vendor_sign,
+                               args.bias_window, robot, vendor_required=args.vendor_topic is not None)
     reference = None
     if args.twin:
         summary["twin"], reference = wr.score_twin(rep, args.twin, robot, arrays.get("vendor"), args.topic,

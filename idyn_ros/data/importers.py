@@ -3,8 +3,9 @@
 Every source is first read into a :class:`RawRecording` (stamps in integer ns, per-joint columns
 named by joint, NaN where a signal is absent), then :func:`to_dataset` does the same cleaning for
 all of them: rename joints (``--joint-map``), reorder to the robot's joint order, sort and
-de-duplicate stamps, split at gaps, resample each segment onto a uniform grid, estimate missing
-velocities. One path means a CSV and a bag of the same motion give the same dataset.
+de-duplicate stamps, split at gaps (dropping a stamp alone between gaps: a zero, stale or future clock), resample
+each segment onto a uniform grid, estimate missing velocities. One path means a CSV and a bag of the same motion
+give the same dataset.
 
 Grid decision: the grid is built in integer nanoseconds (start + k * period_ns, period = median
 sample spacing rounded to 1 ns, or ``1e9 / rate``) and values are linearly interpolated, so a
@@ -50,6 +51,10 @@ IRREGULAR_SPREAD = 0.5
 IRREGULAR_NOTE = "irregular stamps"
 #: Start of the note on a dataset put on a grid at a requested rate (``rate=``), not at its own spacing.
 RESAMPLED_NOTE = "resampled linearly"
+#: Message types a bag's wrench topic may have (``--wrench-topic``).
+WRENCH_TYPES = ("geometry_msgs/msg/WrenchStamped", "idyn_ros/msg/PlantGroundTruth")
+#: Start of the note on a dataset whose motor currents were turned into torques (so a second conversion is refused).
+CONVERTED_NOTE = "efforts converted from motor current [A] to torque [Nm]"
 
 
 @dataclass
@@ -70,6 +75,7 @@ class RawRecording:
     notes: list[str] = field(default_factory=list)
     effort_hint: str | None = None
     time_column: tuple[str, str] | None = None  # (column, unit it was read in) for CSV / foreign NPZ
+    named: np.ndarray | None = None  # (M, n) bool: the joints each message named (bags; None: every sample names all)
 
 
 @dataclass
@@ -161,6 +167,26 @@ def resolve_robot_joints(robot: str | Path | None) -> tuple[tuple[str, ...] | No
     return tuple(get_robot(text).joint_names), text
 
 
+def robot_label_conflict(data_robot: str, robot: str, source: str) -> str:
+    """A warning when data labelled for robot ``data_robot`` is used with ``robot``; "" when the labels agree or one
+    is unknown. Joint names cannot tell (the UR5 and the UR10 share theirs); the label can.
+
+    Decision: refused when both are presets (surely two arms), warned when one is (an identified URDF of the same arm
+    has another name), silent when neither is (a URDF's file stem and its ``<robot name>`` differ freely).
+    """
+    from idyn_ros.robots import ROBOT_NAMES
+
+    presets = (data_robot in ROBOT_NAMES) + (robot in ROBOT_NAMES)
+    if not data_robot or not robot or data_robot == robot or not presets:
+        return ""
+    message = (f"{source} is labelled for robot {data_robot!r}, used here with {robot!r}: the joint names match, but "
+               f"a model of one arm fitted or scored on another's data is wrong")
+    if presets == 2:
+        raise DatasetError(f"{message}; pass --robot {data_robot}, or import the recording itself again with "
+                           f"--robot {robot} if it really is that arm's")
+    return f"{message}; ignore this only if {robot!r} is the same arm under another name (e.g. an identified URDF)"
+
+
 def recorded_aliases(target: Sequence[str]) -> tuple[str, dict[str, str]]:
     """(preset name, prefix map) for the preset whose joints are ``target``: from the names its vendor's stack records
     (``RobotSpec.recorded_prefixes``) to its own; ("", {}) when ``target`` is no preset's joint list."""
@@ -212,7 +238,7 @@ def to_dataset(
         raise DatasetError(f"the output rate must be a positive number of Hz, got {rate!r}")
     target, robot_label = resolve_robot_joints(robot)
     if joint_names:
-        target = tuple(joint_names)
+        target = tuple(robot_joint_order(joint_names, target, robot_label))
     repeated = duplicated(raw.joint_names)
     if repeated:
         raise DatasetError(
@@ -247,6 +273,9 @@ def to_dataset(
             + option_hint("--joint-map", _prefix_hint(names, list(target)), keyword="joint_map='old=new'")
         )
     col = np.array([names.index(j) for j in target])
+    raw, note = messages_with_joints(raw, col, target)
+    if note:
+        report.notes.append(note)
 
     # sort, de-duplicate
     stamps = np.asarray(raw.stamps_ns, dtype=np.int64)
@@ -275,23 +304,22 @@ def to_dataset(
     if period <= 0:
         raise DatasetError(f"{raw.source}: cannot estimate a sample rate (median spacing {period} ns)")
     report.period_ns = period
-    gap_idx = np.flatnonzero(np.diff(stamps) > GAP_PERIODS * max(period, own_period)) + 1
+    gap_ns = GAP_PERIODS * max(period, own_period)
+    stray = stray_stamps(stamps, gap_ns)
+    if stray.any():
+        report.notes.append(stray_note(stamps[stray], stamps[~stray]))
+        order, stamps = order[~stray], stamps[~stray]
+        if stamps.size < 2:
+            raise DatasetError(f"{raw.source}: no two samples lie within {gap_ns / 1e9:.3g} s of each other: "
+                               f"every stamp is a stray ({report.notes[-1]})")
+    gap_idx = segment_starts(stamps, gap_ns)
     irregular = irregularity(stamps, own_period)
     if irregular:
         report.notes.append(f"{IRREGULAR_NOTE} ({irregular}): interpolated linearly onto a uniform grid")
     if rate and period != own_period:
         report.notes.append(f"{RESAMPLED_NOTE} from {1e9 / own_period:.4g} Hz (median stamp spacing) to {rate:g} Hz")
-    bounds = [0, *gap_idx.tolist(), stamps.size]
     t0 = int(stamps[0])
-
-    grid_parts: list[np.ndarray] = []
-    seg_starts: list[int] = []
-    for a, b in itertools.pairwise(bounds):
-        s0, s1 = int(stamps[a]), int(stamps[b - 1])
-        k = int(np.floor((s1 - s0) / period + 0.5)) if b - a > 1 else 0
-        seg_starts.append(sum(p.size for p in grid_parts))
-        grid_parts.append(s0 + period * np.arange(k + 1, dtype=np.int64))
-    grid = np.concatenate(grid_parts)
+    grid, seg_starts = segment_grid(stamps, gap_idx, period)
     if grid.size < 2:
         raise DatasetError(
             f"{raw.source}: {stamps.size} samples over {(int(stamps[-1]) - t0) / 1e9:.6g} s give a single "
@@ -301,17 +329,8 @@ def to_dataset(
         report.gaps.append(((int(stamps[a]) - t0) / 1e9, (int(stamps[a]) - int(stamps[a - 1])) / 1e9))
 
     def resample(values: np.ndarray) -> np.ndarray:
-        """Linear interpolation of (M, k) values (sorted, de-duplicated) onto the grid, per segment."""
-        values = values[order]
-        out = np.empty((grid.size, values.shape[1]))
-        for i, (a, b) in enumerate(itertools.pairwise(bounds)):
-            g0 = seg_starts[i]
-            g1 = seg_starts[i + 1] if i + 1 < len(seg_starts) else grid.size
-            x = (stamps[a:b] - t0).astype(np.float64)
-            xg = (grid[g0:g1] - t0).astype(np.float64)
-            for c in range(values.shape[1]):
-                out[g0:g1, c] = np.interp(xg, x, values[a:b, c]) if b - a > 1 else values[a, c]
-        return out
+        """Linear interpolation of (M, k) values (in source order) onto the grid, per segment."""
+        return resample_segments(stamps, gap_idx, values[order], grid, seg_starts)
 
     signals: dict[str, np.ndarray | None] = {}
     for name in _PER_JOINT:
@@ -353,6 +372,9 @@ def to_dataset(
         raise DatasetError(f"--effort-kind must be one of {EFFORT_KINDS}, got {kind!r}")
     if not (effort_kind or raw.effort_hint):
         report.notes.append(EFFORT_UNSTATED_NOTE)
+    if effort_kind and raw.effort_hint and effort_kind != raw.effort_hint:
+        report.notes.append(f"effort_kind {raw.effort_hint} stated by the source overridden: {effort_kind} "
+                            f"(--effort-kind)")
     if kind == "current":
         report.notes.append("effort_kind=current: efforts are motor-current based (e.g. UR drivers), not joint torques")
     if report.duplicates_dropped:
@@ -434,6 +456,108 @@ def irregularity(stamps: np.ndarray, period: int) -> str:
     if hi - lo <= IRREGULAR_SPREAD * period:
         return ""
     return f"middle 90 % of spacings {lo / 1e6:.3g}-{hi / 1e6:.3g} ms around {period / 1e6:.3g} ms"
+
+
+def segment_starts(stamps: np.ndarray, gap_ns: float) -> np.ndarray:
+    """Indices into sorted ``stamps`` where a segment begins: after a jump longer than ``gap_ns`` (no interpolating
+    through a pause)."""
+    return np.flatnonzero(np.diff(stamps) > gap_ns) + 1
+
+
+def stray_stamps(stamps: np.ndarray, gap_ns: float) -> np.ndarray:
+    """Mask of sorted ``stamps`` alone between gaps: one message with a zero, stale or future clock is no segment
+    of the recording, and keeping it would place the recording's start or end on it."""
+    bounds = np.concatenate([[0], segment_starts(stamps, gap_ns), [stamps.size]])
+    stray = np.zeros(stamps.size, dtype=bool)
+    stray[bounds[:-1][np.diff(bounds) == 1]] = True
+    return stray
+
+
+def stray_note(stray_ns: np.ndarray, kept_ns: np.ndarray) -> str:
+    """The line saying which stray stamps were dropped and where they lay against the rest of the recording."""
+    def where(stamp: int) -> str:
+        if not kept_ns.size:
+            return f"{stamp} ns"
+        if stamp < kept_ns[0]:
+            return f"{stamp} ns, {(kept_ns[0] - stamp) / 1e9:.4g} s before the recording"
+        if stamp > kept_ns[-1]:
+            return f"{stamp} ns, {(stamp - kept_ns[-1]) / 1e9:.4g} s after it"
+        return f"{stamp} ns, inside a gap"
+
+    listed = "; ".join(where(int(x)) for x in stray_ns[:5]) + ("; ..." if stray_ns.size > 5 else "")
+    return f"{stray_ns.size} sample(s) alone between gaps dropped (a zero, stale or future stamp): {listed}"
+
+
+def segment_grid(stamps: np.ndarray, starts: np.ndarray, period: int) -> tuple[np.ndarray, list[int]]:
+    """(grid ns, index in it where each segment begins): every segment of sorted ``stamps`` (split at ``starts``)
+    on its own grid ``first stamp + k * period``, up to the grid point nearest its last stamp."""
+    bounds = [0, *np.asarray(starts).tolist(), stamps.size]
+    parts: list[np.ndarray] = []
+    firsts: list[int] = []
+    for a, b in itertools.pairwise(bounds):
+        s0, s1 = int(stamps[a]), int(stamps[b - 1])
+        k = int(np.floor((s1 - s0) / period + 0.5)) if b - a > 1 else 0
+        firsts.append(sum(x.size for x in parts))
+        parts.append(s0 + period * np.arange(k + 1, dtype=np.int64))
+    return np.concatenate(parts), firsts
+
+
+def resample_segments(stamps: np.ndarray, starts: np.ndarray, values: np.ndarray, grid: np.ndarray,
+                      grid_starts: list[int]) -> np.ndarray:
+    """(M, k) ``values`` at sorted ``stamps`` linearly interpolated onto ``grid`` (:func:`segment_grid`), each
+    segment from its own samples only."""
+    bounds = [0, *np.asarray(starts).tolist(), stamps.size]
+    grid_bounds = [*grid_starts, grid.size]
+    t0 = int(stamps[0])
+    out = np.empty((grid.size, values.shape[1]))
+    for (a, b), (g0, g1) in zip(itertools.pairwise(bounds), itertools.pairwise(grid_bounds), strict=True):
+        x = (stamps[a:b] - t0).astype(np.float64)
+        xg = (grid[g0:g1] - t0).astype(np.float64)
+        for c in range(values.shape[1]):
+            out[g0:g1, c] = np.interp(xg, x, values[a:b, c]) if b - a > 1 else values[a, c]
+    return out
+
+
+def robot_joint_order(joint_names: Sequence[str], robot_joints: Sequence[str] | None, robot_label: str) -> list[str]:
+    """``joint_names`` (``--joints``) when each is a joint of the robot; another robot's joints would be stored
+    under this robot's label."""
+    foreign = [j for j in joint_names if robot_joints is not None and j not in robot_joints]
+    if foreign:
+        raise DatasetError(
+            f"--joints names {foreign}, which are not joints of robot {robot_label} (its joints: "
+            f"{list(robot_joints)}); give a subset or an order of those, or drop --robot for another robot's data"
+        )
+    return list(joint_names)
+
+
+def messages_with_joints(raw: RawRecording, columns: np.ndarray, joints: Sequence[str]) -> tuple[RawRecording, str]:
+    """(``raw`` without the messages that name none of ``joints``, a note saying how many were skipped).
+
+    Several publishers may share a joint-state topic (an arm and its gripper, each naming its own joints); a
+    message naming only some of ``joints`` is refused, since the rest of that state would be invented."""
+    if raw.named is None:
+        return raw, ""
+    named = raw.named[:, columns]
+    some = named.any(axis=1)
+    partial = np.flatnonzero(some & ~named.all(axis=1))
+    if partial.size:
+        i = int(partial[0])
+        missing = [j for j, has in zip(joints, named[i], strict=True) if not has]
+        raise DatasetError(
+            f"{raw.source}: {partial.size} message(s) name only some of the joints {list(joints)}; the first, "
+            f"message {i} (stamp {int(raw.stamps_ns[i])} ns), lacks {missing}: one state of the arm must come in "
+            f"one message (publish the arm's joints from one joint_state_broadcaster)"
+        )
+    if some.all():
+        return raw, ""
+    others = sorted({raw.joint_names[c] for c in np.flatnonzero(raw.named[~some].any(axis=0))})
+    keep = some
+    kept = RawRecording(raw.stamps_ns[keep], raw.joint_names, {k: v[keep] for k, v in raw.signals.items()},
+                        raw.source, None if raw.wrench is None else raw.wrench[keep], raw.extra, raw.notes,
+                        raw.effort_hint, raw.time_column, raw.named[keep])
+    note = (f"{int((~keep).sum())} of {keep.size} messages skipped: they name none of the robot's joints, only "
+            f"{others} (another publisher on the topic, e.g. a gripper's)")
+    return kept, note
 
 
 def _prefix_pair(a: str, b: str) -> tuple[str, str] | None:
@@ -527,10 +651,12 @@ def import_source(
         torque_constants: per-joint gains k [Nm/A] (output joint order, or a preset name): the efforts are
             motor currents and become torques ``k * i`` (see :func:`convert_currents`).
     """
-    dataset, report = _import_source(path, robot, joint_map, joint_names, rate,
-                                     "current" if torque_constants is not None and effort_kind is None else effort_kind,
-                                     recover, topic, wrench_topic, time_unit)
+    dataset, report = _import_source(path, robot, joint_map, joint_names, rate, effort_kind, recover, topic,
+                                     wrench_topic, time_unit)
     if torque_constants is not None:
+        if effort_kind is None and EFFORT_UNSTATED_NOTE in dataset.notes:  # the source did not say: currents
+            dataset.effort_kind = "current"
+            report.notes = [x for x in report.notes if x != EFFORT_UNSTATED_NOTE]
         dataset = convert_currents(dataset, torque_constants, report)
     return dataset, report
 
@@ -545,12 +671,16 @@ def convert_currents(dataset: Dataset, torque_constants: object, report: ImportR
 
     from idyn_ros.robots.drives import parse_torque_constants
 
+    converted = next((x for x in dataset.notes if x.startswith(CONVERTED_NOTE)), None)
+    if converted:  # whatever effort_kind says now: a second conversion would scale the torques again
+        raise DatasetError(f"{dataset.source}: its efforts are already joint torques ({converted}); drop "
+                           f"--torque-constants")
     if dataset.effort_kind != "current":
         raise DatasetError(f"{dataset.source}: its efforts are joint torques (effort_kind {dataset.effort_kind}), "
                            f"not motor currents; drop --torque-constants, or pass --effort-kind current if the "
                            f"source is wrong about it")
     k = parse_torque_constants(torque_constants, dataset.n)
-    note = ("efforts converted from motor current [A] to torque [Nm] with torque constants "
+    note = (f"{CONVERTED_NOTE} with torque constants "
             + ", ".join(f"{j}={v:g}" for j, v in zip(dataset.joint_names, k, strict=True)) + " Nm/A")
     if report is not None:
         report.notes.append(note)
@@ -572,6 +702,7 @@ def _import_source(
 ) -> tuple[Dataset, ImportReport]:
     """:func:`import_source` without the current conversion."""
     from idyn_ros.data.bag import BagWarning, is_bag
+    from idyn_ros.data.bag.metadata import no_recording_in
 
     path = Path(path)
     if not path.exists():
@@ -593,13 +724,17 @@ def _import_source(
             names = apply_joint_map(list(dataset.joint_names), mapping)
             if duplicated(names):
                 raise DatasetError(f"{path}: the joint map {mapping} renames several joints to {duplicated(names)}")
-            wanted = list(joint_names or target or ())
+            wanted = robot_joint_order(joint_names, target, label) if joint_names else list(target or ())
             names, note = read_as_robot(names, wanted)
             dataset.joint_names = tuple(names)
+            report = ImportReport(str(path), len(dataset), len(dataset), notes=[note] if note else [])
+            relabel = robot_label_conflict(dataset.robot, label, str(path))
+            if relabel:
+                report.warnings.append(relabel)
+                dataset.notes = (*dataset.notes, f"robot label {dataset.robot} replaced by {label} on import")
             if wanted:
                 dataset = dataset.reorder(wanted)
                 dataset.robot = label or dataset.robot
-            report = ImportReport(str(path), len(dataset), len(dataset), notes=[note] if note else [])
             if effort_kind is not None and effort_kind != dataset.effort_kind:
                 if effort_kind not in EFFORT_KINDS:
                     raise DatasetError(f"--effort-kind must be one of {EFFORT_KINDS}, got {effort_kind!r}")
@@ -615,6 +750,8 @@ def _import_source(
         raw = read_npz_columns(path, data, time_unit)
     elif path.suffix == ".csv":
         raw = read_csv(path, time_unit)
+    elif path.is_dir() and not is_bag(path):
+        raise DatasetError(no_recording_in(path))
     elif is_bag(path):
         with warnings.catch_warnings(record=True) as got:
             warnings.simplefilter("always", BagWarning)
@@ -707,7 +844,7 @@ def read_csv(path: Path, time_unit: str | None = None) -> RawRecording:
 def _read_csv(path: Path, time_unit: str | None) -> RawRecording:
     rows: list[list[str]] = []
     lines: list[int] = []  # file line number of each kept row, for error messages
-    with path.open(newline="") as f:
+    with path.open(newline="", encoding="utf-8-sig") as f:  # utf-8-sig: a spreadsheet's byte-order mark is no header
         reader = csv.reader(f)
         for r in reader:
             if r and not r[0].startswith("#"):
@@ -890,8 +1027,8 @@ def read_bag(
     """A rosbag2 bag: joint states (or one JointTrajectory) plus known secondary topics.
 
     Secondary topics, put on the joint-state grid: ``idyn_ros/msg/JointReference`` -> q_d, dq_d,
-    ddq_d (by joint name); ``std_msgs/msg/Float64MultiArray`` on ``*/commands`` -> tau_cmd (the
-    controller's joint order = the robot's); wrench [f; n] from ``wrench_topic``
+    ddq_d (by joint name); ``std_msgs/msg/Float64MultiArray`` on an effort controller's ``*/commands`` -> tau_cmd
+    (the controller's joint order = the robot's; see :func:`is_effort_command`); wrench [f; n] from ``wrench_topic``
     (``geometry_msgs/msg/WrenchStamped`` or ``idyn_ros/msg/PlantGroundTruth``), default: the one
     PlantGroundTruth topic if there is exactly one (estimates are not ground truth, so a
     WrenchStamped topic is only used when named).
@@ -900,6 +1037,9 @@ def read_bag(
 
     reader = BagReader(path, recover=recover)
     topics = reader.topics()
+    if not topics:
+        raise BagReadError(f"{path}: no topic is readable: the file is empty, or truncated or damaged before its "
+                           f"first topic was written; nothing in it can be imported")
     store = idyn_typestore()
     register_bag_types(store, topics)
     if topic is None:
@@ -932,6 +1072,13 @@ def read_bag(
     if wrench_topic is not None:
         if wrench_topic not in topics:
             raise DatasetError(f"{path}: no wrench topic {wrench_topic}; topics: {', '.join(topics)}")
+        if wrench_topic == topic or topics[wrench_topic].msgtype not in WRENCH_TYPES:
+            raise DatasetError(
+                f"{path}: --wrench-topic {wrench_topic} is {topics[wrench_topic].msgtype}"
+                + (", the joint-state topic itself" if wrench_topic == topic else "")
+                + f"; it must be one of {', '.join(WRENCH_TYPES)}: "
+                + (", ".join(t.name for t in topics.values() if t.msgtype in WRENCH_TYPES) or "this bag has none")
+            )
         secondary[wrench_topic] = topics[wrench_topic].msgtype
     wanted = [topic, *secondary]
     rows: list[tuple[int, int, tuple[str, ...], object, object, object]] = []
@@ -972,6 +1119,7 @@ def read_bag(
                 names.append(j)
     m, n = len(rows), len(names)
     q, dq, tau = (np.full((m, n), np.nan) for _ in range(3))
+    named = np.zeros((m, n), dtype=bool)
     col_cache: dict[tuple[str, ...], np.ndarray] = {}
     for i, (_s, _l, jn, pos, vel, eff) in enumerate(rows):
         cols = col_cache.get(jn)
@@ -983,13 +1131,15 @@ def read_bag(
                     f"once: {list(jn)}; a JointState must name each joint once (fix the publisher)"
                 )
             cols = col_cache.setdefault(jn, np.array([names.index(j) for j in jn], dtype=int))
+        named[i, cols] = True
         if len(pos) == len(cols):
             q[i, cols] = pos
         if len(vel) == len(cols):
             dq[i, cols] = vel
         if len(eff) == len(cols):
             tau[i, cols] = eff
-    raw_rec = RawRecording(stamps, names, {"q": q, "dq": dq, "tau": tau}, f"{path}:{topic}", notes=notes)
+    raw_rec = RawRecording(stamps, names, {"q": q, "dq": dq, "tau": tau}, f"{path}:{topic}", notes=notes,
+                           named=named)
     raw_rec.effort_hint, said = bag_effort_kind(path)
     if said:
         raw_rec.notes.append(f"effort_kind={raw_rec.effort_hint} from metadata.yaml custom_data ({said})")
@@ -1013,10 +1163,24 @@ def read_bag(
             raw_rec.extra["wrench"] = (hx if use_header and hx.any() else x, [], vals)
             raw_rec.notes.append(f"wrench from {name} ({typ})")
         elif typ == "std_msgs/msg/Float64MultiArray" and name.endswith("/commands"):
-            vals = np.array([m.data for _, m in items])
-            raw_rec.extra["tau_cmd"] = (x, [], vals)
-            raw_rec.notes.append(f"tau_cmd from {name} (ros2_control command order = robot joint order)")
+            lengths = sorted({len(m.data) for _, m in items})
+            if not is_effort_command(name):
+                raw_rec.notes.append(f"{name} not stored as tau_cmd: its name does not say it commands effort "
+                                     f"(e.g. /effort_controller/commands)")
+            elif len(lengths) > 1:
+                raw_rec.notes.append(f"{name} not stored as tau_cmd: its messages hold {lengths} values, not one "
+                                     f"value per joint throughout")
+            else:
+                raw_rec.extra["tau_cmd"] = (x, [], np.array([m.data for _, m in items]))
+                raw_rec.notes.append(f"tau_cmd from {name} (ros2_control command order = robot joint order)")
     return raw_rec
+
+
+def is_effort_command(topic: str) -> bool:
+    """Whether a ros2_control ``*/commands`` topic carries torques: its controller's name says effort (or torque);
+    a position or velocity controller's commands are no tau_cmd."""
+    controller = topic.rsplit("/", 2)[-2].lower() if topic.count("/") >= 2 else ""
+    return "effort" in controller or "torque" in controller
 
 
 def bag_effort_kind(path: Path) -> tuple[str | None, str]:

@@ -62,7 +62,7 @@ class WrenchSeries:
 def read_joint_states(path: str | Path, joint_names: tuple[str, ...] | list[str], topic: str | None = None,
                       effort_kind: str | None = None) -> JointStateSeries:
     """Joint states of a bag (or a dataset .npz) reordered by name; samples missing a joint are refused."""
-    from idyn_ros.data.importers import read_as_robot, read_bag
+    from idyn_ros.data.importers import messages_with_joints, read_as_robot, read_bag
 
     path = Path(path)
     names = list(joint_names)
@@ -79,6 +79,8 @@ def read_joint_states(path: str | Path, joint_names: tuple[str, ...] | list[str]
         raise DatasetError(f"{path}: joints {missing} are not in its joint states ({raw.joint_names}); pick the "
                            f"model of this robot")
     idx = [recorded.index(j) for j in names]
+    raw, skipped = messages_with_joints(raw, np.array(idx), names)  # e.g. a gripper's messages on the same topic
+    note = "; ".join(x for x in (note, skipped) if x)
     order = np.argsort(raw.stamps_ns, kind="stable")
     t = raw.stamps_ns[order]
     keep = np.concatenate([[True], np.diff(t) > 0])  # a repeated stamp is the same state sent twice

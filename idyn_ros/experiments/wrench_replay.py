@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from idyn_ros.errors import DatasetError, ParameterError
+from idyn_ros.errors import DatasetError, ModelArtifactError, ParameterError
 
 VENDOR_TOPIC = "/force_torque_sensor_broadcaster/wrench"  # ur_robot_driver's TCP force (the UR's own estimate)
 BIAS_WINDOW_S = 1.0
@@ -89,13 +89,21 @@ class Replay:
 
 
 def robot_for(meta: dict[str, Any], robot: Any) -> Any:
-    """The RobotModel: ``robot`` (a preset, a URDF path, a RobotModel) when given, else the artifact's (``meta``)."""
+    """The RobotModel: ``robot`` (a preset, a URDF path, a RobotModel) when given, else the artifact's (``meta``);
+    a ``robot`` other than the one the model was trained for is refused (its torques would be another arm's)."""
     from idyn_ros.dynamics import RobotModel
     from idyn_ros.robots.spec import ROBOT_NAMES
 
-    if robot is not None:
-        return robot if hasattr(robot, "pin_model") else RobotModel.from_robot(str(robot))
     name = str(meta.get("robot", ""))
+    if robot is not None:
+        given = robot if hasattr(robot, "pin_model") else RobotModel.from_robot(str(robot))
+        trained_joints = tuple(meta.get("joint_names") or given.joint_names)
+        if (name and given.name != name) or tuple(given.joint_names) != trained_joints:
+            raise ModelArtifactError(
+                f"--robot {robot} is robot {given.name!r} (joints {list(given.joint_names)}), but the model was "
+                f"trained for {name!r} (joints {list(trained_joints)}); drop --robot to use the model's robot, or "
+                f"pass a model trained for {given.name!r}")
+        return given
     if name in ROBOT_NAMES:
         return RobotModel.from_robot(name)
     return RobotModel.from_urdf(meta["urdf"], name=name)
@@ -111,6 +119,7 @@ def replay(model_path: str | Path, source: str | Path, robot: Any = None, rate_h
     from idyn_ros.control.feedforward import FeedforwardComputer
     from idyn_ros.control.wrench import WrenchObserver
     from idyn_ros.control.wrench_trust import TrustedWrench, TrustSettings
+    from idyn_ros.data import importers as imp
     from idyn_ros.data.wrenches import read_joint_states
     from idyn_ros.models.artifact import read_metadata, same_rate
     from idyn_ros.parameters import WrenchObserverParams
@@ -123,8 +132,6 @@ def replay(model_path: str | Path, source: str | Path, robot: Any = None, rate_h
     if series.note:
         notes.append(series.note)
     t_ns, q, dq, effort = series.t_ns, series.q, series.dq, series.effort
-    if len(t_ns) < 3:
-        raise DatasetError(f"{source}: {len(t_ns)} joint states; a replay needs at least 3")
     model_rate = float(meta.get("rate_hz") or 0.0) or None  # artifacts without a rate run at the recording's
     own_rate, irregular = series.rate_hz, series.irregular  # each measures the stamps: once
     own = f"{own_rate:.4g} Hz" + (f", irregular stamps ({irregular})" if irregular else "")
@@ -136,12 +143,23 @@ def replay(model_path: str | Path, source: str | Path, robot: Any = None, rate_h
         rate, why = model_rate, "the model's rate; --rate chooses another"  # as idyn evaluate and idyn train do
     else:
         rate, why = own_rate, ""
+    # as the importer: one message alone between gaps is a stray stamp, dropped; a gap is not interpolated through
+    gap_ns = imp.GAP_PERIODS * max(round(1e9 / rate), imp.median_period(t_ns))
+    stray = imp.stray_stamps(t_ns, gap_ns)
+    if stray.any():
+        notes.append(imp.stray_note(t_ns[stray], t_ns[~stray]))
+        t_ns, q, dq, effort = t_ns[~stray], q[~stray], dq[~stray], effort[~stray]
+    if len(t_ns) < 3:
+        raise DatasetError(f"{source}: {len(t_ns)} joint states; a replay needs at least 3")
+    starts = imp.segment_starts(t_ns, gap_ns)
+    if starts.size:
+        notes.append(f"{starts.size} gap(s) longer than {gap_ns / 1e9:.3g} s (at t = "
+                     + ", ".join(f"{(t_ns[i] - t_ns[0]) / 1e9:.4g} s" for i in starts[:5])
+                     + "): nothing interpolated through them, the observer starts over after each")
     if why:
-        grid = np.arange(t_ns[0], t_ns[-1] + 1, round(1e9 / rate), dtype=np.int64)
-        x, xg = (t_ns - t_ns[0]).astype(np.float64), (grid - t_ns[0]).astype(np.float64)
-
-        q, dq, effort = (_columns_at(xg, x, a) for a in (q, dq, effort))
-        t_ns = grid
+        grid, grid_starts = imp.segment_grid(t_ns, starts, round(1e9 / rate))
+        q, dq, effort = (imp.resample_segments(t_ns, starts, a, grid, grid_starts) for a in (q, dq, effort))
+        t_ns, starts = grid, np.array(grid_starts[1:], dtype=np.int64)
         notes.append(f"rate {rate:g} Hz ({why}): joint states resampled linearly from {own}; t is that grid")
     else:
         notes.append(f"rate {rate:.4g} Hz = the recording's stamps" + (
@@ -177,7 +195,10 @@ def replay(model_path: str | Path, source: str | Path, robot: Any = None, rate_h
     out.hidden = np.full((N, 6), np.nan)
     out.dq, out.tau_measured, out.effort_to_torque = dq, np.zeros((N, n)), conv
     observer.warm_up(q[0])
+    restart = set(starts.tolist())
     for k in range(N):
+        if k in restart:
+            observer.reset()
         tau = conv.torque(effort[k], out=out.tau_measured[k])
         if not observer.update(int(t_ns[k]), q[k], dq[k], tau):
             continue
@@ -212,6 +233,8 @@ def _bias_window(rep: Replay, seconds: float) -> np.ndarray:
     estimate. The arm should be still and free there (``score`` reports the speed and the sensor's level); when it
     moves from the start (faster than ``MOVING_RAD_S``), the window is ``SETTLED_S`` right after the observer has
     settled: each signal zeroed at the start, as the UR's own estimate is in the recordings."""
+    if not (math.isfinite(seconds) and seconds > 0):
+        raise ParameterError(f"--bias-window must be a positive number of seconds, got {seconds}")
     valid = np.isfinite(rep.wrench[:, 0])
     if not valid.any():
         raise DatasetError("the observer produced no estimate (fewer than 2 joint states?)")
@@ -221,7 +244,13 @@ def _bias_window(rep: Replay, seconds: float) -> np.ndarray:
     window = valid & (rep.t_ns >= t0) & (rep.t_ns < t0 + int(seconds * 1e9))
     if rep.speed[window].max() > MOVING_RAD_S:
         start = t0 + int(SETTLED_S[0] * 1e9)
-        window = valid & (rep.t_ns >= start) & (rep.t_ns < t0 + int(SETTLED_S[1] * 1e9))
+        return valid & (rep.t_ns >= start) & (rep.t_ns < t0 + int(SETTLED_S[1] * 1e9))
+    if t0 + seconds * 1e9 >= rep.t_ns[valid][-1]:
+        raise ParameterError(
+            f"--bias-window {seconds:g} s reaches the end of the recording: it has "
+            f"{(rep.t_ns[valid][-1] - t0) / 1e9:.3g} s of estimates from t = {(t0 - rep.t_ns[0]) / 1e9:.3g} s, and "
+            f"only what comes after the window is scored; pass a shorter window, as long as the arm rests free at the "
+            f"start")
     return window
 
 
@@ -252,24 +281,33 @@ def _lag(est: np.ndarray, ref: np.ndarray, rate: float) -> float:
 
 def score(rep: Replay, source: str | Path, ft_topic: str | None, vendor_topic: str | None = VENDOR_TOPIC,
           ft_sign: float = 1.0, vendor_sign: float = -1.0, bias_window_s: float = BIAS_WINDOW_S,
-          robot: Any = None) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+          robot: Any = None, vendor_required: bool = False) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
     """Scores of the replay against the sensor (and the vendor's estimate): (summary, arrays for OUT.npz).
 
     ``ft_sign``/``vendor_sign``: +1 if the topic reports the wrench the environment applies to the robot, -1 if
     the robot's on the environment (ur_robot_driver's TCP force). Without ``ft_topic`` only the vendor estimate and
-    the false-alarm level (force magnitude RMS after the bias window) are reported.
+    the false-alarm level (force magnitude RMS after the bias window) are reported. ``vendor_required``: the vendor
+    topic was asked for by name, so its absence is an error (the default one is used only when present).
     """
     from idyn_ros.data.wrenches import read_wrenches
     from idyn_ros.dynamics import RobotModel
 
     robot_model = robot if hasattr(robot, "pin_model") else (RobotModel.from_robot(robot) if robot else None)
-    topics = [t for t in (ft_topic, vendor_topic) if t]
+    named = [(option, t) for option, t in (("--ft-topic", ft_topic), ("--vendor-topic", vendor_topic)) if t]
+    if Path(source).suffix == ".npz" and (ft_topic or (vendor_topic and vendor_required)):
+        option, topic = named[0]
+        raise DatasetError(
+            f"{source}: {option} {topic} reads a WrenchStamped topic from the bag, and a dataset .npz keeps no "
+            f"topics (its 'wrench' array, from `idyn dataset import --wrench-topic`, is not scored against); pass "
+            f"the bag the .npz was imported from as --data")
+    topics = [t for _, t in named]
     found = read_wrenches(source, topics) if topics and Path(source).suffix != ".npz" else {}
-    if ft_topic and ft_topic not in found:
-        from idyn_ros.data.wrenches import available_topics
+    for option, topic in named:
+        if topic not in found and (option == "--ft-topic" or vendor_required):
+            from idyn_ros.data.wrenches import available_topics
 
-        raise DatasetError(f"{source}: no WrenchStamped messages on {ft_topic}; topics: "
-                           + ", ".join(f"{k} ({v})" for k, v in available_topics(source).items()))
+            raise DatasetError(f"{source}: no WrenchStamped messages on {option} {topic}; topics: "
+                               + ", ".join(f"{k} ({v})" for k, v in available_topics(source).items()))
     window = _bias_window(rep, bias_window_s)
     scored = np.isfinite(rep.wrench[:, 0]) & (rep.t_ns >= rep.t_ns[window][-1])
     ours = rep.wrench[:, :3] - np.nanmean(rep.wrench[window, :3], axis=0)

@@ -221,12 +221,15 @@ def model_rate(recs: Sequence[Recording], requested: float | None = None) -> tup
 def _load(path: str | Path, robot: Any, effort_kind: str | None, rate_hz: float | None = None,
           say: Callable[[str], None] | None = None) -> Recording:
     from idyn_ros.data import load_dataset
-    from idyn_ros.data.importers import is_renaming_note
+    from idyn_ros.data.importers import is_renaming_note, robot_label_conflict
 
     path = Path(path)
     if not path.exists():
         raise DatasetError(f"{path}: no such file or folder")
     ds = load_dataset(path, joint_names=list(robot.joint_names), effort_kind=effort_kind, rate=rate_hz)
+    conflict = robot_label_conflict(getattr(ds, "robot", ""), robot.name, str(path))  # refuses two presets
+    if conflict:
+        warnings.warn(conflict, TrainingWarning, stacklevel=3)
     if say is not None:  # e.g. franka_ros2's fer_* names read as the Panda's: said, as `idyn dataset import` says it
         for note in filter(is_renaming_note, getattr(ds, "notes", ())):
             say(f"{path}: {note}")

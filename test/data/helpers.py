@@ -54,3 +54,14 @@ def write_joint_state_bag(path: Path, storage: str = "mcap", n_samples: int = 50
             if flush_every and (i + 1) % flush_every == 0:
                 writer.flush()
     return stamps, q, dq, tau
+
+
+def float64_array_cdr(values) -> bytes:
+    """A std_msgs/Float64MultiArray (a ros2_control forward command) serialised to CDR."""
+    from idyn_ros.data.bag import idyn_typestore
+
+    store = idyn_typestore()
+    T = store.types
+    msg = T["std_msgs/msg/Float64MultiArray"](layout=T["std_msgs/msg/MultiArrayLayout"](dim=[], data_offset=0),
+                                              data=np.asarray(values, dtype=np.float64))
+    return bytes(store.serialize_cdr(msg, "std_msgs/msg/Float64MultiArray"))

@@ -197,3 +197,83 @@ def test_commands_and_ground_truth_wrench_topics(tmp_path: Path) -> None:
     assert ds.wrench.shape == (n, 6)
     np.testing.assert_allclose(ds.wrench[:, 0], np.arange(n))
     np.testing.assert_allclose(ds.wrench[:, 2], -9.81)
+
+
+@pytest.mark.parametrize("size", [20, 60])
+def test_a_db3_cut_inside_its_header_is_said_to_be_truncated(tmp_path: Path, size: int) -> None:
+    write_joint_state_bag(tmp_path / "bag", "sqlite3", 50)
+    cut = tmp_path / "cut.db3"
+    cut.write_bytes(next((tmp_path / "bag").glob("*.db3")).read_bytes()[:size])
+    with pytest.raises(BagReadError, match=f"{size} bytes, shorter than the 100-byte header.*truncated"):
+        import_source(cut, joint_names=JOINTS)
+
+
+def test_an_mcap_cut_before_its_first_channel_is_said_to_be_truncated(tmp_path: Path) -> None:
+    write_joint_state_bag(tmp_path / "bag", "mcap", 50)
+    cut = tmp_path / "cut.mcap"
+    cut.write_bytes(next((tmp_path / "bag").glob("*.mcap")).read_bytes()[:30])
+    with pytest.raises(BagReadError, match=r"no topic is readable.*truncated or damaged"):
+        import_source(cut, joint_names=JOINTS)
+
+
+def _bag_with_commands(path: Path, command_topic: str, ragged_at: int | None = None) -> None:
+    """/joint_states, a String topic and a Float64MultiArray command topic, 60 samples at 500 Hz."""
+    from idyn_ros.data.bag import idyn_typestore
+
+    from .helpers import float64_array_cdr
+
+    store = idyn_typestore()
+    text = bytes(store.serialize_cdr(store.types["std_msgs/msg/String"](data="x"), "std_msgs/msg/String"))
+    with BagWriter(path, storage="mcap") as w:
+        w.add_topic("/joint_states", "sensor_msgs/msg/JointState")
+        w.add_topic("/status", "std_msgs/msg/String")
+        w.add_topic(command_topic, "std_msgs/msg/Float64MultiArray")
+        for i in range(60):
+            stamp = 2_000_000_000 + i * 2_000_000
+            q = np.full(7, 0.001 * i)
+            w.write("/joint_states", stamp, joint_state_cdr(stamp, JOINTS, q, q, q))
+            w.write("/status", stamp, text)
+            w.write(command_topic, stamp, float64_array_cdr(q[:6] if i == ragged_at else q * 10))
+
+
+def test_a_wrench_topic_of_another_type_or_the_joint_states_is_refused(tmp_path: Path) -> None:
+    _bag_with_commands(tmp_path / "bag", "/effort_controller/commands")
+    with pytest.raises(DatasetError, match="--wrench-topic /status is std_msgs/msg/String; it must be one of"):
+        import_source(tmp_path / "bag", robot="panda", wrench_topic="/status")
+    with pytest.raises(DatasetError, match=r"--wrench-topic /joint_states is .*the joint-state topic itself"):
+        import_source(tmp_path / "bag", robot="panda", wrench_topic="/joint_states")
+
+
+def test_only_effort_commands_of_one_length_become_tau_cmd(tmp_path: Path) -> None:
+    _bag_with_commands(tmp_path / "ragged", "/effort_controller/commands", ragged_at=30)
+    ds, report = import_source(tmp_path / "ragged", robot="panda")
+    assert ds.tau_cmd is None and any("messages hold [6, 7] values" in n for n in report.notes)
+    _bag_with_commands(tmp_path / "position", "/forward_position_controller/commands")
+    ds, report = import_source(tmp_path / "position", robot="panda")
+    assert ds.tau_cmd is None and any("does not say it commands effort" in n for n in report.notes)
+    _bag_with_commands(tmp_path / "effort", "/joint_group_effort_controller/commands")
+    assert import_source(tmp_path / "effort", robot="panda")[0].tau_cmd is not None
+
+
+def _two_publishers_bag(path: Path, second: list[str], first: list[str] = JOINTS) -> None:
+    """/joint_states from two publishers: ``first`` every 2 ms, ``second`` 0.1 ms after every other one."""
+    with BagWriter(path, storage="mcap") as w:
+        w.add_topic("/joint_states", "sensor_msgs/msg/JointState")
+        for i in range(100):
+            stamp = 2_000_000_000 + i * 2_000_000
+            q = np.full(len(first), 0.001 * i)
+            w.write("/joint_states", stamp, joint_state_cdr(stamp, first, q, q, q))
+            if i % 2 == 0:
+                z = np.zeros(len(second))
+                w.write("/joint_states", stamp + 100_000, joint_state_cdr(stamp + 100_000, second, z, z, z))
+
+
+def test_a_grippers_messages_on_the_joint_state_topic_are_skipped_and_counted(tmp_path: Path) -> None:
+    fingers = ["panda_finger_joint1", "panda_finger_joint2"]
+    _two_publishers_bag(tmp_path / "gripper", fingers)
+    ds, report = import_source(tmp_path / "gripper", robot="panda")
+    assert len(ds) == 100 and ds.rate_hz == pytest.approx(500.0)
+    assert any(n.startswith("50 of 150 messages skipped") and "panda_finger_joint1" in n for n in report.notes)
+    _two_publishers_bag(tmp_path / "split", JOINTS[4:], first=JOINTS[:4])  # one arm state in two messages
+    with pytest.raises(DatasetError, match=r"name only some of the joints.*lacks \['panda_joint5'"):
+        import_source(tmp_path / "split", robot="panda")

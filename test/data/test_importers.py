@@ -222,3 +222,76 @@ def test_the_missing_joints_hint_proposes_the_prefix_map_that_fits_most_joints()
     assert _prefix_hint(["ur5_shoulder_pan_joint", "ur5_elbow_joint"], ["shoulder_pan_joint", "elbow_joint"]) == "ur5_="
     assert _prefix_hint(["ns/shoulder_pan_joint"], ["shoulder_pan_joint"]) == "ns/="
     assert _prefix_hint(["a", "b"], ["panda_joint1"]) == "a=panda_joint1"  # no shared suffix: one exact rename
+
+
+def _ur_contract(path: Path, robot: str) -> Path:
+    """A contract .npz of UR joint names (the UR5's and the UR10's) labelled for ``robot``."""
+    from idyn_ros.robots import get_robot
+
+    names = get_robot("ur5").joint_names
+    stamps, q, dq, tau = synthetic_motion(200, rate=125.0, n=len(names))
+    return Dataset(t=(stamps - stamps[0]) / 1e9, q=q, dq=dq, tau=tau, joint_names=names, robot=robot).save(path)
+
+
+def test_a_dataset_labelled_for_another_robot_says_so(tmp_path: Path) -> None:
+    """UR5 and UR10 share joint names: only the label tells their data apart."""
+    import warnings
+
+    from idyn_ros.data.importers import robot_label_conflict
+    from idyn_ros.dynamics import RobotModel
+    from idyn_ros.models.sources import TrainingWarning, load_recordings
+
+    ur10 = _ur_contract(tmp_path / "ur10.npz", "ur10_robot")
+    ds, report = import_source(ur10, robot="ur5")
+    assert any("labelled for robot 'ur10_robot', used here with 'ur5'" in w for w in report.warnings)
+    assert ds.robot == "ur5" and "robot label ur10_robot replaced by ur5 on import" in ds.notes
+    with pytest.warns(TrainingWarning, match="labelled for robot 'ur10_robot'"):  # idyn train / evaluate
+        load_recordings([ur10], RobotModel.from_robot("ur5"))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", TrainingWarning)
+        load_recordings([_ur_contract(tmp_path / "ur5.npz", "ur5")], RobotModel.from_robot("ur5"))
+    with pytest.raises(DatasetError, match="labelled for robot 'iiwa14', used here with 'panda'"):
+        robot_label_conflict("iiwa14", "panda", "x.npz")  # two presets: surely two arms
+    assert robot_label_conflict("kuka_lwr4", "single_lwr_robot", "x.npz") == ""  # URDF stem vs <robot name>
+
+
+def test_joints_of_another_robot_are_refused_for_a_preset(tmp_path: Path) -> None:
+    _write_wide_csv(tmp_path / "a.csv", None)
+    ur = ["shoulder_pan_joint", "shoulder_lift_joint", "elbow_joint", "wrist_1_joint", "wrist_2_joint",
+          "wrist_3_joint", "extra_joint"]
+    with pytest.raises(DatasetError, match=r"--joints names .*shoulder_pan_joint.* not joints of robot panda"):
+        import_source(tmp_path / "a.csv", robot="panda", joint_names=ur)
+    contract = _ur_contract(tmp_path / "ur.npz", "")
+    with pytest.raises(DatasetError, match="not joints of robot panda"):
+        import_source(contract, robot="panda", joint_names=ur[:6])
+
+
+def test_stray_stamps_are_dropped_and_said_not_made_a_segment() -> None:
+    """A zero stamp, a stale one and a future one each sat alone as a segment, moving the start or end of t."""
+    ms = 1_000_000
+    base = 1_700_000_000 * 10**9
+    stamps = base + np.arange(100) * ms
+    for stray in (0, base - 5 * 10**9, base + 10**17):
+        ds, report = to_dataset(_raw(np.insert(stamps, 50, stray)))
+        assert len(ds) == 100 and ds.segment_starts.tolist() == [0] and ds.t[-1] == pytest.approx(0.099)
+        assert any(n.startswith("1 sample(s) alone between gaps dropped") and str(stray) in n for n in report.notes)
+    ds, report = to_dataset(_raw(np.concatenate([stamps, stamps + 2 * 10**9])))  # a pause is still a gap
+    assert ds.segment_starts.tolist() == [0, 100] and not any("alone" in n for n in report.notes)
+
+
+def test_a_csv_with_a_byte_order_mark_reads_its_time_column(tmp_path: Path) -> None:
+    _write_wide_csv(tmp_path / "a.csv", None)
+    bom = tmp_path / "bom.csv"
+    bom.write_bytes(b"\xef\xbb\xbf" + (tmp_path / "a.csv").read_bytes())
+    np.testing.assert_array_equal(import_source(bom, robot="panda")[0].q, import_source(tmp_path / "a.csv",
+                                                                                         robot="panda")[0].q)
+
+
+def test_an_empty_folder_holds_no_recording(tmp_path: Path) -> None:
+    from idyn_ros.data.wrenches import read_joint_states
+
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(DatasetError, match=r"no recording in folder .*empty"):
+        import_source(tmp_path / "empty")
+    with pytest.raises(DatasetError, match=r"no recording in folder .*empty"):  # idyn wrench reads it this way
+        read_joint_states(tmp_path / "empty", JOINTS)

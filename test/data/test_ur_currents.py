@@ -61,7 +61,7 @@ def test_torque_constants_convert_currents_on_import(tmp_path):
     np.testing.assert_allclose(ds.tau, cur * k)  # on the bag's own grid: the stamps are exact
     preset, _ = import_source(tmp_path / "bag", robot="ur5", torque_constants="ur5")
     np.testing.assert_allclose(preset.tau, cur * torque_constants("ur5").as_array())
-    with pytest.raises(DatasetError, match="not motor currents"):
+    with pytest.raises(DatasetError, match="already joint torques"):
         convert_currents(ds, k)  # already torques
     with pytest.raises(ParameterError, match="6 joints"):
         import_source(tmp_path / "bag", robot="ur5", torque_constants="1,2,3")
@@ -109,3 +109,30 @@ def test_the_ur5_ft_bags_are_currents(shared_data):
 
     ds, _ = import_source(shared_data / "ur5_ft" / "Movement_No10_Standstill_ForceSensor_Fx", robot="ur5")
     assert ds.effort_kind == "current" and ds.joint_names == UR_JOINTS
+
+
+def test_torque_constants_refuse_torques_and_never_scale_twice(tmp_path):
+    """--torque-constants used to force effort_kind current, so torques were scaled, and scaled again on re-import."""
+    from idyn_ros.data.importers import import_source
+
+    k = "10,11,9,4,3,2"
+    _ur_bag(tmp_path / "torque", {"effort_kind": "torque"})
+    with pytest.raises(DatasetError, match="not motor currents"):
+        import_source(tmp_path / "torque", robot="ur5", torque_constants=k)
+    _, cur = _ur_bag(tmp_path / "silent")  # a source that does not say: --torque-constants says they are currents
+    converted, report = import_source(tmp_path / "silent", robot="ur5", torque_constants=k)
+    np.testing.assert_allclose(converted.tau, cur * np.array([10, 11, 9, 4, 3, 2]))
+    assert not any(n.startswith("effort_kind not stated") for n in report.notes)
+    path = converted.save(tmp_path / "nm.npz")
+    for effort_kind in (None, "current"):
+        with pytest.raises(DatasetError, match="already joint torques"):
+            import_source(path, torque_constants=k, effort_kind=effort_kind)
+
+
+def test_an_effort_kind_against_the_bags_metadata_is_noted(tmp_path):
+    from idyn_ros.data.importers import import_source
+
+    _ur_bag(tmp_path / "bag", {"effort_kind": "current"})
+    ds, _ = import_source(tmp_path / "bag", robot="ur5", effort_kind="torque")
+    assert ds.effort_kind == "torque"
+    assert "effort_kind current stated by the source overridden: torque (--effort-kind)" in ds.notes

@@ -289,3 +289,95 @@ def test_the_force_hidden_by_friction_is_the_sensor_where_every_joint_is_inside_
     expected = np.sqrt(np.array([9.0, 36.0, 16.0]) / 3)
     assert np.allclose([h["floor_rmse_n"][a] for a in "xyz"], expected)
     assert h["floor_ratio_to_vendor"] == pytest.approx(expected.mean() / 2.0)
+
+
+def test_a_robot_other_than_the_models_is_refused(recorded, tmp_path, capsys):
+    from idyn_ros.cli import main
+
+    _, model, _ = recorded
+    assert main(["wrench", "--model", str(model), "--data", "unused", "-o", str(tmp_path / "o.npz"), "--robot",
+                 "panda"]) == 2
+    assert "but the model was trained for 'ur5'" in capsys.readouterr().err
+
+
+def _with_gap_and_stray(bag, out, stamps, gap_after: int):
+    """``bag`` thinned to irregular stamps (resampled, like the UR5's), 2 s added after message ``gap_after``, and
+    one joint state stamped 0 (a zero clock) in the middle."""
+    from rosbags.highlevel import AnyReader
+
+    from idyn_ros.data.bag import BagWriter, idyn_typestore
+
+    store = idyn_typestore()
+    keep = {int(t) for i, t in enumerate(stamps) if i % 4 in (0, 1)}
+    cut = int(stamps[gap_after])
+    with AnyReader([bag]) as reader, BagWriter(out) as writer:
+        for c in reader.connections:
+            writer.add_topic(c.topic, c.msgtype)
+        for c, t, raw in reader.messages():
+            if t not in keep:
+                continue
+            shifted = t + (2 * 10**9 if t > cut else 0)
+            data = bytes(raw)
+            if c.topic == "/joint_states":
+                msg = store.deserialize_cdr(data, c.msgtype)
+                msg.header.stamp.sec, msg.header.stamp.nanosec = divmod(shifted, 10**9)
+                data = bytes(store.serialize_cdr(msg, c.msgtype))
+                if t == cut:
+                    msg.header.stamp.sec = msg.header.stamp.nanosec = 0
+                    writer.write(c.topic, shifted, bytes(store.serialize_cdr(msg, c.msgtype)))
+            writer.write(c.topic, shifted, data)
+    return cut
+
+
+def test_a_pause_is_not_interpolated_through_and_a_stray_stamp_is_dropped(recorded, tmp_path):
+    """One grid from the first to the last stamp interpolated through a 2 s pause and, from a zero stamp, tried to
+    allocate 1.5 TiB; now each segment has its own grid, the observer starts over after the pause, both are said."""
+    from idyn_ros.experiments import wrench_replay as wr
+
+    bag, model, stamps = recorded
+    cut = _with_gap_and_stray(bag, tmp_path / "paused", stamps, gap_after=400)
+    rep = wr.replay(model, tmp_path / "paused")
+    notes = " ".join(rep.notes)
+    assert "1 sample(s) alone between gaps dropped" in notes and "0 ns, 1.7e+09 s before the recording" in notes
+    assert "1 gap(s) longer than" in notes and "the observer starts over" in notes
+    assert rep.t_ns[0] == stamps[0] and np.allclose(np.diff(rep.t_ns)[np.diff(rep.t_ns) < 10**9], 1e9 / RATE)
+    assert not np.any((rep.t_ns > cut + 10**7) & (rep.t_ns < cut + 2 * 10**9))  # nothing invented in the pause
+    after = int(np.argmax(rep.t_ns > cut + 2 * 10**9 - 10**7))
+    assert np.isnan(rep.wrench[after, 0]) and np.isfinite(rep.wrench[after + 5, 0])  # started over, then estimates
+
+
+def test_a_bias_window_longer_than_the_rest_is_refused():
+    from idyn_ros.errors import ParameterError
+    from idyn_ros.experiments.wrench_replay import Replay, _bias_window
+
+    n = 300  # 3 s at 100 Hz, at rest throughout
+    rep = Replay(np.arange(n) * 10**7, *(np.zeros((n, 6)) for _ in range(3)), np.zeros(n, bool), np.zeros(n),
+                 np.zeros(n, int), np.zeros(n, bool), np.zeros(n, bool), np.zeros((n, 2)), np.zeros((n, 6)),
+                 np.zeros((n, 2)), np.zeros(n), "tool0", 100.0)
+    assert _bias_window(rep, 1.0).sum() == 100
+    with pytest.raises(ParameterError, match=r"--bias-window 5 s reaches the end of the recording: it has 2\.99 s"):
+        _bias_window(rep, 5.0)
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "nan"])
+def test_a_bias_window_that_is_not_positive_is_refused_by_the_parser(tmp_path, capsys, value):
+    from idyn_ros.cli import main
+
+    with pytest.raises(SystemExit):
+        main(["wrench", "--model", "m.onnx", "--data", "d", "-o", str(tmp_path / "o.npz"), f"--bias-window={value}"])
+    assert f"argument --bias-window: must be > 0, got {value}" in capsys.readouterr().err
+
+
+def test_sensor_topics_need_the_bag_and_a_named_vendor_topic_must_exist(recorded, tmp_path, capsys):
+    from idyn_ros.cli import main
+    from idyn_ros.data.importers import import_source
+
+    bag, model, _ = recorded
+    npz = import_source(bag, robot="ur5")[0].save(tmp_path / "d.npz")
+    assert main(["wrench", "--model", str(model), "--data", str(npz), "-o", str(tmp_path / "o.npz"), "--ft-topic",
+                 "/ft_sensor/wrench"]) == 2
+    assert "--ft-topic /ft_sensor/wrench reads a WrenchStamped topic from the bag" in capsys.readouterr().err
+    assert main(["wrench", "--model", str(model), "--data", str(bag), "-o", str(tmp_path / "o.npz"),
+                 "--vendor-topic", "/typo"]) == 2
+    err = capsys.readouterr().err
+    assert "no WrenchStamped messages on --vendor-topic /typo" in err and "/ft_sensor/wrench" in err

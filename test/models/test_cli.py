@@ -111,3 +111,13 @@ def test_evaluate_turns_motor_currents_into_torque_with_the_artifacts_gains(file
     assert main(["evaluate", "--model", str(out / "model.onnx"), "--data", str(tmp_path / "unstated.npz"), "--json",
                  "--effort-kind", "current"]) == 0
     assert json.loads(capsys.readouterr().out)["all"]["nmse_mean"] == pytest.approx(m["nmse_mean"])
+
+
+@pytest.mark.parametrize(("option", "value", "said"), [("--seed", "-1", "must be in 0..4294967295"),
+                                                       ("--lr", "-1", "must be > 0"), ("--lr", "nan", "must be > 0"),
+                                                       ("--gp-refine", "-1", "must be >= 0")])
+def test_train_refuses_bad_numbers_before_numpy_or_torch_does(tmp_path, capsys, option, value, said):
+    with pytest.raises(SystemExit) as info:
+        main(["train", "--robot", "iiwa14", "--data", "x.npz", "--out", str(tmp_path / "run"), f"{option}={value}"])
+    assert info.value.code == 2
+    assert capsys.readouterr().err.strip().splitlines()[-1].endswith(f"argument {option}: {said}, got {value}")

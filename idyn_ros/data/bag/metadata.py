@@ -58,6 +58,12 @@ def messages_written(file: Path) -> int | None:
     return None
 
 
+def no_recording_in(folder: Path) -> str:
+    """The one message for a folder that holds no recording, whichever command was given it."""
+    return (f"no recording in folder {folder} (no metadata.yaml, .db3 or .mcap of a rosbag2 bag); pass the bag's "
+            f"folder, or a .csv / .npz file itself")
+
+
 def find_storage_files(path: str | Path) -> tuple[list[Path], list[str]]:
     """Storage files of a bag (folder or file) and warnings about what did not match.
 
@@ -74,7 +80,7 @@ def find_storage_files(path: str | Path) -> tuple[list[Path], list[str]]:
     meta = path / "metadata.yaml"
     if not meta.is_file():
         if not present:
-            raise BagReadError(f"{path}: not a rosbag2 folder (no metadata.yaml, no .db3, no .mcap)")
+            raise BagReadError(no_recording_in(path))
         if len(present) > 1:
             notes.append(
                 f"{path} has no metadata.yaml; reading its {len(present)} storage files in name order: "

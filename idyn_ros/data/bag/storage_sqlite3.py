@@ -18,6 +18,9 @@ def _sqlite_header(file: Path) -> tuple[int, int | None]:
     """(page size, page count from the header if valid) of a sqlite database file."""
     with file.open("rb") as f:
         head = f.read(100)
+    if len(head) < 100:
+        raise BagReadError(f"{file}: {len(head)} bytes, shorter than the 100-byte header of a sqlite database: the "
+                           f"file is truncated (a copy or a recording cut short), there is nothing in it to read")
     (page_size,) = struct.unpack(">H", head[16:18])
     page_size = 65536 if page_size == 1 else page_size
     (change_counter,) = struct.unpack(">I", head[24:28])
