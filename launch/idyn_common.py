@@ -14,7 +14,7 @@ Arguments (``ros2 launch idyn_ros panda.launch.py --show-args``):
   <xacro arguments>                    robot_ip, payload_mass, payload_com_x, ... (see --show-args): the URDF of
                                        robot_state_publisher, ros2_control and Gazebo; our nodes take a payload
                                        through ~/set_payload (or payload_identifier), and mode mujoco reads no URDF
-                                       (a xacro argument given there is refused)
+                                       (a xacro argument set to anything but its default is refused)
 
 What starts:
   hardware | mock   robot_state_publisher, ros2_control_node (config/<robot>_controllers.yaml) and the spawners of
@@ -30,7 +30,8 @@ direct_torque, which needs an e-Series with PolyScope >= 5.23 (the driver's forw
 from 5.25.1); the robot adds its own gravity compensation (the controller sends tau - g(q): subtract_gravity) and,
 by default, its own friction compensation: set its scales to 0 (friction_model_controller
 ~/set_friction_model_parameters) when the model has a friction part, or friction is compensated twice. Effort is
-motor current unless use_currents_as_efforts:=false (that xacro argument also tells the wrench observer).
+motor current unless use_currents_as_efforts:=false; the wrench observer's effort_unit is that argument when given,
+else a parameter file's effort_unit, else current (the driver's default).
 A CB3 (or any arm that takes no torques from us): observer_only:=true mode:=hardware starts only the buffer and the
 wrench observer on the measured effort, next to the driver's own launch (ur_control.launch.py), which runs the arm
 with its trajectory controllers and publishes /joint_states; nothing here commands it.
@@ -202,7 +203,8 @@ def generate(robot):
     actions = [
         DeclareLaunchArgument("mode", default_value="mock", choices=list(graph.MODES),
                               description="where torques go: hardware | mock | gazebo | mujoco"),
-        DeclareLaunchArgument("model", default_value="", description="exported .onnx ('' = the files' model_path)"),
+        DeclareLaunchArgument("model", default_value="",
+                              description="exported .onnx ('' = the files' model_path; none = RBD fallback)"),
         DeclareLaunchArgument("gains", default_value="", choices=["", "soft", "medium", "stiff"],
                               description="soft | medium | stiff ('' = the files' gain_preset)"),
         DeclareLaunchArgument("prefix", default_value="", description="joint/link name prefix ('' = vendor default)"),
@@ -220,8 +222,9 @@ def generate(robot):
                               description=f"our nodes to start, comma-separated ('' = {','.join(graph.OUR_NODES)}); "
                                           f"optional: {','.join(graph.OPTIONAL_NODES)}"),
         *[DeclareLaunchArgument(name, default_value=default, description=f"xacro argument of urdf/{robot}.urdf.xacro"
-                                + (" ('' = its default, true; also tells the wrench observer what effort is: true = "
-                                   "motor current, false = torque)" if name == CURRENTS else ""))
+                                + (" ('' = the driver's default, true; the wrench observer then takes a parameter "
+                                   "file's effort_unit, else current; true = motor current, false = torque)"
+                                   if name == CURRENTS else ""))
           for name, default in xacro_defaults.items()],
         _check_arguments(robot, DECLARED + tuple(xacro_defaults), xacro_defaults),
         # ---- the robot side

@@ -1,4 +1,4 @@
-"""Run the benchmarks: print tables and write bench/results/*.json (keys documented in the README).
+"""Run the benchmarks: print tables and write bench/results/*.json (tracking keys: docs/interfaces.md, experiments).
 
 Each JSON file carries `_provenance` (command, git revision, date, machine). Topics:
   dynamics     pinocchio vs torch vs ONNX RNEA
@@ -8,6 +8,8 @@ Each JSON file carries `_provenance` (command, git revision, date, machine). Top
   sim          plant lockstep speed and real-time jitter
   latency      joint state -> command latency at 1 kHz (latency.json)
   experiments  tracking tables (tracking_<robot>.json), DOOMED sweep, wrench observer
+  ur5          real UR5 data: current gains, torque model, wrench vs F/T sensor and the UR's own estimate
+  payload      payload identification (plant, offline CLI, closed loop vs DOOMED)
 `--report` regenerates docs/benchmarks.md from the result files (after the runs, if topics are named).
 """
 

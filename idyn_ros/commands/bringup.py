@@ -39,7 +39,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="mode mujoco without starting the plant (one runs already)")
     parser.add_argument("--composed", action="store_true",
                         help="our nodes in ONE process (default: one process per node); lower latency, see README")
-    parser.add_argument("--model", default="", help="exported .onnx model (default: the files' model_path; empty "
+    parser.add_argument("--model", default="", help="exported .onnx model (default: the files' model_path; 'none' "
                                                     "= RBD fallback, reported at ERROR)")
     parser.add_argument("--gains", default="", choices=["", "soft", "medium", "stiff"],
                         help="gain preset (default: the files' gain_preset, medium)")

@@ -4,7 +4,9 @@
   idyn dataset info FILE [--plot out.png]  rate, duration, joint ranges, torque std, gaps
 
 Imported data is reordered to the robot's joint order by name, sorted, de-duplicated, split at
-gaps (> 3 sample periods) and resampled onto a uniform grid (rate = median spacing, or --rate).
+gaps (> 3 sample periods) and resampled onto a uniform grid (rate = median spacing, or --rate). A sample alone
+between gaps (a zero, stale or future stamp) is dropped; messages naming none of the robot's joints (e.g. a
+gripper's on the same topic) are skipped; the notes count both.
 """
 
 from __future__ import annotations

@@ -2,7 +2,8 @@
 
   idyn wrench --model M.onnx --data SRC -o OUT.npz [--ft-topic T] [--twin RUN] [--plot P.png] [--json]
 
-SRC: a rosbag2 bag (folder, .mcap, .db3) or a dataset .npz. Each joint state is fed with its header stamp to the
+SRC: a rosbag2 bag (folder, .mcap, .db3) or a dataset .npz. Stray stamps are dropped and the observer starts over
+after each gap (> 3 periods), as the importer does. Each joint state is fed with its header stamp to the
 direct residual and the momentum observer (idyn_ros.control.wrench) and the trust stage (bias re-zeroed at rest,
 uncertainty, contact detection, reduced rank near singularities: idyn_ros.control.wrench_trust), as the
 wrench_observer node runs them with torque_source effort and its default parameters (the options below set the

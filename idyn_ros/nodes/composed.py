@@ -1,9 +1,10 @@
 """All idyn nodes in one process on one executor (``idyn bringup --composed``).
 
 Why: rclpy has no intra-process shortcut, but one process saves a DDS process hop's scheduling
-wake-ups on a busy machine and halves the interpreter count. Parameters come from the same file as
-the separate processes (``--ros-args --params-file config/<robot>.yaml``: each node picks its own
-``/**/<node>`` section). Which nodes: ``--nodes a,b,c`` before ``--ros-args`` (default: all of ours).
+wake-ups on a busy machine and halves the interpreter count. Parameters: the one file
+``nodes.graph.parameter_file`` writes for the active nodes (robot file, user files, launch arguments; a ``/<node>``
+section each), given with ``--ros-args --params-file``. Which nodes: ``--nodes a,b,c`` before ``--ros-args`` (default:
+all of ours).
 """
 
 from __future__ import annotations
