@@ -8,6 +8,7 @@ holds the last point at rest.
 
 from __future__ import annotations
 
+import zipfile
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -78,6 +79,13 @@ def load_npz_trajectory(path: str | Path, joint_names: Sequence[str]) -> Sampled
     path = Path(path)
     if not path.is_file():
         raise DatasetError(f"trajectory file not found: {path}")
+    try:
+        return _npz_trajectory(path, joint_names)
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile, KeyError) as exc:  # truncated, not an npz, bad arrays
+        raise DatasetError(f"cannot read trajectory {path}: {type(exc).__name__}: {exc}") from None
+
+
+def _npz_trajectory(path: Path, joint_names: Sequence[str]) -> SampledTrajectory:
     with np.load(path, allow_pickle=False) as data:
         keys = set(data.files)
         if "t" not in keys:
@@ -93,7 +101,12 @@ def load_npz_trajectory(path: str | Path, joint_names: Sequence[str]) -> Sampled
         suffix = "_d" if prefix == "q_d" else ""
         dq = data[f"dq{suffix}"][:, idx] if f"dq{suffix}" in keys else None
         ddq = data[f"ddq{suffix}"][:, idx] if f"ddq{suffix}" in keys else None
-        return SampledTrajectory(data["t"], data[prefix][:, idx], dq, ddq)
+        t, q = data["t"], data[prefix][:, idx]
+        bad = [name for name, a in (("t", t), (prefix, q), ("dq", dq), ("ddq", ddq)) if a is not None
+               and not np.all(np.isfinite(a))]
+        if bad:
+            raise DatasetError(f"{path}: non-finite values in {bad}; a reference must be finite everywhere")
+        return SampledTrajectory(t, q, dq, ddq)
 
 
 def from_joint_trajectory_points(

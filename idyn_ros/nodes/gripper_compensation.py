@@ -5,10 +5,14 @@ or the RBD-only form from the gripper's nominal parameters).
 In: /joint_states and ``ft_topic`` (WrenchStamped, flange frame). Out, per joint state (with the newest reading):
 ``compensated_topic`` (reading - gripper, i.e. contact and anything grasped) and ``<ft_topic>/gripper`` (the
 prediction), both in the reading's frame. Not in the default graph (``idyn bringup --nodes ...,gripper_compensation``).
+A reading with a non-finite value is dropped (one would stay in the low-pass for good), and nothing is published
+while the newest reading is older than ``STALE_READING_S`` (a sensor that stopped): diagnostics say which.
 """
 
 from __future__ import annotations
 
+import math
+import time
 from typing import Any
 
 import numpy as np
@@ -19,6 +23,8 @@ from idyn_ros.control.gripper import GripperCompensation
 from idyn_ros.nodes import hot_loop
 from idyn_ros.nodes.common import HOT_IN, MONITOR, Diagnostics, declare_and_load, stamp_to_ns
 from idyn_ros.parameters import GripperCompensationParams
+
+STALE_READING_S = 0.1  # s without a new F/T reading: the compensation stops instead of reusing the last one
 
 
 class GripperCompensationNode(Node):
@@ -47,6 +53,9 @@ class GripperCompensationNode(Node):
         self.reading = np.zeros(6)
         self.frame = ""
         self._have_reading = False
+        self._reading_at = 0.0  # time.monotonic() of the newest accepted reading
+        self.dropped = 0  # readings with a non-finite value
+        self._problem = ""
         out = v.compensated_topic or f"{v.ft_topic.rstrip('/')}/compensated"
         self.pub = self.create_publisher(WrenchStamped, out, MONITOR)
         self.pub_gripper = self.create_publisher(WrenchStamped, f"{v.ft_topic.rstrip('/')}/gripper", MONITOR)
@@ -58,18 +67,41 @@ class GripperCompensationNode(Node):
 
     def _on_wrench(self, msg: Any) -> None:
         f, t = msg.wrench.force, msg.wrench.torque
-        self.reading[:] = (f.x, f.y, f.z, t.x, t.y, t.z)
+        values = (f.x, f.y, f.z, t.x, t.y, t.z)
+        if not all(map(math.isfinite, values)):
+            self.dropped += 1
+            self._report(f"F/T readings with a non-finite value dropped: {self.dropped}")
+            return
+        self.reading[:] = values
         self.frame = msg.header.frame_id
         self._have_reading = True
+        self._reading_at = time.monotonic()
 
     def _on_joint_state(self, msg: Any) -> None:
         f = self.filter
         if f.update(msg.name, msg.position, msg.velocity, msg.effort, stamp_to_ns(msg.header.stamp)) != se.OK:
             return
-        if not self._have_reading or not self.comp.update(f.stamp_ns, f.q, f.dq, self.reading):
+        if not self._have_reading:
             return
+        if time.monotonic() - self._reading_at > STALE_READING_S:
+            self._report(f"no F/T reading on {self.params.value.ft_topic} for more than {STALE_READING_S:g} s: "
+                         "nothing published")
+            return
+        if not self.comp.update(f.stamp_ns, f.q, f.dq, self.reading):
+            return
+        if self._problem:  # readings are back
+            self._problem = ""
+            self.diag.set(Diagnostics.OK, f"{self.comp.source} compensation")
         self._publish(self.pub, msg.header.stamp, self.comp.compensated)
         self._publish(self.pub_gripper, msg.header.stamp, self.comp.predicted)
+
+    def _report(self, problem: str) -> None:
+        """One WARN per new kind of problem (not per message: this runs at the sensor's rate)."""
+        kind = problem.split(":", maxsplit=1)[0]
+        if kind != self._problem:
+            self._problem = kind
+            self.get_logger().warning(problem)
+        self.diag.set(Diagnostics.WARN, problem)
 
     def _publish(self, pub: Any, stamp: Any, w: np.ndarray) -> None:
         m = self._msg

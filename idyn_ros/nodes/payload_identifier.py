@@ -209,7 +209,11 @@ class PayloadIdentifierNode(Node):
         if v.result_path:
             from idyn_ros.data.atomic import atomic_write_text
 
-            atomic_write_text(v.result_path, json.dumps(self.last_result, indent=2) + "\n")
+            try:
+                atomic_write_text(v.result_path, json.dumps(self.last_result, indent=2) + "\n")
+            except OSError as exc:  # the identification stands (and may be applied): say the file is missing
+                response.message += f"; result_path {v.result_path} not written: {exc}"
+                self.diag.set(Diagnostics.WARN, f"result_path {v.result_path} not written: {exc}", publish=True)
 
     def _fill(self, response: Any, est: Any) -> None:
         from idyn_ros.dynamics.payload import vendor_formats

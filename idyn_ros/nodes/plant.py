@@ -338,6 +338,10 @@ class PlantNode(Node):
             response.message = f"{len(names)} joint names but {len(request.positions)} positions"
             return response
         unknown = [j for j in names if j not in self.plant.joint_names]
+        twice = sorted({j for j in names if names.count(j) > 1})
+        if twice:
+            response.success, response.message = False, f"joints named more than once: {twice}"
+            return response
         if unknown:
             response.success = False
             response.message = f"unknown joints {unknown}; joints: {list(self.plant.joint_names)}"

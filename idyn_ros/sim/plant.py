@@ -32,6 +32,7 @@ tau = f(q, dq, ddq) is trained on, so friction is something the models must lear
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -289,10 +290,14 @@ class Plant:
             self.data.time = old.time
             mj.mj_forward(model, self.data)
 
+    def _joint_ranges(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(lower, upper, limited) per joint in our order (rad; MuJoCo marks an unlimited joint with hi <= lo)."""
+        ids = [self.model.joint(j).id for j in self.joint_names]
+        lo, hi = self.model.jnt_range[ids, 0], self.model.jnt_range[ids, 1]
+        return lo, hi, hi > lo
+
     def _default_q(self) -> np.ndarray:
-        lo = self.model.jnt_range[[self.model.joint(j).id for j in self.joint_names], 0]
-        hi = self.model.jnt_range[[self.model.joint(j).id for j in self.joint_names], 1]
-        limited = hi > lo
+        lo, hi, limited = self._joint_ranges()
         return np.where(limited, np.clip(0.0, lo, hi), 0.0)
 
     # --- public API ---------------------------------------------------------------------------------
@@ -305,6 +310,11 @@ class Plant:
         q = self._default_q() if q is None else np.asarray(q, dtype=float)
         if q.shape != (self.n,) or not np.all(np.isfinite(q)):
             raise ParameterError(f"reset needs {self.n} finite joint positions for {self.joint_names}, got {q}")
+        lo, hi, limited = self._joint_ranges()
+        outside = [f"{j} {x:.4g} not in [{a:.4g}, {b:.4g}]" for j, x, a, b, lim in
+                   zip(self.joint_names, q, lo, hi, limited, strict=True) if lim and not a <= x <= b]
+        if outside:  # the joint limit would fling it back at tens of rad/s
+            raise ParameterError(f"reset positions outside the joint limits (rad): {'; '.join(outside)}")
         d = self.data
         d.qpos[self._qidx] = q
         d.qvel[:] = 0.0
@@ -476,6 +486,8 @@ class Plant:
         wrench = np.asarray(wrench, dtype=float)
         if wrench.shape != (6,) or not np.all(np.isfinite(wrench)):
             raise ParameterError(f"wrench must be 6 finite numbers (fx fy fz mx my mz), got {wrench}")
+        if math.isnan(duration):
+            raise ParameterError("the wrench duration is NaN: give seconds (inf: until cleared, <= 0: clear)")
         if duration <= 0:
             self.clear_wrench()
             return

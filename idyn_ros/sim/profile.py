@@ -24,6 +24,7 @@ Regenerate the true profiles with ``python -m idyn_ros.sim.profile ROBOT [--seed
 from __future__ import annotations
 
 import argparse
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -163,6 +164,9 @@ def profile_from_yaml(path: str | Path, joint_names: tuple[str, ...]) -> PlantPr
 
 
 def profile_from_dict(data: dict[str, Any], joint_names: tuple[str, ...], source: str = "") -> PlantProfile:
+    if not isinstance(data, dict) or not isinstance(data.get("joints") or {}, dict):
+        raise ParameterError(f"plant profile {source} is not a mapping with a 'joints' section "
+                             "(config/profiles/README.md has the schema)")
     joints = data.get("joints") or {}
     missing = [j for j in joint_names if j not in joints]
     if missing:
@@ -171,20 +175,28 @@ def profile_from_dict(data: dict[str, Any], joint_names: tuple[str, ...], source
             "regenerate it with `python -m idyn_ros.sim.profile ROBOT`"
         )
 
-    def per_joint(key: str, sub: str | None = None, default: float = 0.0) -> np.ndarray:
+    def per_joint(key: str, sub: str | None = None, default: float = 0.0, signed: bool = False) -> np.ndarray:
+        """One finite number per joint (>= 0 unless ``signed``: an offset); a bad one names its joint."""
         out = []
         for j in joint_names:
             entry = joints[j] if sub is None else (joints[j].get(sub) or {})
-            out.append(float(entry.get(key, default)))
+            try:
+                value = float(entry.get(key, default))
+            except (TypeError, ValueError):
+                value = math.nan
+            if not math.isfinite(value) or (value < 0 and not signed):
+                raise ParameterError(f"plant profile {source}: joint {j}: {sub + '.' if sub else ''}{key} must be a "
+                                     f"finite number{'' if signed else ' >= 0'}, got {entry.get(key)!r}")
+            out.append(value)
         return np.array(out)
 
     friction = FrictionParameters(
         frictionloss=per_joint("static", "friction"),
-        phi1=per_joint("phi1", "friction"),
-        phi2=per_joint("phi2", "friction"),
-        phi3=per_joint("phi3", "friction"),
+        phi1=per_joint("phi1", "friction", signed=True),
+        phi2=per_joint("phi2", "friction", signed=True),
+        phi3=per_joint("phi3", "friction", signed=True),
         viscous=per_joint("viscous", "friction"),
-        stribeck_drop=per_joint("stribeck_drop", "friction"),
+        stribeck_drop=per_joint("stribeck_drop", "friction", signed=True),
         stribeck_velocity=per_joint("stribeck_velocity", "friction", 0.05),
     )
     if np.any(friction.stribeck_velocity <= 0):
@@ -224,10 +236,10 @@ def profile_from_dict(data: dict[str, Any], joint_names: tuple[str, ...], source
         use_urdf_dynamics=bool(data.get("use_urdf_dynamics", False)),
         elasticity=elasticity,
         torque_noise_std=per_joint("torque_noise_std", "sensor"),
-        torque_offset=per_joint("torque_offset", "sensor"),
+        torque_offset=per_joint("torque_offset", "sensor", signed=True),
         encoder_resolution=float(sensors.get("encoder_resolution", 0.0)),
         velocity_noise_std=float(sensors.get("velocity_noise_std", 0.0)),
-        latency_ticks=int((data.get("command") or {}).get("latency_ticks", 0)),
+        latency_ticks=_whole((data.get("command") or {}).get("latency_ticks", 0), "command.latency_ticks", source),
         payload=_payload_from_dict(payload),
         seed=int(data.get("seed", 0)),
         source=source,
@@ -455,3 +467,10 @@ def main(argv: list[str] | None = None) -> int:
 
 if __name__ == "__main__":
     raise SystemExit(main())
+
+
+def _whole(value: Any, what: str, source: str) -> int:
+    """A count the profile gives (ticks): a whole number >= 0, not silently truncated."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or value < 0 or value != int(value):
+        raise ParameterError(f"plant profile {source}: {what} must be a whole number >= 0, got {value!r}")
+    return int(value)

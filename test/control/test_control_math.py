@@ -186,6 +186,14 @@ def test_sampled_trajectory_and_npz(tmp_path):
 
     with pytest.raises(DatasetError, match="lacks joints"):
         reference.load_npz_trajectory(path, ["a", "zz"])
+    cut = tmp_path / "cut.npz"
+    cut.write_bytes(path.read_bytes()[:200])
+    with pytest.raises(DatasetError, match="cannot read trajectory"):  # it raised zipfile.BadZipFile
+        reference.load_npz_trajectory(cut, ["a", "b"])
+    q[10, 0] = np.nan
+    np.savez(path, t=t, q=q, joint_names=np.array(["b", "a"]))
+    with pytest.raises(DatasetError, match="non-finite"):
+        reference.load_npz_trajectory(path, ["a", "b"])
     jt = reference.from_joint_trajectory_points([1.0], [[1.0, 2.0]], None, None, np.zeros(2))
     np.testing.assert_allclose(jt.sample(1.0)[0], [1.0, 2.0])
 

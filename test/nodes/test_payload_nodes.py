@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import time
 
 import numpy as np
@@ -157,5 +158,56 @@ def test_gripper_compensation_node_publishes_reading_minus_gripper(rclpy_context
     assert got and got[-1].header.frame_id == "tool0"
     comp = got[-1].wrench.force
     assert (comp.x, comp.y, comp.z) == pytest.approx((0.5, 0.0, 0.0), abs=0.02)  # only the extra 0.5 N is left
+    node.destroy_node()
+    peer.destroy_node()
+
+
+def test_gripper_compensation_drops_a_nan_reading_and_stops_on_a_silent_sensor(rclpy_context):
+    """One NaN F/T sample stayed in the low-pass and made every later output NaN; a sensor that stopped was
+    compensated from its last reading for good."""
+    import rclpy
+    from geometry_msgs.msg import WrenchStamped
+    from rclpy.executors import SingleThreadedExecutor
+    from rclpy.parameter import Parameter
+    from sensor_msgs.msg import JointState
+
+    from idyn_ros.nodes.common import COMMAND_OUT, MONITOR
+    from idyn_ros.nodes.gripper_compensation import STALE_READING_S, GripperCompensationNode
+    from idyn_ros.robots import get_robot
+
+    node = GripperCompensationNode(context=rclpy_context, parameter_overrides=[
+        Parameter("robot", value="ur5"), Parameter("gripper_mass", value=1.0)])
+    peer = rclpy.create_node("ft_peer_nan", context=rclpy_context)
+    js_pub = peer.create_publisher(JointState, "/joint_states", COMMAND_OUT)
+    ft_pub = peer.create_publisher(WrenchStamped, "/ft_sensor/wrench", COMMAND_OUT)
+    got: list = []
+    peer.create_subscription(WrenchStamped, "/ft_sensor/wrench/compensated", got.append, MONITOR)
+    exe = SingleThreadedExecutor(context=rclpy_context)
+    for n in (node, peer):
+        exe.add_node(n)
+    names = list(get_robot("ur5").joint_names)
+    q = [0.3, -1.2, 1.4, -1.0, -1.5, 0.2]
+
+    def tick(k: int, force_x: float | None) -> None:
+        if force_x is not None:
+            reading = WrenchStamped()
+            reading.header.frame_id = "tool0"
+            reading.wrench.force.x = force_x
+            ft_pub.publish(reading)
+        js = JointState(name=names, position=q, velocity=[0.0] * 6, effort=[0.0] * 6)
+        js.header.stamp.sec, js.header.stamp.nanosec = 1 + k // 1000, (k % 1000) * 1_000_000
+        js_pub.publish(js)
+        for _ in range(5):
+            exe.spin_once(timeout_sec=0.002)
+
+    for k in range(60):
+        tick(k, float("nan") if k == 20 else 1.0)
+    assert len(got) > 20 and node.dropped >= 1
+    assert all(math.isfinite(m.wrench.force.x) for m in got)
+    count = len(got)
+    time.sleep(2 * STALE_READING_S)
+    for k in range(60, 80):
+        tick(k, None)  # joint states go on, the sensor is silent
+    assert len(got) == count
     node.destroy_node()
     peer.destroy_node()

@@ -139,6 +139,39 @@ def test_profile_errors_name_the_problem(tmp_path):
         Plant("ur5", profile=bad)
 
 
+@pytest.mark.parametrize(("key", "value", "match"), [
+    ("viscous", ".nan", "viscous must be a finite number >= 0"),
+    ("armature", "-5", "armature must be a finite number >= 0"),
+    ("torque_offset", ".nan", "torque_offset must be a finite number"),
+])
+def test_a_profile_value_the_physics_cannot_use_is_refused(tmp_path, key, value, match):
+    """NaN friction or offsets and a negative armature ran (q or effort went NaN); 1.7 latency ticks ran as 1."""
+    import re
+
+    text = (profiles_dir() / "ur5_true.yaml").read_text()
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(re.sub(rf"({key}: )-?[0-9][0-9.e-]*", rf"\g<1>{value}", text, count=1))
+    with pytest.raises(ParameterError, match=match):
+        load_profile(bad, "ur5", _ur5_joints())
+
+
+def test_a_profile_that_is_not_a_mapping_or_counts_fractional_ticks_is_refused(tmp_path):
+    not_a_mapping = tmp_path / "hostname.yaml"
+    not_a_mapping.write_text("vm-123\n")
+    with pytest.raises(ParameterError, match="not a mapping"):
+        load_profile(not_a_mapping, "ur5", _ur5_joints())
+    ticks = tmp_path / "ticks.yaml"
+    ticks.write_text((profiles_dir() / "ur5_true.yaml").read_text() + "command: {latency_ticks: 1.7}\n")
+    with pytest.raises(ParameterError, match="latency_ticks must be a whole number"):
+        load_profile(ticks, "ur5", _ur5_joints())
+
+
+def _ur5_joints() -> tuple[str, ...]:
+    from idyn_ros.robots import get_robot
+
+    return tuple(get_robot("ur5").joint_names)
+
+
 def test_nominal_profile_reads_urdf_dynamics_and_ideal_has_none():
     nominal = Plant("panda", profile="nominal")
     ideal = Plant("panda", profile="ideal")

@@ -204,11 +204,17 @@ def test_drive_saturates_at_effort_limit(panda_ideal):
 def test_reset_validates_and_keeps_time_monotonic(panda_ideal):
     t0 = panda_ideal.time
     panda_ideal.step(np.zeros(7))
-    panda_ideal.reset(np.zeros(7) - 0.1)
+    q = np.array([-0.1, -0.1, -0.1, -0.2, -0.1, 0.2, -0.1])
+    panda_ideal.reset(q)
     assert panda_ideal.time > t0
-    assert np.allclose(panda_ideal.state().q_true, -0.1)
+    assert np.allclose(panda_ideal.state().q_true, q)
     with pytest.raises(ParameterError):
         panda_ideal.reset(np.zeros(3))
+    outside = np.array([0.0, -0.785, 0.0, 1.5, 0.0, 1.571, 0.785])  # joint 4 lives in [-3.07, -0.07]
+    with pytest.raises(ParameterError, match=r"panda_joint4 1\.5 not in"):  # the limit flung it back at 41 rad/s
+        panda_ideal.reset(outside)
+    with pytest.raises(ParameterError, match="NaN"):
+        panda_ideal.apply_wrench(None, np.ones(6), float("nan"))  # it meant: forever
 
 
 def test_rates_must_divide():
