@@ -497,7 +497,7 @@ class PlantParams(RobotParams):
 class RecorderParams(NodeParams):
     """The rosbag2 recorder behind ``idyn record``."""
 
-    output: str = param("", "bag folder to create ('' = idyn_<date>_<time>)", read_only=True)
+    output: str = param("", "bag folder to create (required, must not exist)", read_only=True)
     storage: str = param("mcap", "rosbag2 storage: mcap | sqlite3", choices=("mcap", "sqlite3"), read_only=True)
     topics: tuple[str, ...] = param(("/joint_states",), "topics to record", read_only=True)
     qos_depth: int = param(10000, "subscription queue depth (RELIABLE): what a slow disk may fall behind by", lo=1,

@@ -9,6 +9,7 @@ reference node after a minimum-jerk move to q_d[0].
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 HELP = "design an optimal Fourier excitation trajectory (min regressor condition number, within limits)"
 
@@ -32,28 +33,61 @@ position limits; --harmonics/--period default to 5 and 10 s (idyn_ros/control/pa
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
+    from idyn_ros.commands.train import non_negative, positive
+
     parser.epilog = EPILOG
     parser.add_argument("--robot", required=True, help="preset (panda, iiwa14, ur5) or URDF path")
-    parser.add_argument("-o", "--output", required=True, metavar="OUT.npz", help="trajectory file to write")
-    parser.add_argument("--harmonics", type=int, default=5, help="number of harmonics L (default 5)")
-    parser.add_argument("--period", type=float, default=None,
+    parser.add_argument("-o", "--output", required=True, metavar="OUT.npz",
+                        help="trajectory file to write (.npz is appended when missing)")
+    parser.add_argument("--harmonics", type=positive(int), default=None,
+                        help="number of harmonics L, at least 2 (default 5)")
+    parser.add_argument("--period", type=positive(float), default=None,
                         help="period in s (default 20: w_f = 0.1 pi rad/s; --payload: 10)")
-    parser.add_argument("--seed", type=int, default=0, help="random initial guess / fine-motion seed (default 0)")
-    parser.add_argument("--budget", type=float, default=60.0, help="optimiser time budget in s (default 60)")
-    parser.add_argument("--rate", type=float, default=1000.0, help="output sample rate in Hz (default 1000)")
+    parser.add_argument("--seed", type=non_negative(int), default=0,
+                        help="random initial guess / fine-motion seed (default 0)")
+    parser.add_argument("--budget", type=positive(float), default=None, help="optimiser time budget in s (default 60)")
+    parser.add_argument("--rate", type=positive(float), default=1000.0, help="output sample rate in Hz (default 1000)")
     parser.add_argument(
         "--accel-limit",
-        type=float,
+        type=positive(float),
         nargs="+",
         metavar="RAD_S2",
-        help="acceleration limits per joint (rad/s^2); default from idyn_ros/data/limits.py",
+        help="acceleration limits (rad/s^2): one for all joints or one per joint; default from idyn_ros/data/limits.py",
     )
     parser.add_argument(
         "--fine-motion", action="store_true", help="write a random fine-motion trajectory (Callar 2021 RFMA) instead"
     )
-    parser.add_argument("--scaffolds", type=int, default=10, help="fine motion: number of scaffold poses (default 10)")
+    parser.add_argument("--scaffolds", type=positive(int), default=None,
+                        help="fine motion: number of scaffold poses (default 10)")
     parser.add_argument("--payload", action="store_true",
                         help="design for payload identification (well-conditioned payload regressor, wrist-rich)")
+
+
+def _check_options(args: argparse.Namespace) -> None:
+    """Refuse options that the chosen kind of trajectory would silently ignore."""
+    from idyn_ros.errors import ParameterError
+
+    if args.payload and args.fine_motion:
+        raise ParameterError("--payload designs a Fourier excitation; it cannot be combined with --fine-motion")
+    fourier_only = [name for name in ("harmonics", "period", "budget") if getattr(args, name) is not None]
+    if args.fine_motion and fourier_only:
+        given = " ".join(f"--{name}" for name in fourier_only)
+        raise ParameterError(f"--fine-motion does not use {given} (only the Fourier excitation does); "
+                             f"leave out {given}")
+    if args.harmonics is not None and args.harmonics < 2:
+        raise ParameterError("--harmonics must be at least 2: the first is used up by the zero start/end constraints")
+    if not args.fine_motion and args.scaffolds is not None:
+        raise ParameterError("--scaffolds applies only to --fine-motion; drop it or add --fine-motion")
+
+
+def _output_path(text: str) -> Path:
+    """The file to write (``.npz`` appended as numpy would), refused when its folder does not exist."""
+    from idyn_ros.errors import ParameterError
+
+    path = Path(text if text.endswith(".npz") else text + ".npz")
+    if not path.parent.is_dir():
+        raise ParameterError(f"folder {path.parent} of -o {text} does not exist; create it or choose another -o")
+    return path
 
 
 def run(args: argparse.Namespace) -> int:
@@ -62,19 +96,27 @@ def run(args: argparse.Namespace) -> int:
 
     from idyn_ros.data.trajectories import JointLimits, check_limits, fine_motion, optimize_excitation
     from idyn_ros.dynamics import RobotModel
+    from idyn_ros.errors import ParameterError
 
+    _check_options(args)
+    output = _output_path(args.output)
     model = RobotModel.from_robot(args.robot)
     acc = np.array(args.accel_limit, dtype=float) if args.accel_limit else None
+    if acc is not None and acc.size not in (1, model.n):
+        raise ParameterError(f"--accel-limit takes 1 value (all joints) or {model.n} (one per joint of "
+                             f"{args.robot}), got {acc.size}")
     if acc is not None and acc.size == 1:
         acc = np.full(model.n, acc[0])
     limits = JointLimits.from_model(model, acceleration=acc)
     extra: dict[str, np.ndarray] = {}
-    if args.payload and args.fine_motion:
-        from idyn_ros.errors import ParameterError
-
-        raise ParameterError("--payload designs a Fourier excitation; it cannot be combined with --fine-motion")
     if args.period is None:
         args.period = 10.0 if args.payload else 20.0
+    if args.harmonics is None:
+        args.harmonics = 5
+    if args.budget is None:
+        args.budget = 60.0
+    if args.scaffolds is None:
+        args.scaffolds = 10
     if args.fine_motion:
         traj = fine_motion(limits, n_scaffolds=args.scaffolds, seed=args.seed)
         t = np.arange(0.0, traj.duration, 1.0 / args.rate)
@@ -124,15 +166,23 @@ def run(args: argparse.Namespace) -> int:
         f"velocity {100 * check['velocity']:.1f} %, acceleration {100 * check['acceleration']:.1f} % -> "
         + ("inside" if check["ok"] else "OUTSIDE")
     )
-    np.savez(
-        args.output,
-        t=t,
-        q_d=q,
-        dq_d=dq,
-        ddq_d=ddq,
-        joint_names=np.array(model.joint_names),
-        robot=np.array(str(args.robot)),
-        **extra,
-    )
-    print(f"wrote {args.output}")
-    return 0 if check["ok"] else 1
+    # A trajectory outside the limits is never written: playing it could drive the arm into them.
+    if not check["ok"]:
+        remedy = "another --seed" if args.fine_motion else "fewer --harmonics, a longer --period or another --seed"
+        raise ParameterError(f"the trajectory is outside the limits at {args.rate:g} Hz, so {output} was not written; "
+                             f"try larger --accel-limit values, {remedy}")
+    from idyn_ros.data.atomic import atomic_writer
+
+    with atomic_writer(output) as file:
+        np.savez(
+            file,
+            t=t,
+            q_d=q,
+            dq_d=dq,
+            ddq_d=ddq,
+            joint_names=np.array(model.joint_names),
+            robot=np.array(str(args.robot)),
+            **extra,
+        )
+    print(f"wrote {output}")
+    return 0

@@ -28,6 +28,8 @@ set_target_payload, KUKA load data and this package's xacro payload arguments.
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
+    from idyn_ros.commands.train import positive
+
     parser.epilog = EPILOG
     actions = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
     ident = actions.add_parser("identify", help="identify the payload", description=__doc__,
@@ -42,9 +44,11 @@ def configure(parser: argparse.ArgumentParser) -> None:
                        help="--reference: the arm's friction kinds, comma separated or 'none' (default: %(default)s)")
     ident.add_argument("--no-offsets", action="store_true",
                        help="--model: do not leave a constant torque offset per joint free")
-    ident.add_argument("--rate", type=float, default=100.0, help="Hz the data are decimated to (default: 100)")
-    ident.add_argument("--cutoff", type=float, default=5.0,
-                       help="Hz of the zero-phase low-pass applied alike to all signals (default: 5)")
+    ident.add_argument("--rate", type=positive(float), default=100.0,
+                       help="Hz the data are decimated to (default: 100; a slower recording keeps its own rate)")
+    ident.add_argument("--cutoff", type=positive(float), default=5.0,
+                       help="Hz of the zero-phase low-pass applied alike to all signals, below half the recordings' "
+                       "rate (default: 5)")
     ident.add_argument("--json", action="store_true", help="print the result as JSON (keys above) and nothing else")
     ident.add_argument("--vendor-out", metavar="F.json", help="write the vendor forms of the result")
 
@@ -58,6 +62,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _identify(args: argparse.Namespace) -> int:
     import json
+    import math
 
     from idyn_ros.control import payload as cp
     from idyn_ros.dynamics.friction import parse_kinds
@@ -65,13 +70,16 @@ def _identify(args: argparse.Namespace) -> int:
     from idyn_ros.errors import ParameterError
     from idyn_ros.models.sources import load_recordings, load_robot
 
-    if args.rate <= 0 or args.cutoff <= 0:
-        raise ParameterError("--rate and --cutoff must be > 0 Hz")
     robot = load_robot(args.robot)
     with_payload = load_recordings(args.data, robot)
+    reference = load_recordings(args.reference, robot) if args.reference else []
+    slowest = min((rec.rate_hz for rec in [*with_payload, *reference] if rec.n_samples > 1), default=math.inf)
+    if args.cutoff >= 0.5 * slowest * (1 - 1e-6):  # the tolerance: a rate from float stamps is a hair off
+        raise ParameterError(f"--cutoff {args.cutoff:g} Hz is not below half the slowest recording's rate "
+                             f"({slowest:g} Hz), so nothing would be filtered; give --cutoff below {0.5 * slowest:g}")
     if args.reference:
-        est = cp.identify_with_reference(robot, with_payload, load_recordings(args.reference, robot),
-                                         parse_kinds(args.friction), args.rate, args.cutoff)
+        est = cp.identify_with_reference(robot, with_payload, reference, parse_kinds(args.friction), args.rate,
+                                         args.cutoff)
     else:
         est = cp.identify_with_model(robot, with_payload, cp.artifact_predictor(robot, args.model), args.rate,
                                      args.cutoff, offsets=not args.no_offsets)

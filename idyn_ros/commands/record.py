@@ -41,9 +41,10 @@ def run(args: argparse.Namespace) -> int:
     def progress(counts: dict[str, int]) -> None:
         bar.update(sum(counts.values()) - bar.n)
 
-    counts = run_recorder(
-        args.output, args.topics, args.storage, args.qos_depth, args.flush_period, args.duration, on_progress=progress
-    )
-    bar.close()
+    try:
+        counts = run_recorder(args.output, args.topics, args.storage, args.qos_depth, args.flush_period, args.duration,
+                              on_progress=progress)
+    finally:
+        bar.close()
     print(f"wrote {args.output}: " + (", ".join(f"{t} {c} messages" for t, c in counts.items()) or "no topic seen"))
     return 0

@@ -54,9 +54,9 @@ SPEED = 0.5  # fraction of the velocity and acceleration limits the design may u
 
 
 def _lowpass_decimate(t: np.ndarray, arrays: Sequence[np.ndarray], rate_hz: float,
-                      cutoff_hz: float) -> tuple[np.ndarray, list[np.ndarray]]:
+                      cutoff_hz: float) -> tuple[np.ndarray, list[np.ndarray], float]:
     """Zero-phase low-pass every (N, n) array alike, drop EDGE_S at both ends (the zero-phase filters' start-up, here
-    and in the ddq derivation), then keep every k-th sample (k = source rate / rate_hz)."""
+    and in the ddq derivation), then keep every k-th sample (k = source rate / rate_hz); also the rate achieved (Hz)."""
     from idyn_ros.data.filters import butter_filtfilt
 
     src = float(1.0 / np.median(np.diff(t)))
@@ -64,14 +64,19 @@ def _lowpass_decimate(t: np.ndarray, arrays: Sequence[np.ndarray], rate_hz: floa
     if cutoff_hz < 0.5 * src and len(t) > 30:
         out = [butter_filtfilt(a, src, cutoff_hz) for a in arrays]
     edge = round(EDGE_S * src) if len(t) > 4 * EDGE_S * src else 0
-    keep = slice(edge, len(t) - edge, max(1, round(src / rate_hz)))
-    return t[keep], [np.asarray(a)[keep] for a in out]
+    step = max(1, round(src / rate_hz))
+    keep = slice(edge, len(t) - edge, step)
+    return t[keep], [np.asarray(a)[keep] for a in out], src / step
 
 
-def _correlated_noise(est: PayloadEstimate, rate_hz: float, cutoff_hz: float) -> PayloadEstimate:
-    """Scale the standard deviations by sqrt(rate / (2 cutoff)): after the low-pass only 2 cutoff samples per second
-    are independent, so the white-residual formula of ``solve_payload`` would be that much too optimistic."""
-    factor = math.sqrt(max(1.0, rate_hz / (2.0 * cutoff_hz)))
+def _correlated_noise(est: PayloadEstimate, segments: Sequence[tuple[int, float]], cutoff_hz: float) -> PayloadEstimate:
+    """Scale the standard deviations by sqrt(samples / independent samples): after the low-pass only 2 cutoff samples
+    per second are independent, so the white-residual formula of ``solve_payload`` would be that much too optimistic.
+    ``segments``: (samples, achieved rate in Hz) per decimated recording (not the requested rate: a recording slower
+    than that keeps its own)."""
+    samples = sum(count for count, _ in segments)
+    independent = sum(count * min(1.0, 2.0 * cutoff_hz / rate) for count, rate in segments)
+    factor = math.sqrt(samples / independent) if independent > 0 else 1.0
     est.mass_std *= factor
     est.com_std = est.com_std * factor
     est.inertia_std = est.inertia_std * factor
@@ -102,14 +107,16 @@ def identify_with_reference(model: Any, with_payload: Sequence[Any], reference: 
     """Payload from recordings with it and without it (``models.sources.Recording``s, model joint order)."""
     if not with_payload or not reference:
         raise DatasetError("need at least one recording with the payload and one without it (--reference)")
-    Ap, tau, nuis = [], [], []
+    Ap, tau, nuis, segments = [], [], [], []
     for recs, carries in ((with_payload, True), (reference, False)):
         for rec in recs:
-            t, (q, dq, ddq, tq) = _lowpass_decimate(rec.t, (rec.q, rec.dq, rec.ddq, rec.tau), rate_hz, cutoff_hz)
+            t, (q, dq, ddq, tq), achieved_hz = _lowpass_decimate(rec.t, (rec.q, rec.dq, rec.ddq, rec.tau), rate_hz,
+                                                                 cutoff_hz)
             Ap.append(joint_regressor(model, q, dq, ddq) if carries else np.zeros((len(t), model.n, 10)))
             tau.append(tq)
             nuis.append(arm_columns(model, q, dq, ddq, friction_kinds))
-    est = _correlated_noise(solve_payload(np.concatenate(Ap), np.concatenate(tau), np.concatenate(nuis)), rate_hz,
+            segments.append((len(t), achieved_hz))
+    est = _correlated_noise(solve_payload(np.concatenate(Ap), np.concatenate(tau), np.concatenate(nuis)), segments,
                             cutoff_hz)
     est.info.update(mode="reference", rate_hz=rate_hz, cutoff_hz=cutoff_hz, friction=list(friction_kinds))
     return est
@@ -121,15 +128,17 @@ def identify_with_model(model: Any, with_payload: Sequence[Any], predict: Callab
     """Payload from recordings with it and ``predict(rec) -> (N, n)`` the bare arm's torque at the recorded states."""
     if not with_payload:
         raise DatasetError("need at least one recording with the payload")
-    Ap, res = [], []
+    Ap, res, segments = [], [], []
     for rec in with_payload:
         residual = rec.tau - np.asarray(predict(rec), dtype=float)
-        _, (q, dq, ddq, r) = _lowpass_decimate(rec.t, (rec.q, rec.dq, rec.ddq, residual), rate_hz, cutoff_hz)
+        t, (q, dq, ddq, r), achieved_hz = _lowpass_decimate(rec.t, (rec.q, rec.dq, rec.ddq, residual), rate_hz,
+                                                            cutoff_hz)
         Ap.append(joint_regressor(model, q, dq, ddq))
         res.append(r)
+        segments.append((len(t), achieved_hz))
     Ap_all, res_all = np.concatenate(Ap), np.concatenate(res)
     nuisance = _offset_columns(len(res_all), model.n) if offsets else None
-    est = _correlated_noise(solve_payload(Ap_all, res_all, nuisance), rate_hz, cutoff_hz)
+    est = _correlated_noise(solve_payload(Ap_all, res_all, nuisance), segments, cutoff_hz)
     est.info.update(mode="model", rate_hz=rate_hz, cutoff_hz=cutoff_hz, offsets=offsets)
     return est
 
@@ -142,14 +151,15 @@ def identify_from_wrench(model: Any, recordings: Sequence[Any], wrenches: Sequen
     [f N; m Nm] in the flange frame, sampled with the recording's states."""
     from idyn_ros.dynamics.payload import flange_motion
 
-    Ap, F = [], []
+    Ap, F, segments = [], [], []
     for rec, w in zip(recordings, wrenches, strict=True):
-        _, (q, dq, ddq, wf) = _lowpass_decimate(rec.t, (rec.q, rec.dq, rec.ddq, np.asarray(w, dtype=float)), rate_hz,
-                                                cutoff_hz)
+        t, (q, dq, ddq, wf), achieved_hz = _lowpass_decimate(
+            rec.t, (rec.q, rec.dq, rec.ddq, np.asarray(w, dtype=float)), rate_hz, cutoff_hz)
         Ap.append(-flange_motion(model, q, dq, ddq).regressor())
         F.append(wf)
+        segments.append((len(t), achieved_hz))
     A, b = np.concatenate(Ap), np.concatenate(F)
-    est = _correlated_noise(solve_payload(A, b, _offset_columns(len(b), 6)), rate_hz, cutoff_hz)
+    est = _correlated_noise(solve_payload(A, b, _offset_columns(len(b), 6)), segments, cutoff_hz)
     est.info.update(mode="wrench", rate_hz=rate_hz, cutoff_hz=cutoff_hz)
     return est
 

@@ -28,7 +28,10 @@ Log times are the receive time on the system clock (ns), as rosbag2 stores them.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
+import math
+import shutil
 import signal
 import sys
 import time
@@ -78,6 +81,11 @@ def run_recorder(
     Returns:
         messages written per topic.
     """
+    from idyn_ros.errors import ParameterError
+
+    if duration is not None and not (math.isfinite(duration) and duration > 0):
+        raise ParameterError(f"duration must be a number of seconds > 0, got {duration}; leave it out to record "
+                             "until Ctrl-C")
     import rclpy
     from rclpy.executors import SingleThreadedExecutor
     from rclpy.node import Node
@@ -85,7 +93,6 @@ def run_recorder(
     from rclpy.signals import SignalHandlerOptions
 
     from idyn_ros.data.bag import BagWriter
-    from idyn_ros.errors import ParameterError
     from idyn_ros.nodes.ros_parameters import NodeParameters, to_ros_parameter
     from idyn_ros.parameters import RecorderParams
 
@@ -97,34 +104,7 @@ def run_recorder(
     old_handlers = {s: signal.signal(s, request_stop) for s in (signal.SIGINT, signal.SIGTERM)}
     rclpy.init(args=args, signal_handler_options=SignalHandlerOptions.NO)
     node = Node("idyn_recorder")
-    try:
-        # ROS parameters (``--ros-args -p output:=bag``) override the function arguments
-        given = {"output": str(output or ""), "storage": storage, "topics": list(topics or ["/joint_states"]),
-                 "qos_depth": int(qos_depth), "flush_period": float(flush_period)}
-        for name, value in given.items():
-            node._parameter_overrides.setdefault(name, to_ros_parameter(name, value))
-        p = NodeParameters(node, RecorderParams).value
-        output, storage, topics, qos_depth, flush_period = p.output, p.storage, list(p.topics), p.qos_depth, \
-            p.flush_period
-        if not output:
-            raise ParameterError("no output bag: pass -o BAG (or the ROS parameter output:=BAG)")
-        wanted = dict(parse_topic(t) for t in topics)
-        writer = BagWriter(output, storage=storage, flush_period_s=flush_period)
-    except BaseException:
-        node.destroy_node()
-        rclpy.try_shutdown()
-        for sig, handler in old_handlers.items():
-            signal.signal(sig, handler)
-        raise
-    qos = {
-        rel: QoSProfile(
-            history=HistoryPolicy.KEEP_LAST,
-            depth=qos_depth,
-            reliability=rel,
-            durability=DurabilityPolicy.VOLATILE,
-        )
-        for rel in (ReliabilityPolicy.RELIABLE, ReliabilityPolicy.BEST_EFFORT)
-    }
+    writer = None
     subscriptions = {}
     types: dict[str, str] = {}
     reliability: dict[str, ReliabilityPolicy] = {}
@@ -168,9 +148,41 @@ def run_recorder(
                 if new == ReliabilityPolicy.BEST_EFFORT:
                     create(name, new, why + ": re-subscribed")
 
-    for name, msgtype in wanted.items():
-        if msgtype:
-            subscribe(name, msgtype)
+    try:
+        # ROS parameters (``--ros-args -p output:=bag``) override the function arguments
+        given = {"output": str(output or ""), "storage": storage, "topics": list(topics or ["/joint_states"]),
+                 "qos_depth": int(qos_depth), "flush_period": float(flush_period)}
+        for name, value in given.items():
+            node._parameter_overrides.setdefault(name, to_ros_parameter(name, value))
+        p = NodeParameters(node, RecorderParams).value
+        output, storage, topics, qos_depth, flush_period = p.output, p.storage, list(p.topics), p.qos_depth, \
+            p.flush_period
+        if not output:
+            raise ParameterError("no output bag: pass -o BAG (or the ROS parameter output:=BAG)")
+        wanted = dict(parse_topic(t) for t in topics)
+        qos = {
+            rel: QoSProfile(
+                history=HistoryPolicy.KEEP_LAST,
+                depth=qos_depth,
+                reliability=rel,
+                durability=DurabilityPolicy.VOLATILE,
+            )
+            for rel in (ReliabilityPolicy.RELIABLE, ReliabilityPolicy.BEST_EFFORT)
+        }
+        writer = BagWriter(output, storage=storage, flush_period_s=flush_period)
+        for name, msgtype in wanted.items():
+            if msgtype:
+                subscribe(name, msgtype)
+    except BaseException:
+        if writer is not None:  # a start-up error leaves no bag behind (BagWriter created the folder: it was new)
+            with contextlib.suppress(Exception):
+                writer.close()
+            shutil.rmtree(writer.path, ignore_errors=True)
+        node.destroy_node()
+        rclpy.try_shutdown()
+        for sig, handler in old_handlers.items():
+            signal.signal(sig, handler)
+        raise
 
     def discover() -> None:
         pending = [n for n in wanted if n not in subscriptions]
@@ -212,6 +224,9 @@ def run_recorder(
 
 
 def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.ArgumentParser:
+    """The recorder's options (also those of ``idyn record``)."""
+    from idyn_ros.commands.train import positive
+
     parser = parser or argparse.ArgumentParser(prog="recorder", description=__doc__.split("\n\n")[0])
     parser.add_argument(
         "topics",
@@ -224,17 +239,17 @@ def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.Argu
     parser.add_argument("--storage", choices=("mcap", "sqlite3"), default="mcap", help="storage format (default mcap)")
     parser.add_argument(
         "--qos-depth",
-        type=int,
+        type=positive(int),
         default=10000,
         help="KEEP_LAST history depth per topic (default 10000 = 10 s at 1 kHz)",
     )
     parser.add_argument(
         "--flush-period",
-        type=float,
+        type=positive(float),
         default=0.5,
         help="seconds between durability points; at most this much is lost on SIGKILL (default 0.5)",
     )
-    parser.add_argument("--duration", type=float, help="stop after this many seconds (default: until Ctrl-C)")
+    parser.add_argument("--duration", type=positive(float), help="stop after this many seconds (default: until Ctrl-C)")
     return parser
 
 

@@ -1,0 +1,81 @@
+"""Payload identification: standard deviations follow the rate achieved; bad --rate/--cutoff are refused."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from idyn_ros.control import payload as cp
+from idyn_ros.dynamics import RobotModel
+from idyn_ros.models.sources import Recording, _ddq_from_dq
+from idyn_ros.robots.spec import Payload
+
+TRUTH = Payload(1.5, (0.03, 0.08, 0.05), (0.006, 0.001, -0.0008, 0.004, 0.0005, 0.005))
+RATE_HZ = 200.0
+
+
+def _recording(model: RobotModel) -> Recording:
+    """6 s at RATE_HZ of a slow multi-sine with the payload on, 1 % torque noise."""
+    t = np.arange(0.0, 6.0, 1.0 / RATE_HZ)
+    phase = np.arange(model.n)[None, :]
+    centre = 0.5 * (np.asarray(model.lower) + np.asarray(model.upper))
+    q = centre + 0.4 * np.sin(2 * np.pi * 0.3 * t[:, None] + phase) + 0.2 * np.sin(2 * np.pi * 0.7 * t[:, None])
+    dq = 0.4 * 2 * np.pi * 0.3 * np.cos(2 * np.pi * 0.3 * t[:, None] + phase) \
+        + 0.2 * 2 * np.pi * 0.7 * np.cos(2 * np.pi * 0.7 * t[:, None])
+    ddq = _ddq_from_dq(t, dq)
+    tau = model.with_payload(TRUTH).rnea(q, dq, ddq)
+    tau += np.random.default_rng(0).normal(size=tau.shape) * 0.01 * np.abs(tau).max(0)
+    return Recording(t, q, dq, ddq, tau, "synthetic")
+
+
+@pytest.fixture(scope="module")
+def panda() -> RobotModel:
+    return RobotModel.from_robot("panda")
+
+
+def test_std_scales_with_the_achieved_rate_not_the_requested_one(panda: RobotModel) -> None:
+    rec = _recording(panda)
+
+    def bare(r: Recording) -> np.ndarray:
+        return panda.rnea(r.q, r.dq, r.ddq)
+
+    at_source = cp.identify_with_model(panda, [rec], bare, rate_hz=RATE_HZ, cutoff_hz=5.0)
+    above_source = cp.identify_with_model(panda, [rec], bare, rate_hz=1e9, cutoff_hz=5.0)  # keeps RATE_HZ
+    assert above_source.info["std_scale_correlated_noise"] == pytest.approx(np.sqrt(RATE_HZ / 10.0))
+    assert above_source.mass_std == pytest.approx(at_source.mass_std)
+    np.testing.assert_allclose(above_source.inertia_std, at_source.inertia_std)
+
+
+def _write(tmp_path: Path, panda: RobotModel) -> str:
+    from idyn_ros.data.dataset import Dataset
+
+    rec = _recording(panda)
+    ds = Dataset(t=rec.t, q=rec.q, dq=rec.dq, tau=rec.tau, joint_names=panda.joint_names, robot="panda")
+    return str(ds.save(tmp_path / "with.npz"))
+
+
+@pytest.mark.parametrize("option", ["--rate", "--cutoff"])
+@pytest.mark.parametrize("value", ["nan", "inf", "0", "-1"])
+def test_cli_refuses_rates_that_are_not_finite_and_positive(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                            option: str, value: str) -> None:
+    from idyn_ros.cli import main
+
+    with pytest.raises(SystemExit) as exit_info:
+        main(["payload", "identify", "--robot", "panda", "--data", str(tmp_path / "with.npz"), "--reference",
+              str(tmp_path / "without.npz"), f"{option}={value}"])
+    assert exit_info.value.code == 2 and f"argument {option}: must be > 0" in capsys.readouterr().err
+
+
+def test_cli_refuses_a_cutoff_at_or_above_half_the_recording_rate(tmp_path: Path, panda: RobotModel,
+                                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    from idyn_ros.cli import main
+
+    data = _write(tmp_path, panda)
+    vendor = tmp_path / "load.json"
+    code = main(["payload", "identify", "--robot", "panda", "--data", data, "--reference", data, "--cutoff", "100",
+                 "--vendor-out", str(vendor)])
+    err = capsys.readouterr().err
+    assert code == 2 and "--cutoff 100 Hz is not below half the slowest recording's rate (200 Hz)" in err
+    assert not vendor.exists()
