@@ -116,28 +116,15 @@ def test_identified_payload_com_within_2_mm(identified_over_dds):
 
 def test_gripper_compensation_node_publishes_reading_minus_gripper(rclpy_context):
     """At rest the RBD-only form predicts the gripper's weight; the node publishes reading - prediction."""
-    import rclpy
     from geometry_msgs.msg import WrenchStamped
-    from rclpy.executors import SingleThreadedExecutor
     from rclpy.parameter import Parameter
     from sensor_msgs.msg import JointState
 
     from idyn_ros.dynamics import RobotModel
     from idyn_ros.dynamics.payload import flange_motion
-    from idyn_ros.nodes.common import COMMAND_OUT, MONITOR
-    from idyn_ros.nodes.gripper_compensation import GripperCompensationNode
 
-    node = GripperCompensationNode(context=rclpy_context, parameter_overrides=[
-        Parameter("robot", value="ur5"), Parameter("gripper_mass", value=1.0),
-        Parameter("gripper_com", value=[0.0, 0.0, 0.05])])
-    peer = rclpy.create_node("ft_peer", context=rclpy_context)
-    js_pub = peer.create_publisher(JointState, "/joint_states", COMMAND_OUT)
-    ft_pub = peer.create_publisher(WrenchStamped, "/ft_sensor/wrench", COMMAND_OUT)
-    got: list = []
-    peer.create_subscription(WrenchStamped, "/ft_sensor/wrench/compensated", got.append, MONITOR)
-    exe = SingleThreadedExecutor(context=rclpy_context)
-    for n in (node, peer):
-        exe.add_node(n)
+    com = Parameter("gripper_com", value=[0.0, 0.0, 0.05])
+    node, peer, js_pub, ft_pub, got, exe = _gripper_graph(rclpy_context, com)
     q = np.array([0.3, -1.2, 1.4, -1.0, -1.5, 0.2])
     model = RobotModel.from_robot("ur5")
     weight = 1.0 * flange_motion(model, q, np.zeros(6), np.zeros(6)).g[0]  # m g in flange axes: what it pulls with
@@ -165,26 +152,13 @@ def test_gripper_compensation_node_publishes_reading_minus_gripper(rclpy_context
 def test_gripper_compensation_drops_a_nan_reading_and_stops_on_a_silent_sensor(rclpy_context):
     """One NaN F/T sample stayed in the low-pass and made every later output NaN; a sensor that stopped was
     compensated from its last reading for good."""
-    import rclpy
     from geometry_msgs.msg import WrenchStamped
-    from rclpy.executors import SingleThreadedExecutor
-    from rclpy.parameter import Parameter
     from sensor_msgs.msg import JointState
 
-    from idyn_ros.nodes.common import COMMAND_OUT, MONITOR
-    from idyn_ros.nodes.gripper_compensation import STALE_READING_S, GripperCompensationNode
+    from idyn_ros.nodes.gripper_compensation import STALE_READING_S
     from idyn_ros.robots import get_robot
 
-    node = GripperCompensationNode(context=rclpy_context, parameter_overrides=[
-        Parameter("robot", value="ur5"), Parameter("gripper_mass", value=1.0)])
-    peer = rclpy.create_node("ft_peer_nan", context=rclpy_context)
-    js_pub = peer.create_publisher(JointState, "/joint_states", COMMAND_OUT)
-    ft_pub = peer.create_publisher(WrenchStamped, "/ft_sensor/wrench", COMMAND_OUT)
-    got: list = []
-    peer.create_subscription(WrenchStamped, "/ft_sensor/wrench/compensated", got.append, MONITOR)
-    exe = SingleThreadedExecutor(context=rclpy_context)
-    for n in (node, peer):
-        exe.add_node(n)
+    node, peer, js_pub, ft_pub, got, exe = _gripper_graph(rclpy_context)
     names = list(get_robot("ur5").joint_names)
     q = [0.3, -1.2, 1.4, -1.0, -1.5, 0.2]
 
@@ -211,3 +185,28 @@ def test_gripper_compensation_drops_a_nan_reading_and_stops_on_a_silent_sensor(r
     assert len(got) == count
     node.destroy_node()
     peer.destroy_node()
+
+
+def _gripper_graph(context, *parameters):
+    """A ur5 gripper_compensation node with a 1 kg gripper, and a peer publishing /joint_states and the F/T reading,
+    collecting the compensated output: (node, peer, js_pub, ft_pub, got, exe)."""
+    import rclpy
+    from geometry_msgs.msg import WrenchStamped
+    from rclpy.executors import SingleThreadedExecutor
+    from rclpy.parameter import Parameter
+    from sensor_msgs.msg import JointState
+
+    from idyn_ros.nodes.common import COMMAND_OUT, MONITOR
+    from idyn_ros.nodes.gripper_compensation import GripperCompensationNode
+
+    node = GripperCompensationNode(context=context, parameter_overrides=[
+        Parameter("robot", value="ur5"), Parameter("gripper_mass", value=1.0), *parameters])
+    peer = rclpy.create_node("ft_peer", context=context)
+    js_pub = peer.create_publisher(JointState, "/joint_states", COMMAND_OUT)
+    ft_pub = peer.create_publisher(WrenchStamped, "/ft_sensor/wrench", COMMAND_OUT)
+    got: list = []
+    peer.create_subscription(WrenchStamped, "/ft_sensor/wrench/compensated", got.append, MONITOR)
+    exe = SingleThreadedExecutor(context=context)
+    for n in (node, peer):
+        exe.add_node(n)
+    return node, peer, js_pub, ft_pub, got, exe
