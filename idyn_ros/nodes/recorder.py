@@ -38,6 +38,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from idyn_ros.errors import IdynError
+
 #: Types assumed for well-known topics when not given as TOPIC:TYPE (else found by discovery).
 KNOWN_TYPES = {
     "/joint_states": "sensor_msgs/msg/JointState",
@@ -184,13 +186,20 @@ def run_recorder(
             signal.signal(sig, handler)
         raise
 
+    unrecordable: set[str] = set()  # discovered with a type this environment cannot record: said once, skipped
+
     def discover() -> None:
-        pending = [n for n in wanted if n not in subscriptions]
+        pending = [n for n in wanted if n not in subscriptions and n not in unrecordable]
         if not pending:
             return
         for name, types in node.get_topic_names_and_types():
             if name in pending and types:
-                subscribe(name, types[0])
+                try:
+                    message_class(types[0])  # before the bag registers the topic
+                    subscribe(name, types[0])
+                except IdynError as exc:  # one topic's type must not end the whole recording
+                    unrecordable.add(name)
+                    node.get_logger().error(f"not recording {name}: {exc}; the other topics go on")
 
     def tick() -> None:
         writer.flush()

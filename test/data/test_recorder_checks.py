@@ -45,3 +45,51 @@ def test_output_is_required_as_its_description_says(tmp_path: Path) -> None:
     assert "required" in field.metadata["idyn"].description
     with pytest.raises(ParameterError, match="no output bag"):
         run_recorder("", ["/joint_states"], duration=1.0)
+
+
+@pytest.mark.ros
+def test_a_discovered_topic_of_a_type_it_cannot_record_is_skipped_and_the_recording_goes_on(tmp_path: Path,
+                                                                                             monkeypatch) -> None:
+    """A topic named without a type and discovered with one this environment lacks (a vendor message not installed)
+    raised in the recorder's timer and ended the whole recording."""
+    import threading
+    import time
+
+    import rclpy
+    from sensor_msgs.msg import JointState
+    from std_msgs.msg import String
+
+    from idyn_ros.nodes import recorder
+
+    real = recorder.message_class
+
+    def lacking_string(msgtype: str) -> type:
+        if msgtype == "std_msgs/msg/String":
+            raise ParameterError(f"cannot import message type {msgtype!r} (this test's stand-in for a missing package)")
+        return real(msgtype)
+
+    monkeypatch.setattr(recorder, "message_class", lacking_string)
+    context = rclpy.Context()
+    rclpy.init(context=context)
+    node = rclpy.create_node("test_unrecordable_publisher", context=context)
+    pubs = (node.create_publisher(String, "/test_unrecordable", 10),
+            node.create_publisher(JointState, "/test_recordable", 10))
+    stop = threading.Event()
+
+    def publish() -> None:
+        while not stop.is_set():
+            pubs[0].publish(String(data="x"))
+            pubs[1].publish(JointState(name=["a"], position=[0.0]))
+            time.sleep(0.01)
+
+    thread = threading.Thread(target=publish, daemon=True)
+    thread.start()
+    try:
+        counts = run_recorder(tmp_path / "bag", ["/test_unrecordable", "/test_recordable:sensor_msgs/msg/JointState"],
+                              flush_period=0.2, duration=3.0)
+    finally:
+        stop.set()
+        thread.join()
+        node.destroy_node()
+        rclpy.shutdown(context=context)
+    assert counts.get("/test_recordable", 0) > 20 and "/test_unrecordable" not in counts
