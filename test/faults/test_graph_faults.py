@@ -113,15 +113,15 @@ def test_the_real_time_plant_is_controlled(graph_probe):
     try:
         _running(probe, proc)
         n = len(probe.states)
-        probe.spin(6.0)
+        probe.spin(8.0)
         modes = [s.mode for s in probe.states[n:]]
         active = sum(m == 1 for m in modes) / max(len(modes), 1)
         recoveries = sum(a != 1 and b == 1 for a, b in itertools.pairwise(modes))
         print(f"realtime: ACTIVE in {active:.1%} of {len(modes)} published states, {recoveries} recoveries")
-        # the mechanism (it keeps coming back), not a share: how often this shared machine delays a state past 3 ms
-        # varies run to run (2-67 % ACTIVE, 150-250 states/s received); `idyn bench --only latency` measures the share
-        # on a quiet machine
-        assert len(modes) > 300 and recoveries >= 2, \
+        # the mechanism (it comes back from safe mode; the bug latched it for good), not a share: how often this shared
+        # machine delays a state past 3 ms varies run to run (1-67 % ACTIVE, 1-40 recoveries in 6 s, 130-250 states/s
+        # received); `idyn bench --only latency` measures the share on a quiet machine
+        assert len(modes) > 300 and recoveries >= 1, \
             f"ACTIVE in {active:.0%} of {len(modes)} ticks, {recoveries} recoveries"
         os.kill(proc.pid, signal.SIGTERM)
         proc.wait(timeout=30)
