@@ -43,13 +43,6 @@ def field_view(msg: Any, field: str, n: int) -> np.ndarray:
     return np.frombuffer(getattr(msg, field), dtype=np.float64)
 
 
-def as_array(values: np.ndarray) -> array.array:
-    """numpy float64 -> array.array('d'): the cheapest form rclpy accepts for float64[] fields."""
-    out = array.array("d")
-    out.frombytes(np.ascontiguousarray(values, dtype=np.float64).tobytes())
-    return out
-
-
 def load_robot(robot: str, prefix: str = "") -> tuple[Any, Any]:
     """(RobotSpec, RobotModel) of a robot preset under a joint-name prefix."""
     from idyn_ros.dynamics import RobotModel

@@ -38,7 +38,6 @@ in lockstep has a stamp strictly later than the previous one. Brake periods do n
 
 from __future__ import annotations
 
-import array
 import contextlib
 import threading
 import time
@@ -100,16 +99,11 @@ class PlantNode(Node):
         controller = p.controller or plant.description.effort_controller
         self.command_topic = f"/{controller}/commands"
 
-        # Preallocated messages: the hot path writes into numpy views of the JointState's own array.array
-        # buffers (rclpy's setters copy, so fields are assigned once here and never per tick).
+        # Preallocated messages: the hot path writes into numpy views of their own float64[] arrays (field_view)
         self._js = JointState()
         self._js.name = list(plant.joint_names)
-        self._js.position = array.array("d", bytes(8 * plant.n))
-        self._js.velocity = array.array("d", bytes(8 * plant.n))
-        self._js.effort = array.array("d", bytes(8 * plant.n))
-        self._js_q = np.frombuffer(self._js.position, dtype=np.float64)
-        self._js_dq = np.frombuffer(self._js.velocity, dtype=np.float64)
-        self._js_tau = np.frombuffer(self._js.effort, dtype=np.float64)
+        self._js_q, self._js_dq, self._js_tau = (field_view(self._js, name, plant.n)
+                                                 for name in ("position", "velocity", "effort"))
         self._gt = PlantGroundTruth()
         self._gt.joint_names = list(plant.joint_names)
         self._gt_external = field_view(self._gt, "external_torque", len(plant.joint_names))  # written each publish
