@@ -13,8 +13,9 @@ Arguments (``ros2 launch idyn_ros panda.launch.py --show-args``):
                                        gripper_compensation)
   <xacro arguments>                    robot_ip, payload_mass, payload_com_x, ... (see --show-args): the URDF of
                                        robot_state_publisher, ros2_control and Gazebo; our nodes take a payload
-                                       through ~/set_payload (or payload_identifier), and mode mujoco reads no URDF
-                                       (a xacro argument set to anything but its default is refused)
+                                       through ~/set_payload (or payload_identifier); where no URDF is read (mode
+                                       mujoco, observer_only on hardware) a xacro argument set to anything but its
+                                       default is refused
 
 What starts:
   hardware | mock   robot_state_publisher, ros2_control_node (config/<robot>_controllers.yaml) and the spawners of
@@ -94,25 +95,25 @@ def _xacro_args(args):
 
 
 def _check_arguments(robot, declared, xacro_defaults):
-    """Stops the launch on a misspelled argument (launch would ignore it), on xacro arguments in mode mujoco (nothing
-    reads the URDF there) and on any bad setting, before anything starts."""
+    """Stops the launch on a misspelled argument (launch would ignore it), on xacro arguments when nothing reads the
+    URDF (mode mujoco, observer_only on hardware) and on any bad setting, before anything starts. Where the URDF is
+    rendered, a bad xacro argument (a negative payload_mass) stops the launch there."""
 
     def check(context):
         given = context.launch_configurations
         unknown = sorted(set(given) - set(declared) - set(EXTERNAL))
         if unknown:
             raise ParameterError(f"unknown launch argument(s) {unknown}; see `ros2 launch {PACKAGE} "
-                                       f"{robot}.launch.py --show-args`")
+                                 f"{robot}.launch.py --show-args`")
         settings = _settings(context, robot)
-        changed = sorted(k for k, v in xacro_defaults.items() if given.get(k, v) != v)
-        if settings.mode == "mujoco" and changed:
+        # use_currents_as_efforts has a second reader: the wrench observer (effort_unit)
+        changed = sorted(k for k, v in xacro_defaults.items() if given.get(k, v) != v and k != CURRENTS)
+        if changed and not settings.robot_side():
             raise ParameterError(
-                f"xacro argument(s) {changed} describe the URDF, which mode mujoco does not use (the embedded plant "
-                "is built from the robot preset); a payload goes on with /plant/set_payload and, for our nodes, "
-                "/controller/set_payload etc. (or the payload_identifier node)")
-        if settings.mode != "mujoco":
-            args = {name: given.get(name, default) for name, default in xacro_defaults.items()}
-            graph.robot_description(settings, _xacro_args(args))  # a bad payload or xacro argument stops it here
+                f"xacro argument(s) {changed} describe the URDF, which nothing reads in mode {settings.mode}"
+                + (" with observer_only" if settings.observer_only else "")
+                + " (our nodes use the robot preset); a payload goes on with ~/set_payload (/controller, "
+                "/feedforward, /wrench_observer, and /plant in mode mujoco) or the payload_identifier node")
         return []
 
     return OpaqueFunction(function=check)

@@ -109,8 +109,7 @@ class GraphSettings:
             problems.append(f"parameter file(s) not found: {missing}")
         if self.model and self.model != NO_MODEL and not Path(self.model).is_file():
             problems.append(f"model {self.model} not found ('{NO_MODEL}': the RBD fallback)")
-        declared = {p.name for n in (*OUR_NODES, *OPTIONAL_NODES, "plant") for p in params_class(n).table()}
-        undeclared = sorted(set(self.overrides) - declared - {"use_sim_time"})
+        undeclared = sorted(set(self.overrides) - set().union(*declared_parameters().values()))
         if undeclared:
             problems.append(f"no node has parameter(s) {undeclared} (see docs/parameters.md)")
         if not problems:  # the files are read for the nodes named, once those are known to exist
@@ -120,11 +119,11 @@ class GraphSettings:
 
     def _file_problems(self) -> list[str]:
         """What the user's parameter files set that nothing would read, or that the mode decides otherwise."""
-        from idyn_ros.parameters import read_parameter_file
+        from idyn_ros.parameters import file_values, read_parameter_file
 
         problems: list[str] = []
-        ours = (*OUR_NODES, *OPTIONAL_NODES, "plant")
-        declared = {n: {p.name for p in params_class(n).table()} | {"use_sim_time"} for n in ours}
+        declared = declared_parameters()
+        ours = tuple(declared)
         anyone = set().union(*declared.values())
         for path in self.params_files:
             for key, params in read_parameter_file(path).items():
@@ -142,7 +141,7 @@ class GraphSettings:
                                     f"parameter(s) {unknown} (see docs/parameters.md)")
         for node in self.active_nodes:
             forced = node_overrides(self, node, mode_only=True)
-            given = file_values_of(self.params_files, node)
+            given = file_values(list(self.params_files), node)
             for name, value in forced.items():
                 if name in given and given[name] != value:
                     problems.append(f"a parameter file sets {node}.{name}: {given[name]!r}, but mode {self.mode} "
@@ -201,11 +200,10 @@ def driver_effort_unit(s: GraphSettings) -> str:
     return {"true": "current", "false": "torque"}.get(default.lower(), "")
 
 
-def file_values_of(files: Sequence[str | Path], node: str) -> dict[str, Any]:
-    """{ROS name: value} the ``files`` give ``node`` (``parameters.file_values``; none: {})."""
-    from idyn_ros.parameters import file_values
-
-    return file_values(list(files), node) if files else {}
+def declared_parameters() -> dict[str, set[str]]:
+    """{node: the ROS parameter names it declares} for every node the graph can start (use_sim_time: rclpy's)."""
+    return {n: {p.name for p in params_class(n).table()} | {"use_sim_time"}
+            for n in (*OUR_NODES, *OPTIONAL_NODES, "plant")}
 
 
 def node_overrides(s: GraphSettings, node: str, mode_only: bool = False) -> dict[str, Any]:
@@ -227,9 +225,11 @@ def node_overrides(s: GraphSettings, node: str, mode_only: bool = False) -> dict
             if s.gains:
                 out["gain_preset"] = s.gains
         if node == "wrench_observer":
+            from idyn_ros.parameters import file_values
+
             out["torque_source"] = "effort" if s.mode == "hardware" or s.observer_only else "command"
             unit = s.effort_unit or driver_effort_unit(s)
-            if s.mode == "hardware" and unit and (s.effort_unit or "effort_unit" not in file_values_of(s.files, node)):
+            if s.mode == "hardware" and unit and (s.effort_unit or "effort_unit" not in file_values(s.files, node)):
                 out["effort_unit"] = unit
     if mode_only:
         return {k: v for k, v in out.items() if k in MODE_SET and (k in declared or k == "use_sim_time")}

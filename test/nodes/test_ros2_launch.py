@@ -286,8 +286,11 @@ def test_a_misspelled_argument_or_a_xacro_argument_nothing_reads_stops_the_launc
     pytest.importorskip("launch_ros")
     with pytest.raises(Exception, match=r"unknown launch argument\(s\) \['gain'\]"):
         _render("ur5", mode="mock", gain="soft")
-    with pytest.raises(Exception, match="mode mujoco does not use"):
+    with pytest.raises(Exception, match="nothing reads in mode mujoco"):
         _render("panda", mode="mujoco", payload_mass="1.0")
+    with pytest.raises(Exception, match="nothing reads in mode hardware with observer_only"):
+        _render("ur5", mode="hardware", observer_only="true", payload_mass="1.0")
+    assert _render("ur5", mode="hardware", observer_only="true", use_currents_as_efforts="false")  # the observer's
     with pytest.raises(Exception, match="payload_mass must be >= 0"):
         _render("panda", mode="mock", payload_mass="-5")
     with pytest.raises(Exception, match="use true or false"):
