@@ -1,1 +1,33 @@
-"""Subcommands of the `idyn` CLI (see idyn_ros/cli.py for the contract)."""
+"""Subcommands of the `idyn` CLI (see idyn_ros/cli.py for the contract), and the argparse number types they share."""
+
+from __future__ import annotations
+
+import argparse
+import math
+from collections.abc import Callable
+
+
+def positive(kind: type) -> object:
+    """argparse type: a finite number > 0 of ``kind`` (int or float), else a one-line error."""
+    return _number(kind, lambda value: value > 0, "> 0")
+
+
+def non_negative(kind: type, maximum: float = math.inf) -> object:
+    """argparse type: a finite number of ``kind`` in 0..``maximum``, else a one-line error (not a numpy traceback)."""
+    return _number(kind, lambda value: 0 <= value <= maximum, ">= 0" if maximum == math.inf else f"in 0..{maximum}")
+
+
+def _number(kind: type, accept: Callable[[float], bool], what: str) -> Callable[[str], float | int]:
+    """argparse type: ``kind(text)`` when finite and ``accept``-ed, else an error saying ``what`` it must be."""
+    def parse(text: str) -> float | int:
+        try:
+            value = kind(text)
+        except ValueError:
+            article = "an" if kind.__name__[0] in "aeiou" else "a"
+            raise argparse.ArgumentTypeError(f"expected {article} {kind.__name__} {what}, got {text!r}") from None
+        if not (math.isfinite(value) and accept(value)):
+            raise argparse.ArgumentTypeError(f"must be {what}, got {text}")
+        return value
+
+    parse.__name__ = f"{kind.__name__} {what}"
+    return parse

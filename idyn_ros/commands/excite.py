@@ -33,7 +33,7 @@ position limits; --harmonics/--period default to 5 and 10 s (idyn_ros/control/pa
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    from idyn_ros.commands.train import non_negative, positive
+    from idyn_ros.commands import non_negative, positive
 
     parser.epilog = EPILOG
     parser.add_argument("--robot", required=True, help="preset (panda, iiwa14, ur5) or URDF path")

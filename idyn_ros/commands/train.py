@@ -73,11 +73,11 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import math
 import sys
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 
+from idyn_ros.commands import non_negative, positive
 from idyn_ros.commands.identify import add_prior_arguments
 
 HELP = ("train a model (auto, rbd*, hybrid, hybrid-r, hybrid-j, mlp-hybrid, lstm, delan[-lstm], *-gp) "
@@ -103,32 +103,6 @@ EPILOG = """examples:
 
 #: The largest random seed: numpy's legacy seeding (``np.random.seed``) takes 32 bits.
 SEED_MAX = 2**32 - 1
-
-
-def positive(kind: type) -> object:
-    """argparse type: a finite number > 0 of ``kind`` (int or float), else a one-line error."""
-    return _number(kind, lambda value: value > 0, "> 0")
-
-
-def non_negative(kind: type, maximum: float = math.inf) -> object:
-    """argparse type: a finite number of ``kind`` in 0..``maximum``, else a one-line error (not a numpy traceback)."""
-    return _number(kind, lambda value: 0 <= value <= maximum, ">= 0" if maximum == math.inf else f"in 0..{maximum}")
-
-
-def _number(kind: type, accept: Callable[[float], bool], what: str) -> Callable[[str], float | int]:
-    """argparse type: ``kind(text)`` when finite and ``accept``-ed, else an error saying ``what`` it must be."""
-    def parse(text: str) -> float | int:
-        try:
-            value = kind(text)
-        except ValueError:
-            article = "an" if kind.__name__[0] in "aeiou" else "a"
-            raise argparse.ArgumentTypeError(f"expected {article} {kind.__name__} {what}, got {text!r}") from None
-        if not (math.isfinite(value) and accept(value)):
-            raise argparse.ArgumentTypeError(f"must be {what}, got {text}")
-        return value
-
-    parse.__name__ = f"{kind.__name__} {what}"
-    return parse
 
 
 @contextlib.contextmanager

@@ -58,7 +58,7 @@ EPILOG = """examples:
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    from idyn_ros.commands.train import positive
+    from idyn_ros.commands import positive
     from idyn_ros.control.wrench_trust import CONTACT_MODELS, TrustSettings
     from idyn_ros.experiments.wrench_replay import BIAS_WINDOW_S, VENDOR_TOPIC
     from idyn_ros.parameters import WrenchObserverParams

@@ -234,7 +234,7 @@ def run_recorder(
 
 def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.ArgumentParser:
     """The recorder's options (also those of ``idyn record``)."""
-    from idyn_ros.commands.train import positive
+    from idyn_ros.commands import positive
 
     parser = parser or argparse.ArgumentParser(prog="recorder", description=__doc__.split("\n\n")[0])
     parser.add_argument(
