@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 
 from idyn_ros.dynamics.payload import TYPICAL_SCALE, PayloadEstimate, joint_regressor, solve_payload
-from idyn_ros.errors import DatasetError, IdentificationError
+from idyn_ros.errors import DatasetError, IdentificationError, ParameterError
 
 DEFAULT_RATE_HZ = 100.0
 DEFAULT_CUTOFF_HZ = 5.0
@@ -60,8 +60,11 @@ def _lowpass_decimate(t: np.ndarray, arrays: Sequence[np.ndarray], rate_hz: floa
     from idyn_ros.data.filters import butter_filtfilt
 
     src = float(1.0 / np.median(np.diff(t)))
+    if cutoff_hz >= 0.5 * src * (1 - 1e-6):  # the tolerance: a rate from float stamps is a hair off
+        raise ParameterError(f"cutoff {cutoff_hz:g} Hz is not below half the recording's rate ({src:g} Hz), so "
+                             f"nothing would be filtered; give a cutoff below {0.5 * src:g} Hz")
     out = arrays
-    if cutoff_hz < 0.5 * src and len(t) > 30:
+    if len(t) > 30:
         out = [butter_filtfilt(a, src, cutoff_hz) for a in arrays]
     edge = round(EDGE_S * src) if len(t) > 4 * EDGE_S * src else 0
     step = max(1, round(src / rate_hz))
