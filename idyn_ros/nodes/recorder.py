@@ -38,7 +38,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from idyn_ros.errors import IdynError
+from idyn_ros.errors import IdynError, ParameterError
 
 #: Types assumed for well-known topics when not given as TOPIC:TYPE (else found by discovery).
 KNOWN_TYPES = {
@@ -53,8 +53,6 @@ def message_class(msgtype: str) -> type:
         pkg, _, name = msgtype.split("/")
         return getattr(importlib.import_module(f"{pkg}.msg"), name)
     except (ValueError, ImportError, AttributeError):
-        from idyn_ros.errors import ParameterError
-
         raise ParameterError(
             f"cannot import message type {msgtype!r}: expected pkg/msg/Type of an installed package"
         ) from None
@@ -83,8 +81,6 @@ def run_recorder(
     Returns:
         messages written per topic.
     """
-    from idyn_ros.errors import ParameterError
-
     if duration is not None and not (math.isfinite(duration) and duration > 0):
         raise ParameterError(f"duration must be a number of seconds > 0, got {duration}; leave it out to record "
                              "until Ctrl-C")
@@ -265,8 +261,6 @@ def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.Argu
 def main(argv: list[str] | None = None) -> int:
     """Console script ``idyn-recorder``: our options plus ROS arguments (``--ros-args -p ...``)."""
     from rclpy.utilities import remove_ros_args
-
-    from idyn_ros.errors import IdynError
 
     full = [sys.argv[0], *(sys.argv[1:] if argv is None else argv)]
     args = build_parser().parse_args(remove_ros_args(full)[1:])
