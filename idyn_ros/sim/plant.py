@@ -541,8 +541,13 @@ class Plant:
         RobotDescriptionError for a non-physical payload (checked by ``Payload`` itself).
         """
         payload = None if payload is None else Payload.coerce(payload)
+        previous = self._payload
         self._payload = None if payload is None or payload.mass == 0.0 else payload
-        self._build_model()
+        try:
+            self._build_model()
+        except RobotDescriptionError:
+            self._payload = previous  # MuJoCo refused it: the plant keeps the payload it runs with
+            raise
         self._update_ext()
 
     @property
