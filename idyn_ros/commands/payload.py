@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import argparse
 
+DEFAULT_FRICTION = "coulomb,viscous,offset"
+
 HELP = "identify a flange payload (mass, CoM, inertia) from recordings with and without it, or with a bare-arm model"
 
 EPILOG = """examples:
@@ -40,8 +42,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
     arm = ident.add_mutually_exclusive_group(required=True)
     arm.add_argument("--reference", nargs="+", metavar="WITHOUT", help="recordings of the same arm without it")
     arm.add_argument("--model", metavar="M.onnx", help="an exported model of the bare arm (`idyn train`)")
-    ident.add_argument("--friction", default="coulomb,viscous,offset",
-                       help="--reference: the arm's friction kinds, comma separated or 'none' (default: %(default)s)")
+    ident.add_argument("--friction", default=None,
+                       help="--reference: the arm's friction kinds, comma separated or 'none' (default: "
+                       f"{DEFAULT_FRICTION})")
     ident.add_argument("--no-offsets", action="store_true",
                        help="--model: do not leave a constant torque offset per joint free")
     ident.add_argument("--rate", type=positive(float), default=100.0,
@@ -51,6 +54,17 @@ def configure(parser: argparse.ArgumentParser) -> None:
                        "rate (default: 5)")
     ident.add_argument("--json", action="store_true", help="print the result as JSON (keys above) and nothing else")
     ident.add_argument("--vendor-out", metavar="F.json", help="write the vendor forms of the result")
+
+
+def _check_options(args: argparse.Namespace) -> None:
+    """Refuse an option the chosen mode would ignore (the bare-arm model already holds its friction)."""
+    from idyn_ros.errors import ParameterError
+
+    if args.model and args.friction is not None:
+        raise ParameterError("--friction applies only to --reference: the bare-arm model brings its own friction")
+    if args.reference and args.no_offsets:
+        raise ParameterError("--no-offsets applies only to --model: with --reference the offsets are part of "
+                             "--friction (drop 'offset' there)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -68,12 +82,13 @@ def _identify(args: argparse.Namespace) -> int:
     from idyn_ros.dynamics.payload import vendor_formats
     from idyn_ros.models.sources import load_recordings, load_robot
 
+    _check_options(args)
     robot = load_robot(args.robot)
     with_payload = load_recordings(args.data, robot)
     reference = load_recordings(args.reference, robot) if args.reference else []
     if args.reference:
-        est = cp.identify_with_reference(robot, with_payload, reference, parse_kinds(args.friction), args.rate,
-                                         args.cutoff)
+        kinds = parse_kinds(args.friction or DEFAULT_FRICTION)
+        est = cp.identify_with_reference(robot, with_payload, reference, kinds, args.rate, args.cutoff)
     else:
         est = cp.identify_with_model(robot, with_payload, cp.artifact_predictor(robot, args.model), args.rate,
                                      args.cutoff, offsets=not args.no_offsets)

@@ -79,3 +79,13 @@ def test_cli_refuses_a_cutoff_at_or_above_half_the_recording_rate(tmp_path: Path
     err = capsys.readouterr().err
     assert code == 2 and "cutoff 100 Hz is not below half the recording's rate (200 Hz)" in err
     assert not vendor.exists()
+
+
+@pytest.mark.parametrize("options", [["--model", "bare.onnx", "--friction", "coulomb"],
+                                     ["--reference", "without.npz", "--no-offsets"]])
+def test_cli_refuses_an_option_the_mode_ignores(tmp_path: Path, panda: RobotModel,
+                                                capsys: pytest.CaptureFixture[str], options: list[str]) -> None:
+    from idyn_ros.cli import main
+
+    code = main(["payload", "identify", "--robot", "panda", "--data", _write(tmp_path, panda), *options])
+    assert code == 2 and "applies only to" in capsys.readouterr().err
