@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import argparse
 
+from idyn_ros.commands import positive
+
 HELP = "record -> identify/train -> export -> closed loop on the MuJoCo plant, with a report (< 10 min)"
 
 EPILOG = """\
@@ -43,11 +45,11 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="report folder (default reports/demo-<robot>/)")
     parser.add_argument("--work", default=None, metavar="DIR",
                         help="work folder for bag, datasets and models (default runs/demo/<robot>/)")
-    parser.add_argument("--minutes", type=float, default=10.0, metavar="M",
+    parser.add_argument("--minutes", type=positive(float), default=10.0, metavar="M",
                         help="total time budget in minutes (default 10): sets the DDS recording time box "
                         "(~12 %%, at least twice the recording's 71 s of sim time) and the auto fit's training "
                         "time (~35 %%)")
-    parser.add_argument("--moves", type=int, default=3,
+    parser.add_argument("--moves", type=positive(int), default=3,
                         help="min-jerk moves per cell, 2 s each (default 3; the paper's protocol is 5 x (2 s, 10 s): "
                         "`idyn bench --only experiments`)")
     parser.add_argument("--skip-dds", action="store_true",

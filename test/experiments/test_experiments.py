@@ -176,6 +176,9 @@ def test_demo_cli_help_and_bench_entry():
     assert args.robot == "panda" and args.minutes == 10.0
     assert "examples" in parser.epilog and "deg" in parser.epilog
     assert callable(bench.run_benchmarks) and bench.ROBOTS == ("panda", "iiwa14", "ur5")
+    for option in (["--moves", "0"], ["--minutes", "-1"], ["--minutes", "nan"]):  # a demo of nothing is refused
+        with pytest.raises(SystemExit):
+            parser.parse_args(option)
 
 
 def test_excitation_chain_and_split_by_trajectory(tmp_path):
