@@ -65,6 +65,7 @@ def declare_and_load(node: Any, cls: type, check: Any = None) -> tuple[Any, Any,
     spec, robot = load_robot(params.value.robot, params.value.prefix)
     joints.append(robot.n)
     params.value = params.read()  # per-joint lengths are checked now that the joint count is known
+    params.check_current()  # rclpy runs the cross-field check on sets only, not on the start-up values
     return params, spec, robot
 
 

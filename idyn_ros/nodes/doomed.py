@@ -115,6 +115,10 @@ class DoomedNode(Node):
         return response
 
     def _srv_unfreeze(self, request: Any, response: Any) -> Any:
+        """Refused while the parameter 'enabled' is false: the service must not override the parameter."""
+        if not self.params.value.enabled:
+            response.success, response.message = False, "learning is disabled by parameter 'enabled': set it to true"
+            return response
         self.learner.unfreeze()
         self._reported = ""
         response.success, response.message = True, "learning resumed"

@@ -11,6 +11,7 @@ controller's watchdog. Without a model, or with one for another robot/rate, it s
 from __future__ import annotations
 
 import array
+import math
 import time
 from typing import Any
 
@@ -30,6 +31,7 @@ from idyn_ros.nodes.common import (
     payload_service,
     stamp_to_ns,
 )
+from idyn_ros.nodes.controller import controller_in_process
 from idyn_ros.parameters import FeedforwardParams
 
 PARTS = ("rbd", "friction", "residual")  # FeedforwardTorque fields filled while publish_parts
@@ -71,7 +73,9 @@ class FeedforwardNode(Node):
         return f"{describe_payload(payload)} in the feedforward"
 
     def _on_reference(self, msg: Any) -> None:
-        if self._ref.resolve(msg.joint_names):
+        """A reference with a non-finite acceleration is dropped (the previous one stays): it would publish a NaN
+        feedforward, and a learned model would keep it in its recurrent state."""
+        if self._ref.resolve(msg.joint_names) and all(map(math.isfinite, msg.accelerations)):
             self._ref.take(msg.accelerations, self.ddq_d)
 
     def _on_joint_state(self, msg: Any) -> None:
@@ -106,8 +110,6 @@ class FeedforwardNode(Node):
     def _controllers_computation(self, stamp_ns: int) -> Any:
         """The controller's own feedforward for this very state when it runs in this process with the same model
         (composed): the same numbers, not computed twice (~50 us a tick with a learned model)."""
-        from idyn_ros.nodes.controller import controller_in_process
-
         core = controller_in_process(self.context)
         if (core is None or not core.embedded or not core.params.use_feedforward or not core.active
                 or core.ff.model_id != self.ff.model_id or core.ff.payload != self.ff.payload

@@ -24,6 +24,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 from rclpy.callback_groups import ReentrantCallbackGroup
 from rclpy.node import Node
 from rclpy.task import Future
@@ -37,6 +38,7 @@ from idyn_ros.parameters import PayloadIdentifierParams
 
 RECORD_MARGIN_S = 0.5  # s recorded after the plan should have ended (the reference starts one state late)
 CONNECT_TIMEOUT_S = 10.0  # s (wall) a call waits for the first joint state and for the reference node
+APPLY_TIMEOUT_S = 5.0  # s (wall) apply waits for each set_payload reply (a wedged server must not hold the node busy)
 
 
 class PayloadIdentifierNode(Node):
@@ -48,8 +50,7 @@ class PayloadIdentifierNode(Node):
 
         super().__init__(name, **kwargs)
         self._loaded: tuple[str, Any] | None = None  # (path, recording) checked by _baseline_problem
-        self.params, self.spec, self.robot = declare_and_load(self, PayloadIdentifierParams,
-                                                              check=self._baseline_problem)
+        self.params, self.spec, self.robot = declare_and_load(self, PayloadIdentifierParams, check=self._check)
         self.params.on_change.append(self._on_params)
         v = self.params.value
         self.diag = Diagnostics(self, f"idyn: {self.get_name()}", v.robot)
@@ -83,6 +84,19 @@ class PayloadIdentifierNode(Node):
         self.create_timer(v.diagnostics_period, self.diag.publish)
         self.diag.set(Diagnostics.OK, "ready" if self.excitation is not None else "designing the excitation",
                       publish=True)
+
+    def _check(self, v: PayloadIdentifierParams) -> str | None:
+        """The cross-field check of a candidate parameter set (run time and start-up), or None."""
+        return self._service_names_problem(v) or self._baseline_problem(v)
+
+    def _service_names_problem(self, v: PayloadIdentifierParams) -> str | None:
+        """A set_payload_services entry that names no valid service (create_client would raise at apply time)."""
+        for name in v.set_payload_services:
+            try:
+                self.resolve_service_name(name)
+            except RuntimeError as exc:  # rclpy's RCLError: "failed to resolve name: <why>, at <file>"
+                return f"set_payload_services: {name!r} is not a valid service name ({str(exc).split(', at ')[0]})"
+        return None
 
     def _baseline_problem(self, v: PayloadIdentifierParams) -> str | None:
         """Refuse a baseline_path that names a file which is not a bare-arm recording of this robot."""
@@ -162,6 +176,10 @@ class PayloadIdentifierNode(Node):
         except IdynError as exc:
             response.success, response.message = False, str(exc)
             self.diag.set(Diagnostics.WARN, str(exc), publish=True)
+        except Exception as exc:  # a failed solve etc.: the caller gets the reason, the node stays up
+            response.success, response.message = False, f"identification failed: {type(exc).__name__}: {exc}"
+            self.get_logger().error(response.message)
+            self.diag.set(Diagnostics.WARN, response.message, publish=True)
         finally:
             self._until_ns = -1
             self._busy = False
@@ -189,13 +207,21 @@ class PayloadIdentifierNode(Node):
                 raise IdynError(f"the excitation did not finish within wall_timeout={v.wall_timeout:g} s")
             await _yield_once(self)
         rec = self.log.recording(f"live:{v.joint_states_topic}")
+        if not np.all(np.isfinite(rec.tau)):
+            raise IdynError(f"the joint states on {v.joint_states_topic} carry no effort (joint torque): nothing to "
+                            "identify from")
         if request.record_baseline:
             self.baseline = rec
             where = ""
             if v.baseline_path:
-                self._save(rec, v.baseline_path)
-                self._baseline_from = v.baseline_path
-                where = f", saved to {v.baseline_path}"
+                try:
+                    self._save(rec, v.baseline_path)
+                    self._baseline_from = v.baseline_path
+                    where = f", saved to {v.baseline_path}"
+                except OSError as exc:  # the reference stands for this run: say the file is missing
+                    where = f", kept in memory only: baseline_path {v.baseline_path} not written: {exc}"
+                    self.diag.set(Diagnostics.WARN, f"baseline_path {v.baseline_path} not written: {exc}",
+                                  publish=True)
             response.success = True
             response.message = f"bare-arm reference recorded ({len(rec.t)} samples{where})"
             return
@@ -249,7 +275,14 @@ class PayloadIdentifierNode(Node):
                 if not client.wait_for_service(timeout_sec=1.0):
                     failed.append(f"{name} (not available)")
                     continue
-                reply = await client.call_async(req)
+                future = client.call_async(req)
+                started = time.monotonic()
+                while not future.done() and time.monotonic() - started < APPLY_TIMEOUT_S:
+                    await _yield_once(self)
+                reply = future.result() if future.done() else None
+                if reply is None:
+                    failed.append(f"{name} (no answer within {APPLY_TIMEOUT_S:g} s)")
+                    continue
                 (done if reply.success else failed).append(name if reply.success else f"{name} ({reply.message})")
             finally:
                 self.destroy_client(client)

@@ -18,7 +18,7 @@ from rclpy.node import Node
 
 from idyn_ros.control import reference as ref
 from idyn_ros.control import state_estimation as se
-from idyn_ros.errors import IdynError, ParameterError
+from idyn_ros.errors import IdynError
 from idyn_ros.nodes import hot_loop
 from idyn_ros.nodes.common import HOT_IN, MONITOR, Diagnostics, declare_and_load, field_view, stamp_to_ns
 from idyn_ros.parameters import ReferenceParams
@@ -54,9 +54,6 @@ class ReferenceNode(Node):
         super().__init__(name, **kwargs)
         self.params, self.spec, self.robot = declare_and_load(self, ReferenceParams, check=_settings_problem)
         v = self.params.value
-        problem = _settings_problem(v)
-        if problem:
-            raise ParameterError(problem)
         self.n = self.robot.n
         self.params.on_change.append(self._restart)
         self.diag = Diagnostics(self, f"idyn: {self.get_name()}", v.robot)

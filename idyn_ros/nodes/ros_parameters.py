@@ -57,6 +57,13 @@ class NodeParameters(Generic[P]):
             values[name] = p.default if value is None else value
         return self.cls.from_values(values, self._joints())
 
+    def check_current(self) -> None:
+        """Run the cross-field check on the current values (rclpy runs it only on a set, not on start-up values):
+        ParameterError with its reason if it refuses them."""
+        message = self._check(self.value) if self._check is not None else None
+        if message:
+            raise ParameterError(f"{self.cls.__name__}: {message}")
+
     def _validate(self, params: list[Any]) -> Any:
         from rcl_interfaces.msg import SetParametersResult
 

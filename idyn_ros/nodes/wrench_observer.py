@@ -54,9 +54,13 @@ from idyn_ros.robots.drives import torque_constants
 
 
 def _settings_problem(v: WrenchObserverParams) -> str | None:
-    """A parameter set the trust stage refuses (e.g. a release threshold above the contact threshold), or None."""
+    """A parameter set the trust stage refuses (e.g. a release threshold above the contact threshold) or that makes
+    the momentum observer diverge, or None."""
     from idyn_ros.errors import ParameterError
 
+    if v.observer_gain >= 2.0 * v.rate_hz:  # rectangle rule: the residual's error scales by (1 - K/rate) per tick
+        return (f"observer_gain={v.observer_gain:g} 1/s must be below 2 x rate_hz ({2.0 * v.rate_hz:g}): the "
+                "discrete momentum observer diverges there (rate_hz itself is already dead-beat)")
     try:
         TrustSettings.from_params(v)
     except ParameterError as exc:
@@ -143,7 +147,8 @@ class WrenchObserverNode(Node):
         return response
 
     def _on_command(self, msg: Any) -> None:
-        if len(msg.data) == self.n:
+        """A non-finite command is dropped (the plant keeps the previous one; the observer would keep it for good)."""
+        if len(msg.data) == self.n and all(map(math.isfinite, msg.data)):
             self.tau_cmd[:] = msg.data
             self._have_tau = True
 
