@@ -1,10 +1,12 @@
-"""Subcommands of the `idyn` CLI (see idyn_ros/cli.py for the contract), and the argparse number types they share."""
+"""Subcommands of the `idyn` CLI (see idyn_ros/cli.py for the contract), and the argparse number types and output
+check they share."""
 
 from __future__ import annotations
 
 import argparse
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from pathlib import Path
 
 
 def positive(kind: type) -> object:
@@ -31,3 +33,30 @@ def _number(kind: type, accept: Callable[[float], bool], what: str) -> Callable[
 
     parse.__name__ = f"{kind.__name__} {what}"
     return parse
+
+
+def writable_output(text: str, option: str, inputs: Sequence[str | Path] = ()) -> Path:
+    """``text`` as a file to write, checked before the work: not a folder, none of ``inputs``, in a writable place."""
+    import tempfile
+
+    from idyn_ros.errors import ParameterError
+
+    path = Path(text)
+    if path.is_dir():
+        raise ParameterError(f"{option} {text} is a folder; give a file name in it")
+    for given in inputs:
+        if path.resolve() == Path(given).resolve():
+            raise ParameterError(f"{option} {text} is also an input; writing it would destroy that input, "
+                                 f"choose another {option}")
+    folder = path.absolute().parent
+    while not folder.exists():  # the write creates missing folders: check the place it would create them in
+        folder = folder.parent
+    if not folder.is_dir():
+        raise ParameterError(f"{option} {text}: {folder} is a file, not a folder; choose another {option}")
+    try:  # the write goes through a temp file in that folder (data.atomic): try exactly that
+        with tempfile.TemporaryFile(dir=folder):
+            pass
+    except OSError as exc:
+        raise ParameterError(f"{option} {text}: cannot write in {folder} ({exc.strerror or exc}); "
+                             f"choose another {option}") from None
+    return path

@@ -4,7 +4,8 @@ Each recording is stepped through ``idyn_ros.runtime.ModelRuntime`` (ONNX Runtim
 over the whole recording, reset between recordings). A recording at another rate than the model's, or with
 irregular stamps, is first resampled onto a grid at the model's rate (linear interpolation of its samples), as
 training does, and a line says so (on stderr with --json). Motor-current efforts (UR recordings) are turned into
-torque with the artifact's gains (``control.effort``), as the nodes do. Reported per joint:
+torque with the artifact's gains (``control.effort``), as the nodes do; currents against a model trained on torques
+are refused (it has no gains). Reported per joint:
   nMSE         MSE / variance of the measured torque (1.0 = no better than the mean)
   RMSE         root mean squared error in Nm
   NMSE(minmax) MSE of torques min-max scaled with the training ranges (Reuss et al. 2022 "NMSE")
@@ -32,7 +33,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--effort-kind", choices=("torque", "current"), default=None,
                         help="what the recordings' effort is (default: what each file says; torque if it says "
                              "nothing). current: motor currents [A], turned into Nm with the model's gains")
-    parser.add_argument("--json", action="store_true", help="print one JSON object on stdout and nothing else")
+    parser.add_argument("--json", action="store_true",
+                        help="print one JSON object on stdout and nothing else (an undefined nMSE is null)")
     parser.add_argument("--backend", choices=["pinocchio", "onnx"], default="pinocchio",
                         help="RBD evaluation: pinocchio from the metadata (default) or the full ONNX graph")
 
@@ -46,6 +48,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _run(args: argparse.Namespace) -> int:
     import json
+    import math
     import sys
     import warnings
 
@@ -53,15 +56,27 @@ def _run(args: argparse.Namespace) -> int:
 
     from idyn_ros.control.effort import EffortToTorque
     from idyn_ros.dynamics import RobotModel
-    from idyn_ros.models.metrics import speed_coverage, speed_warning, torque_metrics
+    from idyn_ros.errors import DatasetError
+    from idyn_ros.models.artifact import require_keys
+    from idyn_ros.models.metrics import json_ready, speed_coverage, speed_warning, torque_metrics
     from idyn_ros.models.sources import load_recordings
     from idyn_ros.runtime import ModelRuntime, read_metadata
 
     meta = read_metadata(args.model)
+    require_keys(meta, ("model_kind", "urdf"), args.model)
     robot = RobotModel.from_urdf(meta["urdf"], name=meta["robot"])
-    model_rate = float(meta.get("rate_hz") or 0.0) or None  # artifacts without a rate take each recording's own
+    model_rate = float(meta.get("rate_hz") or 0.0)  # artifacts without a (finite) rate take each recording's own
+    model_rate = model_rate if math.isfinite(model_rate) and model_rate > 0 else None
     recs = load_recordings(args.data, robot, args.effort_kind, rate_hz=model_rate,
                            say=lambda line: print(f"idyn evaluate: {line}", file=sys.stderr if args.json else None))
+    trained_on = (meta.get("effort") or {}).get("kind", "torque")
+    for path, rec in zip(args.data, recs, strict=True):  # before stepping any: a bad file late must not waste minutes
+        if rec.n_samples < 2:
+            raise DatasetError(f"{path}: {rec.n_samples} sample(s); a score needs a recording of 2 or more")
+        if rec.effort_kind == "current" and trained_on != "current":
+            raise DatasetError(f"{path}: its efforts are motor currents [A] but the model was trained on joint torques "
+                               f"[Nm] and has no gains to convert them; score it on torque recordings, or pass "
+                               f"--effort-kind torque if these efforts are in fact torques")
     per_file = {}
     preds, taus = [], []
     for path, rec in zip(args.data, recs, strict=True):
@@ -86,7 +101,7 @@ def _run(args: argparse.Namespace) -> int:
         if message:
             warnings.warn(message, stacklevel=1)
     if args.json:
-        print(json.dumps(out))
+        print(json.dumps(json_ready(out), allow_nan=False))  # NaN (constant joint) as null: strict JSON
         return 0
     print(f"model {meta['model_kind']} ({meta.get('model_id')}) on {len(args.data)} recording(s), "
           f"{total['n_samples']} samples")

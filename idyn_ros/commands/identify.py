@@ -11,11 +11,13 @@ with the geometric prior (each link's pseudo-inertia held relative to its own si
 others with a ridge relative to the mean excitation (1e-4 keeps unexcited directions at their nominal values).
 The written URDF (--urdf-out) reloads in pinocchio; for ols/wls it is only written if every link is
 physically consistent. Friction coefficients go to --params-out (JSON) since URDF cannot hold them.
+Recordings of motor currents (UR drivers) are refused: `idyn train --model rbd-friction` identifies their gains.
 """
 
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 HELP = "identify inertial + friction parameters (ols, wls, sdp, diffbary, logchol) -> URDF"
 
@@ -68,15 +70,28 @@ def _run(args: argparse.Namespace) -> int:
 
     import numpy as np
 
+    from idyn_ros.commands import writable_output
     from idyn_ros.data.atomic import atomic_write_text
     from idyn_ros.dynamics.friction import parse_kinds
-    from idyn_ros.errors import IdentificationError
+    from idyn_ros.errors import DatasetError, IdentificationError, ParameterError
     from idyn_ros.models.identification import identify, write_urdf
     from idyn_ros.models.metrics import torque_metrics
     from idyn_ros.models.sources import load_recordings, load_robot
 
+    inputs = [args.robot, *args.data, *args.test]
+    for option, out in (("--urdf-out", args.urdf_out), ("--params-out", args.params_out)):
+        if out:  # checked before the identification, which can take minutes
+            writable_output(out, option, inputs)
+    if args.urdf_out and args.params_out and Path(args.urdf_out).resolve() == Path(args.params_out).resolve():
+        raise ParameterError(f"--urdf-out and --params-out are the same file {args.urdf_out}; give two names")
     robot = load_robot(args.robot)
     recs = load_recordings(args.data, robot)
+    tests = load_recordings(args.test, robot)  # a wrong --test path fails now, not after the identification
+    for path, rec in zip([*args.data, *args.test], [*recs, *tests], strict=True):
+        if rec.effort_kind == "current":
+            raise DatasetError(f"{path}: its efforts are motor currents [A], and identify fits joint torques [Nm]: "
+                               f"every parameter would come out scaled by the unknown gains; identify them with "
+                               f"`idyn train --model rbd-friction` (it finds the current gains too) or record torques")
     res = identify(robot.pin_model, recs, args.method, parse_kinds(args.friction), reg=args.reg,
                    solver=args.solver, prior=args.prior)
     from idyn_ros.dynamics.inertia import check_physical_consistency
@@ -94,8 +109,7 @@ def _run(args: argparse.Namespace) -> int:
     print("train nMSE per joint: " + " ".join(f"{v:.4f}" for v in res.info["train_nmse"]))
     print("physically consistent links: " + " ".join("yes" if e > 0 else "NO" for e in eig))
     print("armature (reflected rotor inertia, kg m^2): " + " ".join(f"{v:.4f}" for v in res.armature))
-    for path in args.test:
-        rec = load_recordings([path], robot)[0]
+    for path, rec in zip(args.test, tests, strict=True):
         m = torque_metrics(res.predict(robot.pin_model, rec), rec.tau)
         print(f"test {path}: nMSE " + " ".join(f"{v:.4f}" for v in m["nmse"]) + f" (mean {m['nmse_mean']:.4f})")
     if args.params_out:

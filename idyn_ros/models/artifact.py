@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -57,7 +58,11 @@ def write_artifact(proto: Any, metadata: dict[str, Any], path: str | Path) -> No
     check = proto.metadata_props.add()
     check.key = CHECKSUM_KEY
     check.value = _checksum(proto, check)
-    atomic_write_bytes(path, proto.SerializeToString())
+    try:
+        atomic_write_bytes(path, proto.SerializeToString())
+    except OSError as exc:  # a folder, a read-only place, a file where a folder should be: one line, not a traceback
+        raise ModelArtifactError(f"{path}: cannot write the model there ({exc.strerror or exc}); "
+                                 f"choose another output path") from None
 
 
 def _read_varint(data: bytes, i: int) -> tuple[int, int] | None:
@@ -134,6 +139,9 @@ def load_artifact(path: str | Path) -> tuple[Any, dict[str, Any]]:
         meta = json.loads(entries[METADATA_KEY].value)
     except ValueError as exc:
         raise ModelArtifactError(f"{path}: damaged idyn metadata ({exc}); {rewrite}") from None
+    if not isinstance(meta, dict):
+        raise ModelArtifactError(f"{path}: damaged idyn metadata (a JSON {type(meta).__name__}, not an object); "
+                                 f"{rewrite}")
     version = meta.get("format_version")
     if version not in SUPPORTED_FORMATS:
         why = f" ({_FORMAT_CHANGES[version]})" if version in _FORMAT_CHANGES else ""
@@ -145,7 +153,17 @@ def load_artifact(path: str | Path) -> tuple[Any, dict[str, Any]]:
     if check is None:
         raise ModelArtifactError(f"{path}: format {version} artifact without its checksum: damaged or not written "
                                  f"by `idyn export`; {rewrite}")
+    require_keys(meta, ("robot", "joint_names"), path)
     return proto, meta
+
+
+def require_keys(meta: dict[str, Any], keys: Sequence[str], path: str | Path) -> None:
+    """ModelArtifactError naming the metadata ``keys`` that ``meta`` lacks (else a KeyError deep in the reader)."""
+    missing = [key for key in keys if meta.get(key) is None]
+    if missing:
+        raise ModelArtifactError(f"{path}: idyn metadata lacks {missing}: written by another exporter or edited; "
+                                 f"re-export it with `idyn export --checkpoint RUN_DIR --robot ROBOT --out "
+                                 f"{Path(path).name}`")
 
 
 def read_metadata(path: str | Path) -> dict[str, Any]:

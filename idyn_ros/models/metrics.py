@@ -10,6 +10,7 @@
 
 from __future__ import annotations
 
+import math
 import warnings
 from typing import Any
 
@@ -49,6 +50,17 @@ def nan_mean(values: np.ndarray) -> float:
     values = np.asarray(values, dtype=np.float64)
     finite = ~np.isnan(values)
     return float(values[finite].mean()) if finite.any() else float("nan")
+
+
+def json_ready(value: Any) -> Any:
+    """``value`` with each NaN/inf float as None: strict JSON (jq, JavaScript) has no NaN, and an nMSE can be NaN."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {key: json_ready(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [json_ready(item) for item in value]
+    return value
 
 
 def torque_metrics(pred: np.ndarray, tau: np.ndarray, tau_min: Any = None, tau_max: Any = None) -> dict[str, Any]:

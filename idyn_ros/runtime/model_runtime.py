@@ -22,9 +22,9 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from idyn_ros.dynamics.friction import friction_torque, static_friction_level
+from idyn_ros.dynamics.friction import friction_torque, n_columns, static_friction_level
 from idyn_ros.errors import ModelArtifactError
-from idyn_ros.models.artifact import load_artifact, read_metadata, same_rate  # torch-free; read_metadata re-exported
+from idyn_ros.models.artifact import load_artifact, read_metadata, require_keys, same_rate  # torch-free
 
 __all__ = ["ModelRuntime", "TorquePrediction", "read_metadata"]
 
@@ -77,6 +77,7 @@ class ModelRuntime:
             )
         if rbd_backend not in ("pinocchio", "onnx"):
             raise ModelArtifactError(f"rbd_backend must be 'pinocchio' or 'onnx', not '{rbd_backend}'")
+        require_keys(meta, ("model_kind", "state", "parameters"), self.path)
         self.n = n = len(names)
         self.joint_names = names
         self.rate_hz = model_rate
@@ -86,6 +87,9 @@ class ModelRuntime:
         params = meta["parameters"]
         self._kinds = tuple(params.get("friction_kinds") or ())
         self._fric = np.asarray(params.get("friction") or np.zeros((n, 0)), dtype=np.float64)
+        if self._kinds and self._fric.shape != (n, n_columns(self._kinds)):
+            raise ModelArtifactError(f"{self.path.name}: friction {self._kinds} needs ({n}, {n_columns(self._kinds)}) "
+                                     f"coefficients, the metadata has shape {self._fric.shape}; re-export it")
         self._pin = None
         # identified inertial parameters (n, 10), pinocchio order, or None (kinds without RBD: lstm, delan)
         self.inertial = None if params.get("inertial") is None else np.asarray(params["inertial"], dtype=np.float64)
@@ -200,6 +204,7 @@ class ModelRuntime:
         if robot is None:
             from idyn_ros.dynamics import RobotModel
 
+            require_keys(self.meta, ("urdf",), self.path)
             robot = RobotModel.from_urdf(self.meta["urdf"], name=self.meta["robot"])
         if robot.n != self.n:
             raise ModelArtifactError(f"robot has {robot.n} DoF, model has {self.n}")
