@@ -54,6 +54,8 @@ def nan_mean(values: np.ndarray) -> float:
 
 def json_ready(value: Any) -> Any:
     """``value`` with each NaN/inf float as None: strict JSON (jq, JavaScript) has no NaN, and an nMSE can be NaN."""
+    if isinstance(value, np.generic | np.ndarray):
+        value = value.tolist()
     if isinstance(value, float):
         return value if math.isfinite(value) else None
     if isinstance(value, dict):

@@ -25,6 +25,7 @@ from idyn_ros.models.features import R_FEATURE_VERSION
 from idyn_ros.models.metrics import (
     OVERLAP_RADIUS,
     OVERLAP_WARNING,
+    json_ready,
     speed_coverage,
     speed_warning,
     state_overlap,
@@ -48,10 +49,14 @@ def evaluate_torch(result: TrainResult, robot: Any, recs: Sequence[Recording],
 
 
 def save_model(path: str | Path, result: TrainResult, pi0: np.ndarray, metrics: dict[str, Any],
-               effort: dict[str, Any] | None = None, uncertainty: dict[str, Any] | None = None) -> None:
+               effort: dict[str, Any] | None = None, uncertainty: dict[str, Any] | None = None,
+               robot: Any = None) -> None:
     """``effort``: how the training data's efforts became torques (``models.current_gains``), None for torques;
-    ``uncertainty``: ``models.uncertainty.torque_uncertainty`` of the validation residuals."""
+    ``uncertainty``: ``models.uncertainty.torque_uncertainty`` of the validation residuals; ``robot``: the robot
+    trained for, whose name and joints are kept so that a re-export for another robot is refused."""
     checkpoint.save({"cfg": result.cfg.to_dict(), "state": result.model.state_dict(), "n": result.model.n,
+                     "robot": None if robot is None else robot.name,
+                     "joint_names": None if robot is None else list(robot.joint_names),
                      "pi0": pi0, "tau_min": result.tau_min, "tau_max": result.tau_max, "dq_abs_max": result.dq_abs_max,
                      "fingerprint": result.fingerprint, "metrics": metrics,
                      "identification": result.identification, "r_feature_version": R_FEATURE_VERSION,
@@ -77,6 +82,11 @@ def load_model(path: str | Path) -> tuple[TorqueModel, dict[str, Any]]:
 
 def export_model(model: TorqueModel, ck: dict[str, Any], robot: Any, out: str | Path) -> str:
     """Write the ONNX artifact for a rebuilt model; returns the model id."""
+    trained_for = ck.get("joint_names")  # None in a model.pt written before they were kept
+    if trained_for is not None and list(trained_for) != list(robot.joint_names):
+        raise ModelArtifactError(f"the model was trained for robot '{ck.get('robot')}' with joints {trained_for}, "
+                                 f"not for '{robot.name}' with {list(robot.joint_names)}; pass the robot it was "
+                                 "trained for")
     tr = None if ck.get("tau_min") is None else (ck["tau_min"], ck["tau_max"])
     meta = ex.build_metadata(model, robot, ck.get("fingerprint", ""), ck.get("metrics"), tr, ck.get("dq_abs_max"))
     meta["effort"] = ck.get("effort") or {"kind": "torque", "unit": "Nm"}
@@ -237,8 +247,8 @@ def train_run(
     if out_dir is not None:
         out = Path(out_dir)
         pi0 = res.model.pi().detach().numpy() if res.model.inertial is not None else np.zeros((res.model.n, 10))
-        save_model(out / "model.pt", res, pi0, metrics, effort, uncertainty)
+        save_model(out / "model.pt", res, pi0, metrics, effort, uncertainty, robot)
         model, ck = load_model(out / "model.pt")
         metrics["model_id"] = export_model(model, ck, robot, out / "model.onnx")
-        atomic_write_text(out / "metrics.json", json.dumps(metrics, indent=2) + "\n")
+        atomic_write_text(out / "metrics.json", json.dumps(json_ready(metrics), indent=2, allow_nan=False) + "\n")
     return res, metrics

@@ -52,6 +52,20 @@ def test_reexport_is_deterministic(iiwa, hybrid_run, tmp_path):
     assert export_model(model, ck, iiwa, tmp_path / "again.onnx") == metrics["model_id"]
 
 
+def test_reexport_for_another_robot_with_as_many_joints_is_refused(hybrid_run, tmp_path):
+    """model.pt keeps the robot it was trained for: a panda (7 joints too) would get iiwa parameters silently."""
+    from idyn_ros.dynamics import RobotModel
+    from idyn_ros.errors import ModelArtifactError
+    from idyn_ros.models.pipeline import export_model
+
+    out, _, _ = hybrid_run
+    model, ck = load_model(out)
+    assert ck["robot"] == "iiwa14" and len(ck["joint_names"]) == 7
+    with pytest.raises(ModelArtifactError, match="trained for robot 'iiwa14'"):
+        export_model(model, ck, RobotModel.from_robot("panda"), tmp_path / "panda.onnx")
+    assert not (tmp_path / "panda.onnx").exists()
+
+
 def test_runtime_matches_torch_over_10s_with_state(iiwa, synth, hybrid_run):
     """ONNX parity: runtime (both RBD backends) vs the torch model run over the sequence with its
     state carried (what training and metrics use), 10 s = 2000 ticks at 200 Hz."""

@@ -23,7 +23,7 @@ from idyn_ros.models.gp import GP_KINDS
 from idyn_ros.models.gp.baselines import FrictionKernel, GIPKernel, LSEKernel, SEKernel
 from idyn_ros.models.gp.gp import FitReport, GPInverseDynamics, stack_inputs
 from idyn_ros.models.gp.lip import LIPKernel
-from idyn_ros.models.metrics import nan_mean, nmse_percent
+from idyn_ros.models.metrics import json_ready, nan_mean, nmse_percent
 
 Arrays = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]
 
@@ -297,7 +297,7 @@ def train_gp(kind: str, robot_model: Any, train_datasets: list[Any], val_dataset
         metrics["onnx"] = None
         metrics["onnx_error"] = str(exc)
         (out_dir / "model.onnx").unlink(missing_ok=True)  # an earlier run's model must not pass for this one
-    atomic_write_text(out_dir / "metrics.json", json.dumps(metrics, indent=2, default=float) + "\n")
+    atomic_write_text(out_dir / "metrics.json", json.dumps(json_ready(metrics), indent=2, allow_nan=False) + "\n")
     checkpoint.save({"state_dict": gp.state_dict(), "X": gp.X, "Y": Y, "kind": kind, "friction": friction,
                      "shared_noise": shared_noise, "joint_names": list(robot_model.joint_names)}, out_dir / "gp.pt")
     return metrics
