@@ -37,6 +37,10 @@ class NodeParameters(Generic[P]):
         self.on_change: list[Callable[[P], None]] = []
         for p in self.table.values():
             _declare(node, p)
+        foreign = _foreign_overrides(node)
+        if foreign:
+            raise ParameterError(f"{node.get_name()}: no idyn_ros node has parameter(s) {foreign} (misspelt? "
+                                 "docs/parameters.md lists them); rclpy would ignore them without a word")
         try:
             self.value: P = self.read()
         except ParameterError:  # reported where the node reads again to configure (read() raises there)
@@ -170,3 +174,15 @@ def parameter_help(cls: type[NodeParams]) -> str:
             f" [{p.lo:g}, {p.hi:g}];" if p.lo is not None and p.hi is not None else "")
         lines.append(f"  {p.name:<24} default {default!r:<10}{bounds} {p.description}")
     return "\n".join(lines)
+
+
+def _foreign_overrides(node: Any) -> list[str]:
+    """Names given to ``node`` (``-p``, parameter files) that no idyn_ros node declares.
+
+    A name another of our nodes declares passes: a ``/**`` section legitimately reaches every node."""
+    from idyn_ros.parameters import NODES
+
+    anyone = {"use_sim_time"}.union(*({p.name for p in cls.table()} for cls in NODES.values()))
+    given = getattr(node, "_parameter_overrides", {})  # rclpy keeps -p and file values here; no public accessor
+    return sorted(name for name in given
+                  if name not in anyone and not node.has_parameter(name) and not name.startswith("qos_overrides."))

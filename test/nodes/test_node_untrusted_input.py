@@ -77,6 +77,19 @@ def test_doomed_refuses_inconsistent_settings_at_start_up(rclpy_context):
         DoomedNode(context=rclpy_context, parameter_overrides=[Parameter("osc_consecutive", value=50)])
 
 
+def test_a_parameter_no_node_declares_is_refused_at_start_up(rclpy_context):
+    """rclpy ignores ``-p obsever_gain:=...`` without a word; a name another node has passes (``/**`` sections)."""
+    from rclpy.parameter import Parameter
+
+    from idyn_ros.errors import ParameterError
+    from idyn_ros.nodes.doomed import DoomedNode
+
+    with pytest.raises(ParameterError, match=r"no idyn_ros node has parameter\(s\) \['obsever_gain'\]"):
+        DoomedNode(context=rclpy_context, parameter_overrides=[Parameter("obsever_gain", value=3.0)])
+    node = DoomedNode(context=rclpy_context, parameter_overrides=[Parameter("observer_gain", value=3.0)])
+    node.destroy_node()
+
+
 # ------------------------------------------------------------------ payload identifier
 class Identifier:
     """A PayloadIdentifierNode whose excitation is replaced by a synthetic UR5 recording (``torques``), a client
