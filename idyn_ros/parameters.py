@@ -612,7 +612,9 @@ def render_markdown() -> str:
     lines = ["# Parameters", "",
              "Generated from `idyn_ros/parameters.py` by `python -m idyn_ros.parameters > docs/parameters.md`; do "
              "not edit by hand. Values per robot: `config/<robot>.yaml` (only what differs from these defaults). "
-             "Read-only parameters take effect at configure time and are refused at run time.", ""]
+             "Read-only parameters take effect at configure time and are refused at run time. A name no node "
+             "declares (a typo) stops the node at start-up, and `ros2 launch` / `idyn bringup` refuse it in a "
+             "parameter file.", ""]
     for name, cls in NODES.items():
         own = [p for p in cls.table() if not _inherited(cls, p.attr)]
         base = [b.__name__ for b in cls.__mro__[1:] if b not in (NodeParams, object) and dataclasses.is_dataclass(b)]
