@@ -19,6 +19,7 @@ Decisions (one line each; tested in test/control/test_controller.py):
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -30,10 +31,12 @@ from idyn_ros.control.feedforward import FeedforwardComputer
 from idyn_ros.control.watchdog import Watchdog
 from idyn_ros.errors import ParameterError
 from idyn_ros.parameters import PRESET_NAMES, ControllerParams
+from idyn_ros.robots.spec import Payload
 
 # = msg/ControllerState.msg
 MODE_INACTIVE, MODE_ACTIVE, MODE_SAFE_DAMPING, MODE_SAFE_ZERO = 0, 1, 2, 3
 MAX_KD_T = 0.5  # refuse gains above this damping x period (see the module docstring)
+_ADD = np.add.reduce  # the ufunc method itself (see control/watchdog.py): a NaN/Inf makes the sum non-finite
 RECOVERING = "recovering: the law's torque is being blended back in from the safe torque"  # ACTIVE, not yet steady
 
 
@@ -44,6 +47,7 @@ class NameMap:
         self.joint_names = tuple(joint_names)
         self._key: tuple[str, ...] | None = None
         self.index = np.arange(len(self.joint_names))
+        self._identity = False
         self.missing: list[str] = []
 
     def resolve(self, names: Sequence[str]) -> bool:
@@ -58,6 +62,7 @@ class NameMap:
         if self.missing:
             return False
         self.index = np.array([lookup[j] for j in self.joint_names], dtype=np.intp)
+        self._identity = key == self.joint_names  # the sender's order is ours: take copies without indexing
         self._key = key
         return True
 
@@ -65,7 +70,10 @@ class NameMap:
         """out[:] = values in the robot's order; False if the length is wrong."""
         if len(values) != len(self._key or ()):
             return False
-        out[:] = np.asarray(values, dtype=float)[self.index]
+        if self._identity:
+            out[:] = values
+        else:
+            out[:] = np.asarray(values, dtype=float)[self.index]
         return True
 
 
@@ -105,6 +113,9 @@ class Controller:
         self._abs, self._at_limit = z(n), np.zeros(n, dtype=bool)
         self._ref_map, self._ff_map, self._off_map = NameMap(self.joint_names), NameMap(self.joint_names), \
             NameMap(self.joint_names)
+        self._ref_in = z((3, n))  # a reference message (q, dq, ddq), checked here before it replaces q_d, dq_d, ddq_d
+        self._ref_clipped = np.zeros(n, dtype=bool)
+        self.reference_clipped = 0  # references with a position beyond a joint limit (held at the limit)
         self.active = False
         self.ticks = 0
         self.last_rx_ns = -1
@@ -181,11 +192,17 @@ class Controller:
         """A payload fixed to the flange (``Payload``; None or mass 0: none) enters the feedforward, the feedback's
         M(q) and the safe hold's g(q) at once. Decision: the g(q) subtracted where the robot adds its own stays the
         bare arm's, since the vendor compensates only the load configured there (leave that at the tool without this
-        payload). Safe from another thread than ``update`` (whole-object swaps)."""
-        self.ff.set_payload(payload)
-        p = self.ff.payload
-        self.feedback_model = self._feedback_bare if p is None else self._feedback_bare.with_payload(p)
-        self._hold_model = self.robot if p is None else self.robot.with_payload(p)
+        payload). Safe from another thread than ``update`` (whole-object swaps). ParameterError for a payload no arm
+        here can carry (``Payload.implausible``), with nothing changed."""
+        p = None if payload is None else Payload.coerce(payload)
+        p = None if p is None or p.mass == 0.0 else p
+        problem = None if p is None else p.implausible()
+        if problem:
+            raise ParameterError(problem)
+        feedback = self._feedback_bare if p is None else self._feedback_bare.with_payload(p)  # before any swap
+        hold = self.robot if p is None else self.robot.with_payload(p)
+        self.ff.set_payload(p)
+        self.feedback_model, self._hold_model = feedback, hold
 
     @property
     def payload(self) -> Any:
@@ -249,14 +266,37 @@ class Controller:
     # ------------------------------------------------------------------ inputs
     def set_reference(self, names: Sequence[str], q_d: Sequence[float], dq_d: Sequence[float],
                       ddq_d: Sequence[float]) -> bool:
-        """Desired motion (rad, rad/s, rad/s^2) for the named joints; a bad one is a data fault."""
-        m = self._ref_map
+        """Desired motion (rad, rad/s, rad/s^2) for the named joints; False for an untrusted one.
+
+        Decision: an untrusted reference (a joint missing or named twice, arrays that do not match the names, a
+        NaN/Inf) is a data fault (the latched safe hold of the watchdog policy) and changes nothing: q_d, dq_d, ddq_d
+        keep the last trusted reference; a position beyond a joint limit is held at that limit, at rest there (past
+        the end stop the law would push into it at full effort until the saturation timeout), and counted. Names the
+        robot does not have are ignored when all of its joints are there (a reference for two arms serves each).
+        """
+        m, wd = self._ref_map, self.watchdog
         if not m.resolve(names):
-            self.watchdog.trip(f"reference lacks joint(s) {m.missing}")
+            wd.trip(f"reference lacks joint(s) {m.missing}")
             return False
-        if not (m.take(q_d, self.q_d) and m.take(dq_d, self.dq_d) and m.take(ddq_d, self.ddq_d)):
-            self.watchdog.trip("reference arrays do not match its joint names")
+        ref = self._ref_in
+        q, dq, ddq = ref
+        if not (m.take(q_d, q) and m.take(dq_d, dq) and m.take(ddq_d, ddq)):
+            wd.trip("reference arrays do not match its joint names")
             return False
+        if not math.isfinite(_ADD(ref, None)) and not (  # one reduction over the three; a NaN/Inf: which one
+                wd.check_finite("reference q_d", q) and wd.check_finite("reference dq_d", dq)
+                and wd.check_finite("reference ddq_d", ddq)):
+            return False
+        clipped = self._ref_clipped
+        np.minimum(q, self.robot.upper, out=self.q_d)
+        np.maximum(self.q_d, self.robot.lower, out=self.q_d)
+        np.not_equal(self.q_d, q, out=clipped)
+        self.dq_d[:] = dq
+        self.ddq_d[:] = ddq
+        if np.count_nonzero(clipped):
+            np.copyto(self.dq_d, 0.0, where=clipped)
+            np.copyto(self.ddq_d, 0.0, where=clipped)
+            self.reference_clipped += 1
         self._have_ref = True
         return True
 

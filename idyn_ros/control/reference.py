@@ -50,6 +50,10 @@ class SampledTrajectory:
         q = np.asarray(q, dtype=float)
         if t.ndim != 1 or q.ndim != 2 or q.shape[0] != t.shape[0] or t.shape[0] < 2:
             raise DatasetError(f"trajectory needs t (N,) and q (N, n) with N >= 2, got {t.shape} and {q.shape}")
+        bad = [name for name, a in (("t", t), ("q", q), ("dq", dq), ("ddq", ddq))
+               if a is not None and not np.all(np.isfinite(a))]
+        if bad:  # a NaN is published as the reference otherwise
+            raise DatasetError(f"trajectory has non-finite values in {bad}; a reference must be finite everywhere")
         if np.any(np.diff(t) <= 0):
             raise DatasetError("trajectory time stamps must be strictly increasing")
         self.t = t - t[0]
@@ -71,6 +75,16 @@ class SampledTrajectory:
         dq = (1 - s) * self.dq[i] + s * self.dq[i + 1]
         ddq = (1 - s) * self.ddq[i] + s * self.ddq[i + 1]
         return q, dq, ddq
+
+
+def limits_problem(q: np.ndarray, joint_names: Sequence[str], lower: np.ndarray, upper: np.ndarray) -> str | None:
+    """None, or the first joint whose position in ``q`` ((n,) or (N, n) rad) leaves its limits [lower, upper]."""
+    q = np.atleast_2d(np.asarray(q, dtype=float))
+    outside = (q < lower) | (q > upper)
+    if not outside.any():
+        return None
+    k, j = np.argwhere(outside)[0]
+    return f"{joint_names[j]} = {q[k, j]:g} rad is outside its limits [{lower[j]:g}, {upper[j]:g}]"
 
 
 def load_npz_trajectory(path: str | Path, joint_names: Sequence[str]) -> SampledTrajectory:

@@ -259,18 +259,21 @@ def run(factories: Sequence[Callable[[], Any]], argv: Sequence[str] | None = Non
 
 def payload_service(node: Any, apply: Callable[[Any], str]) -> Any:
     """``~/set_payload`` (idyn_ros/SetPayload) on ``node``: each request becomes ``apply(Payload | None)`` (mass 0:
-    None), whose return is the reply's message; an invalid payload (``IdynError``) is refused with its reason and
-    changes nothing."""
+    None), whose return is the reply's message; an invalid or implausible payload (``IdynError``,
+    ``Payload.implausible``) is refused with its reason and changes nothing."""
     from idyn_ros.srv import SetPayload
 
     def handle(request: Any, response: Any) -> Any:
-        from idyn_ros.errors import IdynError
+        from idyn_ros.errors import IdynError, ParameterError
         from idyn_ros.robots.spec import Payload
 
         try:
             c = request.com
             payload = None if request.mass == 0.0 else Payload(float(request.mass), (c.x, c.y, c.z),
                                                                tuple(float(v) for v in request.inertia))
+            problem = payload and payload.implausible()
+            if problem:
+                raise ParameterError(problem)
             response.message = apply(payload)
             response.success = True
         except IdynError as exc:

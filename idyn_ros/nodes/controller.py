@@ -71,6 +71,7 @@ class ControllerNode(LifecycleNode):
         self.params = NodeParameters(self, ControllerParams, joints=lambda: self.core and self.core.n,
                                      configured=lambda: self.core is not None, check=self._check)
         self.params.on_change.append(self._on_params)
+        self.add_on_set_parameters_callback(self._refuse_clock_change)
         self._subs: list[Any] = []
         self._pubs: list[Any] = []
         self._timers: list[Any] = []
@@ -79,6 +80,7 @@ class ControllerNode(LifecycleNode):
         self.compute_us_max = 0.0
         self._reported = ""
         self._speed_noted = False  # the training-speed warning is logged once (diagnostics timer)
+        self._clipped_seen = 0  # core.reference_clipped at the last diagnostics report
         # the hot loop's tick and the executor's stop / watchdog timer never interleave: a tick that read "active"
         # must not publish its law torque after the stop's hold torque
         self._tick_lock = threading.Lock()
@@ -96,6 +98,7 @@ class ControllerNode(LifecycleNode):
         try:
             p = self.params.value = self.params.read()
             self.core = core = Controller.for_robot(p)
+            self._clipped_seen = 0
         except IdynError as exc:
             self.get_logger().error(f"configure failed: {exc}")
             self.diag.set(Diagnostics.ERROR, f"configure failed: {exc}", publish=True)
@@ -221,6 +224,17 @@ class ControllerNode(LifecycleNode):
     def _check(self, candidate: ControllerParams) -> str | None:
         return self.core.check_params(candidate) if self.core is not None else None
 
+    def _refuse_clock_change(self, params: list[Any]) -> Any:
+        """use_sim_time picks the clock input ages are measured on at configure: refused while configured (it would
+        leave the ages on the old clock and move only the stamp-age check to the new one)."""
+        from rcl_interfaces.msg import SetParametersResult
+
+        for p in params:
+            if p.name == "use_sim_time" and self.core is not None and bool(p.value) != self._sim_time:
+                return SetParametersResult(successful=False, reason=(
+                    "use_sim_time takes effect at configure time: deactivate + cleanup, set it, configure"))
+        return SetParametersResult(successful=True)
+
     def _on_params(self, value: ControllerParams) -> None:
         if self.core is not None:
             self.core.set_params(value)
@@ -323,9 +337,13 @@ class ControllerNode(LifecycleNode):
             if self._reported:  # recovered from late input
                 self.get_logger().warning(f"recovered after: {self._reported}")
                 self._reported = ""
+            clipped, self._clipped_seen = core.reference_clipped - self._clipped_seen, core.reference_clipped
             if core.saturation_s > SATURATION_WARN_S:
                 diag.set(Diagnostics.WARN, f"commands at the effort limit for {core.saturation_s:.2f} s (limit "
                          f"{core.params.saturation_timeout:g} s, then safe mode)")
+            elif clipped > 0:
+                diag.set(Diagnostics.WARN, f"{clipped} reference(s) beyond a joint limit since the last report: held "
+                         "at the limit")
             else:
                 level = Diagnostics.WARN if core.ff.fallback else Diagnostics.OK
                 diag.set(level, "active" + (f"; {core.ff.fallback_reason}" if core.ff.fallback else ""))
@@ -336,7 +354,8 @@ class ControllerNode(LifecycleNode):
         diag.values.update(ticks=str(core.ticks), deadline_misses=str(self.deadline_misses),
                            ticks_beyond_training_speed=str(core.ff.ticks_beyond_training_speed),
                            compute_us_max=f"{self.compute_us_max:.1f}", gain_preset=core.params.gain_preset,
-                           faults=str(wd.trips), recoveries=str(wd.recoveries))
+                           faults=str(wd.trips), recoveries=str(wd.recoveries),
+                           references_beyond_limits=str(core.reference_clipped))
         diag.publish()
 
 

@@ -39,6 +39,7 @@ in lockstep has a stamp strictly later than the previous one. Brake periods do n
 from __future__ import annotations
 
 import contextlib
+import math
 import threading
 import time
 from typing import Any
@@ -52,6 +53,10 @@ from idyn_ros.nodes.common import COMMAND_OUT, MONITOR, STAMP_LABEL, field_view,
 MAX_CATCH_UP = 10  # realtime: control periods one late timer callback may catch up
 GT_IDLE_EVERY = 100  # ticks between ground-truth messages while nothing is applied
 BRAKED_REPUBLISH_S = 0.1  # lockstep, before the first command: wall time between braked states
+# ~/apply_wrench refuses more: beyond any contact these arms survive (joint torques <= 320 Nm), and 1e300 N only
+# made MuJoCo reset its state as unstable while the ground truth reported 1e299 Nm
+MAX_WRENCH_FORCE = 1e4  # N
+MAX_WRENCH_MOMENT = 1e3  # Nm
 
 
 class PlantNode(Node):
@@ -74,7 +79,20 @@ class PlantNode(Node):
         self.params = NodeParameters(self, PlantParams, joints=lambda: joints[0] if joints else None)
         _spec, robot = load_robot(self.params.value.robot, self.params.value.prefix)
         joints.append(robot.n)
+        self.add_on_set_parameters_callback(self._refuse_sim_time)
         self._configure(self.params.read())
+
+    def _refuse_sim_time(self, params: list[Any]) -> Any:
+        """The plant is the clock (sim time on /clock in lockstep, wall time in realtime): it never follows /clock,
+        so a run-time use_sim_time (stamps from a /clock nobody publishes: 0, going backwards) is refused."""
+        from rcl_interfaces.msg import SetParametersResult
+
+        current = self.get_parameter("use_sim_time").value
+        if any(p.name == "use_sim_time" and bool(p.value) != current for p in params):
+            return SetParametersResult(successful=False, reason=(
+                "the plant is the clock (lockstep: it publishes /clock; realtime: wall time); use_sim_time is not "
+                "for the plant"))
+        return SetParametersResult(successful=True)
 
     # --- setup ---------------------------------------------------------------------------------------
 
@@ -294,6 +312,12 @@ class PlantNode(Node):
 
         w = request.wrench
         wrench = np.array([w.force.x, w.force.y, w.force.z, w.torque.x, w.torque.y, w.torque.z])
+        force, moment = math.hypot(*wrench[:3]), math.hypot(*wrench[3:])  # a NaN/inf: apply_wrench names it
+        if math.isfinite(force + moment) and (force > MAX_WRENCH_FORCE or moment > MAX_WRENCH_MOMENT):
+            response.success = False
+            response.message = (f"wrench of {force:g} N, {moment:g} Nm is beyond {MAX_WRENCH_FORCE:g} N, "
+                                 f"{MAX_WRENCH_MOMENT:g} Nm: no contact these arms survive; nothing applied")
+            return response
         try:
             self.plant.apply_wrench(request.link, wrench, float(request.duration))
         except IdynError as exc:
@@ -306,7 +330,7 @@ class PlantNode(Node):
         return response
 
     def _srv_set_payload(self, request: Any, response: Any) -> Any:
-        from idyn_ros.errors import IdynError
+        from idyn_ros.errors import IdynError, ParameterError
         from idyn_ros.sim import Payload
 
         try:
@@ -314,6 +338,9 @@ class PlantNode(Node):
             if request.mass != 0.0:
                 c = request.com
                 payload = Payload(float(request.mass), (c.x, c.y, c.z), tuple(float(v) for v in request.inertia))
+            problem = payload and payload.implausible()  # 1e300 kg or a CoM 1e300 m away made the simulation NaN
+            if problem:
+                raise ParameterError(problem)
             self.plant.set_payload(payload)
         except IdynError as exc:
             response.success, response.message = False, str(exc)

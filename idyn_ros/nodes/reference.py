@@ -11,6 +11,7 @@ current reference at once, points resolved by joint name).
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import numpy as np
@@ -20,27 +21,46 @@ from idyn_ros.control import reference as ref
 from idyn_ros.control import state_estimation as se
 from idyn_ros.errors import IdynError
 from idyn_ros.nodes import hot_loop
-from idyn_ros.nodes.common import HOT_IN, MONITOR, Diagnostics, declare_and_load, field_view, stamp_to_ns
+from idyn_ros.nodes.common import (
+    HOT_IN,
+    MONITOR,
+    Diagnostics,
+    declare_and_load,
+    field_view,
+    load_robot,
+    stamp_to_ns,
+)
 from idyn_ros.parameters import ReferenceParams
+
+
+@functools.lru_cache(maxsize=4)
+def _limits(robot: str, prefix: str) -> tuple[tuple[str, ...], np.ndarray, np.ndarray]:
+    """(joint names, lower, upper) of a robot preset (rad): one URDF load per robot, not one per parameter set."""
+    _spec, model = load_robot(robot, prefix)
+    return tuple(model.joint_names), model.lower.copy(), model.upper.copy()
 
 
 def _settings_problem(v: ReferenceParams) -> str | None:
     """A mode the reference cannot build from these parameters (refused at start and at run time), or None."""
-    from idyn_ros.robots import get_robot
-
-    spec = get_robot(v.robot).with_prefix(v.prefix) if v.prefix else get_robot(v.robot)
+    names, lower, upper = _limits(v.robot, v.prefix)
     if v.mode == "setpoints":
-        k = len(v.setpoints) // len(spec.joint_names)  # the parameter's own check makes it a whole number of points
+        k = len(v.setpoints) // len(names)  # the parameter's own check makes it a whole number of points
         if k != len(v.durations):
             return (f"mode setpoints: {k} set points but {len(v.durations)} durations; give one duration (s) per set "
                     "point (change both in one set: ros2 param load, or mode hold first)")
+        outside = ref.limits_problem(np.reshape(v.setpoints, (k, len(names))), names, lower, upper) if k else None
+        if outside:
+            return f"mode setpoints: {outside}"
     if v.mode == "npz":
         if not v.npz_path:
             return "mode npz needs npz_path (a trajectory .npz, e.g. from `idyn excite`)"
         try:
-            ref.load_npz_trajectory(v.npz_path, spec.joint_names)
+            traj = ref.load_npz_trajectory(v.npz_path, names)
         except IdynError as exc:
             return f"mode npz: {exc}"
+        outside = ref.limits_problem(traj.q, names, lower, upper)
+        if outside:
+            return f"mode npz: {v.npz_path}: {outside}"
     return None
 
 
@@ -93,21 +113,33 @@ class ReferenceNode(Node):
         return ref.MinJerkMove(q_start, [], [])  # hold (also "trajectory" until one arrives)
 
     def _on_trajectory(self, msg: Any) -> None:
+        """A JointTrajectory replaces the reference from the current one; a bad one is refused (logged), not raised."""
         try:
             idx = [list(msg.joint_names).index(j) for j in self.robot.joint_names]
         except ValueError:
             self.get_logger().error(f"JointTrajectory lacks joints of {list(self.robot.joint_names)}; ignored")
             return
-        pts = msg.points
+        pts, width = msg.points, len(msg.joint_names)
+        ragged = [k for k, p in enumerate(pts) if len(p.positions) != width
+                  or len(p.velocities) not in (0, width) or len(p.accelerations) not in (0, width)]
+        if ragged:  # indexing them raised IndexError in this callback
+            self.get_logger().error(f"JointTrajectory rejected: point(s) {ragged[:5]} do not have one position (and "
+                                    f"velocity, acceleration if any) per joint name ({width})")
+            return
         times = [p.time_from_start.sec + p.time_from_start.nanosec * 1e-9 for p in pts]
         pos = [[p.positions[i] for i in idx] for p in pts]
         vel = [[p.velocities[i] for i in idx] for p in pts] if all(len(p.velocities) for p in pts) else None
         acc = [[p.accelerations[i] for i in idx] for p in pts] if all(len(p.accelerations) for p in pts) else None
         try:
-            self.source = ref.from_joint_trajectory_points(times, pos, vel, acc, self.q_last.copy())
+            source = ref.from_joint_trajectory_points(times, pos, vel, acc, self.q_last.copy())
         except IdynError as exc:
             self.get_logger().error(f"JointTrajectory rejected: {exc}")
             return
+        outside = ref.limits_problem(pos, self.robot.joint_names, self.robot.lower, self.robot.upper)  # its points
+        if outside:
+            self.get_logger().error(f"JointTrajectory rejected: {outside}")
+            return
+        self.source = source
         self.t0_ns = self.filter.stamp_ns
 
     def _on_joint_state(self, msg: Any) -> None:

@@ -94,6 +94,10 @@ class RobotSpec:
         )
 
 
+MAX_PAYLOAD_MASS = 100.0  # kg: 7x the largest rated payload of these arms (iiwa 14: 14 kg)
+MAX_PAYLOAD_COM = 2.0  # m from the flange: twice the reach of these arms
+
+
 @dataclass(frozen=True)
 class Payload:
     """A rigid body fixed to the flange (tool, grasped object): the one payload type of the package.
@@ -149,6 +153,21 @@ class Payload:
         """The symmetric 3x3 inertia about the CoM (kg m^2), flange-frame axes."""
         ixx, ixy, ixz, iyy, iyz, izz = self.inertia
         return np.array([[ixx, ixy, ixz], [ixy, iyy, iyz], [ixz, iyz, izz]])
+
+    def implausible(self) -> str | None:
+        """None, or why no arm here carries this payload (a typo or garbage, not a tool: a 1e300 kg payload made the
+        controller's hold torque NaN). Consistent payloads this large are legal for the models, so it is the
+        services and the controller that refuse them, not ``Payload`` itself."""
+        if self.mass > MAX_PAYLOAD_MASS:
+            return f"payload mass {self.mass:g} kg is beyond {MAX_PAYLOAD_MASS:g} kg: no arm here carries that"
+        distance = math.hypot(*self.com)
+        if distance > MAX_PAYLOAD_COM:
+            return f"payload CoM {distance:g} m from the flange is beyond {MAX_PAYLOAD_COM:g} m"
+        largest = float(np.linalg.eigvalsh(self.inertia_matrix())[-1])
+        if largest > self.mass * MAX_PAYLOAD_COM**2:  # a body of this mass within that radius has no more
+            return (f"payload inertia {largest:g} kg m^2 is beyond mass x ({MAX_PAYLOAD_COM:g} m)^2 = "
+                    f"{self.mass * MAX_PAYLOAD_COM**2:g} kg m^2")
+        return None
 
     @classmethod
     def coerce(cls, payload: object) -> Payload:
