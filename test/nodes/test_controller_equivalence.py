@@ -106,12 +106,21 @@ class SideBySide:
         return got
 
     def stale(self, gap_ns):
-        """The state stops for ``gap_ns`` of sim time: both answer with the same safe command."""
+        """The state stops for ``gap_ns`` of sim time: both step to the same hold torque.
+
+        The node's watchdog runs every wall-clock period, so while sim time stands still it may step more than once
+        before the next state; the core steps until it holds too, and the two are compared there."""
         before = len(self.commands.get("stamp_ns=-1", []))
         self.set_clock(self.now + gap_ns)
         self._wait(lambda: len(self.commands.get("stamp_ns=-1", [])) > before, "the node's watchdog command")
+        self._wait(lambda: self.node.core._holding_silent, "the node's hold torque")
         expected = self.core.check_input(self.now)
         assert expected is not None
+        for _ in range(10_000):
+            if self.core._holding_silent:
+                break
+            expected = self.core.check_input(self.now).copy()
+        self._wait(lambda: np.array_equal(self.commands["stamp_ns=-1"][-1], self.node.core.tau), "the last command")
         np.testing.assert_allclose(self.commands["stamp_ns=-1"][-1], expected, rtol=0, atol=1e-12)
         self.stale_commands += 1
 
