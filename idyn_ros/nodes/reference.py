@@ -12,6 +12,7 @@ current reference at once, points resolved by joint name).
 from __future__ import annotations
 
 import functools
+import threading
 from typing import Any
 
 import numpy as np
@@ -80,6 +81,9 @@ class ReferenceNode(Node):
         self.filter = se.JointStateFilter(self.robot.joint_names, v.rate_hz)
         self.source: Any = None
         self.t0_ns = -1
+        # the executor's swaps (a trajectory, a parameter change) and the hot loop's tick never interleave: a tick
+        # that saw the new source must also see its start time, and a restart must not leave it None mid-tick
+        self._swap = threading.Lock()
         self.q_last = np.zeros(self.n)
         self.out = JointReference(joint_names=list(self.robot.joint_names))
         self._positions, self._velocities, self._accelerations = (field_view(self.out, name, self.n) for name in (
@@ -91,8 +95,9 @@ class ReferenceNode(Node):
         self.lookahead_ns = int(v.lookahead_periods * 1e9 / v.rate_hz)
 
     def _restart(self, v: ReferenceParams) -> None:
-        self.lookahead_ns = int(v.lookahead_periods * 1e9 / v.rate_hz)
-        self.source = None  # rebuilt from the current reference at the next state
+        with self._swap:
+            self.lookahead_ns = int(v.lookahead_periods * 1e9 / v.rate_hz)
+            self.source = None  # rebuilt from the current reference at the next state
 
     def _build(self, q_start: np.ndarray) -> Any:
         v = self.params.value
@@ -139,28 +144,30 @@ class ReferenceNode(Node):
         if outside:
             self.get_logger().error(f"JointTrajectory rejected: {outside}")
             return
-        self.source = source
-        self.t0_ns = self.filter.stamp_ns
+        with self._swap:
+            self.source = source
+            self.t0_ns = self.filter.stamp_ns
 
     def _on_joint_state(self, msg: Any) -> None:
         f = self.filter
         if f.update(msg.name, msg.position, msg.velocity, msg.effort, stamp_to_ns(msg.header.stamp)) != se.OK:
             return
-        if self.source is None:
-            try:
-                start = f.q if self.t0_ns < 0 else self.q_last
-                self.source = self._build(start.copy())
-                self.diag.set(Diagnostics.OK, f"mode {self.params.value.mode}", publish=True)
-            except IdynError as exc:
-                self.get_logger().error(str(exc))
-                self.diag.set(Diagnostics.ERROR, str(exc), publish=True)
-                self.source = self._hold(f.q.copy())
-            self.t0_ns = f.stamp_ns
-        t = (f.stamp_ns + self.lookahead_ns - self.t0_ns) * 1e-9
-        if self.params.value.loop and self.source.duration > 0 and t > self.source.duration:
-            self.t0_ns = f.stamp_ns
-            t = 0.0
-        q, dq, ddq = self.source.sample(t)
+        with self._swap:
+            if self.source is None:
+                try:
+                    start = f.q if self.t0_ns < 0 else self.q_last
+                    self.source = self._build(start.copy())
+                    self.diag.set(Diagnostics.OK, f"mode {self.params.value.mode}", publish=True)
+                except IdynError as exc:
+                    self.get_logger().error(str(exc))
+                    self.diag.set(Diagnostics.ERROR, str(exc), publish=True)
+                    self.source = self._hold(f.q.copy())
+                self.t0_ns = f.stamp_ns
+            t = (f.stamp_ns + self.lookahead_ns - self.t0_ns) * 1e-9
+            if self.params.value.loop and self.source.duration > 0 and t > self.source.duration:
+                self.t0_ns = f.stamp_ns
+                t = 0.0
+            q, dq, ddq = self.source.sample(t)
         self.q_last[:] = q
         o = self.out
         o.header.stamp = msg.header.stamp
