@@ -69,7 +69,8 @@ class ModelRuntime:
                 f"for this robot or pick the matching artifact"
             )
         model_rate = float(meta.get("rate_hz") or 0.0)
-        if rate_hz is not None and model_rate > 0 and not same_rate(rate_hz, model_rate):
+        recurrent = bool(meta.get("state"))  # physics-only kinds (rbd-friction) have none: any rate serves them
+        if rate_hz is not None and model_rate > 0 and recurrent and not same_rate(rate_hz, model_rate):
             raise ModelArtifactError(
                 f"{self.path.name} was trained on data at {model_rate:g} Hz but the controller runs at "
                 f"{rate_hz:g} Hz: its recurrent state depends on the sample rate; "

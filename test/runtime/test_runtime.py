@@ -65,6 +65,20 @@ def test_refuses_other_rate_and_names_both(artifact, robot):
     ModelRuntime(artifact, robot, rate_hz=1000.0)  # the right rate is accepted
 
 
+def test_a_model_without_recurrent_state_runs_at_any_rate(robot, tmp_path):
+    """rbd-friction fitted on 125 Hz UR data was refused by the 1 kHz observer: only recurrent state needs the rate."""
+    from idyn_ros.models import export as ex
+    from idyn_ros.models.synthetic import fourier_recording, make_true_robot
+    from idyn_ros.models.training import fit
+    from idyn_ros.models.zoo import ModelConfig
+
+    rec = fourier_recording(robot.pin_model, make_true_robot(robot.pin_model), duration=3.0, rate_hz=125.0)
+    res = fit(ModelConfig(kind="rbd-friction", epochs=0), robot, [rec], progress=False)
+    path = tmp_path / "model.onnx"
+    ex.export_onnx(res.model, robot, path, ex.build_metadata(res.model, robot))
+    assert ModelRuntime(path, robot, rate_hz=1000.0).rate_hz == pytest.approx(125.0)
+
+
 def test_refuses_non_artifacts(tmp_path):
     with pytest.raises(ModelArtifactError, match="no such model file"):
         ModelRuntime(tmp_path / "missing.onnx")
