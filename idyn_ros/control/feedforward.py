@@ -57,7 +57,7 @@ class FeedforwardComputer:
             try:
                 self.runtime = self._load(Path(model_path), rate_hz)
                 self.fallback = False
-                self.model_id = self._fingerprint(Path(model_path))
+                self.model_id = self._fingerprint(Path(model_path), self.runtime.model_id)
             except IdynError as exc:
                 self.fallback_reason = f"model {model_path} rejected: {exc}"
             except Exception as exc:
@@ -80,9 +80,9 @@ class FeedforwardComputer:
         return ModelRuntime(path, robot=self.robot, rate_hz=rate_hz)
 
     @staticmethod
-    def _fingerprint(path: Path) -> str:
-        digest = hashlib.sha256(path.read_bytes()).hexdigest()[:12]
-        return f"{path.name}:{digest}"
+    def _fingerprint(path: Path, model_id: str) -> str:
+        """file:id with the id `idyn train` and `idyn evaluate` print (a file hash only for an artifact without one)."""
+        return f"{path.name}:{model_id or hashlib.sha256(path.read_bytes()).hexdigest()[:12]}"
 
     @property
     def inertial_parameters(self) -> np.ndarray | None:

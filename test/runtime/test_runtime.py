@@ -161,6 +161,7 @@ def test_the_feedforward_says_when_the_robot_outruns_the_training_data(robot, tm
     path = tmp_path / "model.onnx"
     ex.export_onnx(res.model, robot, path, ex.build_metadata(res.model, robot, dq_abs_max=res.dq_abs_max))
     ff = FeedforwardComputer(robot, path)
+    assert ff.model_id == f"model.onnx:{ff.runtime.model_id}" and ff.runtime.model_id  # the id `idyn train` prints
     q, ddq = np.full(robot.n, 0.3), np.zeros(robot.n)
     ff.compute(q, 0.5 * res.dq_abs_max, ddq)
     assert ff.training_speed_note() == ""
