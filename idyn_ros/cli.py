@@ -71,6 +71,11 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # `idyn dataset info ... | head` closed our stdout: end quietly, as a SIGPIPE would
+        import os
+
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # the interpreter's final flush must not fail
+        return 141
     except IdynError as exc:  # expected, user-fixable problems: one clear line, no traceback
         print(f"idyn {args.command}: error: {exc}", file=sys.stderr)
         return 2

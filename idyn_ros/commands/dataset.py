@@ -77,7 +77,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help="the efforts are motor currents [A]: store torques k_j * i_j [Nm] with these per-joint gains "
         "[Nm/A] (output joint order), or a robot's data (ur5); without it, `idyn train` identifies the gains",
     )
-    imp.add_argument("--topic", help="joint-state or JointTrajectory topic in a bag (default /joint_states)")
+    imp.add_argument("--topic", help="joint-state or JointTrajectory topic in a bag (default /joint_states, else "
+                     "the bag's only JointState topic, else its only JointTrajectory topic)")
     imp.add_argument(
         "--wrench-topic",
         help="geometry_msgs/WrenchStamped or idyn_ros/PlantGroundTruth topic stored as wrench [f; n] "

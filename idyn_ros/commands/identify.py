@@ -98,7 +98,9 @@ def _run(args: argparse.Namespace) -> int:
 
     eig = np.asarray(res.info["min_pseudo_inertia_eig"])
     problems = check_physical_consistency(res.pi, names=[f"body of {j}" for j in robot.joint_names])
-    print(f"{args.method}: {res.info['n_samples']} samples, {res.n_base} base parameters, "
+    n_armature = len(res.info["armature_joints"])  # identifiable rotor inertias count as base parameters too
+    print(f"{args.method}: {res.info['n_samples']} samples, {res.n_base} base parameters ({res.n_base - n_armature} "
+          f"rigid-body, as `idyn excite` counts them, + {n_armature} armature), "
           f"regressor condition {res.info['cond_base_regressor']:.3g}, {res.info['seconds']:.1f} s")
     if "directions_held_at_nominal" in res.info:
         print(f"ridge toward nominal: {res.info['directions_held_at_nominal']} of {res.pi.size + res.friction.size} "

@@ -2,7 +2,8 @@
 
 Writes DIR/model.onnx (RBD + friction + residual, metadata and checksum inside), DIR/metrics.json
 (per-joint nMSE, RMSE [Nm] and min-max NMSE on the train/val/test recordings), DIR/model.pt
-(re-exportable torch state) and DIR/checkpoint.pt (per epoch; --resume continues from it), each
+(re-exportable torch state) and, for a single learned kind (not auto or a GP), DIR/checkpoint.pt (per epoch;
+--resume continues from it), each
 written atomically. --resume refuses a checkpoint of another model; one trained on other --data/--val
 only with --resume-on-new-data (fine-tuning). A warning says when the data are few for the model
 (fewer torque values than fitted parameters), or unnamed (taken by joint position); unnamed data
@@ -63,10 +64,11 @@ stay those of the fit it was chosen as, scored on the tail it had not seen (--no
 Validation should be a different trajectory: the share of validation
 states already in the training data is measured (metrics.json "validation_overlap"); above 90 % (a second run of the
 same trajectory) a warning says its scores measure noise before training starts, names the training recordings the
-others hardly cover (each could validate instead; metrics.json "could_validate"), and auto lets only the per-joint
-residual (hybrid-j) compete, the one learned kind that carried to unseen trajectories in our tests. Such a
-validation does not choose the physics either (a weaker prior always fits the training states better): the
-residuals then sit on the default prior's physics, and the other physics candidates enter only the average.
+others hardly cover (each could validate instead; metrics.json "validation_overlap" -> "could_validate"), and
+auto lets only the per-joint residual (hybrid-j) compete, the one learned kind that carried to unseen trajectories
+in our tests. Such a validation does not choose the physics either (a weaker prior always fits the training
+states better): the residuals then sit on the default prior's physics, and the other physics candidates enter only
+the average.
 """
 
 from __future__ import annotations

@@ -96,8 +96,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--vendor-sign", type=float, choices=(1.0, -1.0), default=-1.0,
                         help="-1 (default): the vendor reports the wrench the robot applies (ur_robot_driver)")
     parser.add_argument("--bias-window", type=positive(float), default=BIAS_WINDOW_S, metavar="S",
-                        help=f"seconds at the start, arm at rest and free, whose mean is each signal's bias "
-                             f"(default {BIAS_WINDOW_S:g})")
+                        help=f"seconds of rest, arm still and free, whose mean is each signal's bias: from our "
+                             f"first automatic re-zero when it comes within 3 windows of the start, else from the "
+                             f"start; the JSON says where it fell (default {BIAS_WINDOW_S:g})")
     parser.add_argument("--twin", metavar="RUN", help="a contact-free recording of the same motion (the same "
                         "program without pushes): its torques minus this one's are the external joint torque, a "
                         "reference without a sensor; scored per joint while it slides")

@@ -49,3 +49,15 @@ def test_record_help_answers_questions(capsys: pytest.CaptureFixture[str]) -> No
         main(["record", "--help"])
     text = capsys.readouterr().out
     assert "--storage" in text and "sqlite3" in text and "examples" in text and "SIGKILL" in text
+
+
+def test_output_into_a_closed_pipe_ends_quietly() -> None:
+    """`idyn dataset info ... | head`: a BrokenPipeError traceback used to follow the lines head showed."""
+    import subprocess
+    import sys
+
+    code = "import sys; from idyn_ros.cli import main; sys.exit(main(['robots']))"
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc.stdout.close()  # the reader is gone before the first line
+    assert proc.wait(timeout=60) == 141 and proc.stderr.read() == b""
+    proc.stderr.close()
