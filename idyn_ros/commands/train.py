@@ -276,11 +276,13 @@ def _currents_to_torque(args: argparse.Namespace, robot, kinds: tuple[str, ...],
 
 def _train_gp(args: argparse.Namespace, robot, train: list, val: list, test: list, note: str = "") -> int:
     from idyn_ros.models.gp import train_gp
+    from idyn_ros.models.pipeline import warn_validation_overlap
 
     metrics = train_gp(args.model, robot, train, val, args.out, seed=args.seed, max_samples=args.max_samples,
                        max_minutes=args.max_minutes if args.max_minutes is not None else 10.0,
                        shared_noise=args.gp_noise == "shared", test_datasets=test,
-                       refine_iterations=args.gp_refine, validation_note=note)
+                       refine_iterations=args.gp_refine, validation_note=note,
+                       validation_overlap=warn_validation_overlap(train, val))
     for split in ("val", "test"):
         if f"{split}_nmse_mean_percent" in metrics:
             print(f"{args.model}: {split} nMSE per joint [%] "

@@ -127,6 +127,28 @@ def _uncovered_recording(train: Sequence[Recording], spare: Sequence[tuple[int, 
     return None
 
 
+def _validation_overlap(train: Sequence[Recording], val: Sequence[Recording]
+                        ) -> tuple[dict[str, Any] | None, list[tuple[int, float]] | None]:
+    """metrics.json's ``validation_overlap`` (None without validation) and, when validation repeats training, the
+    training recordings the others cover least (``validation_candidates``), else None."""
+    if not (train and val):
+        return None, None
+    overlap: dict[str, Any] = {"share": state_overlap(train, val), "radius_std": OVERLAP_RADIUS}
+    if overlap["share"] < OVERLAP_WARNING:
+        return overlap, None
+    spare = validation_candidates(train)
+    overlap["could_validate"] = [{"recording": _short_source(train[i].source, i), "covered": s} for i, s in spare]
+    return overlap, spare
+
+
+def warn_validation_overlap(train: Sequence[Recording], val: Sequence[Recording]) -> dict[str, Any] | None:
+    """The overlap check of ``train_run`` for the kinds trained elsewhere (GPs): warns the same, returns the same."""
+    overlap, spare = _validation_overlap(train, val)
+    if spare is not None:
+        warnings.warn(_repeated_validation_warning(overlap["share"], overlap["could_validate"]), stacklevel=2)
+    return overlap
+
+
 def _short_source(source: str, index: int) -> str:
     """A recording's file name without folders or topic, for messages."""
     return Path(source.split(":/", maxsplit=1)[0]).name or f"recording {index + 1}"
@@ -164,20 +186,15 @@ def train_run(
     """
     if out_dir is not None:
         Path(out_dir).mkdir(parents=True, exist_ok=True)
-    overlap: dict[str, Any] | None = None
+    overlap, spare = _validation_overlap(train, val)
     held: int | None = None  # auto: the training recording it chooses on instead of a validation that repeats training
-    if train and val:
-        overlap = {"share": state_overlap(train, val), "radius_std": OVERLAP_RADIUS}
-        if overlap["share"] >= OVERLAP_WARNING:  # said before training, which can take minutes
-            spare = validation_candidates(train)
-            overlap["could_validate"] = [{"recording": _short_source(train[i].source, i), "covered": s}
-                                         for i, s in spare]
-            if cfg.kind == "auto" and choose_on_uncovered:
-                held = _uncovered_recording(train, spare)
-            if held is not None:
-                overlap["chose_on"] = overlap["could_validate"][[i for i, _ in spare].index(held)]
-            warnings.warn(_repeated_validation_warning(overlap["share"], overlap["could_validate"],
-                                                       overlap.get("chose_on")), stacklevel=2)
+    if spare is not None:  # said before training, which can take minutes
+        if cfg.kind == "auto" and choose_on_uncovered:
+            held = _uncovered_recording(train, spare)
+        if held is not None:
+            overlap["chose_on"] = overlap["could_validate"][[i for i, _ in spare].index(held)]
+        warnings.warn(_repeated_validation_warning(overlap["share"], overlap["could_validate"],
+                                                   overlap.get("chose_on")), stacklevel=2)
     candidates = None
     given_val: list[Recording] = []  # the validation passed in, when auto chose on a training recording instead
     if cfg.kind == "auto":

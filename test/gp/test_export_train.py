@@ -130,3 +130,16 @@ def test_a_fit_that_blows_up_on_held_out_data_is_refused_not_exported(tmp_path) 
         train_gp("se-gp", rm, [_dataset(0, 2, 40)], [val], out, seed=0, max_samples=30, max_minutes=0.5,
                  iterations=4, max_hyper_points=30)
     assert not out.exists()
+
+
+def test_a_validation_that_repeats_training_is_said_and_kept_as_for_the_nn_kinds(tmp_path) -> None:
+    """`idyn train --model lip-gp` skipped the overlap check every other kind runs (warning + metrics.json)."""
+    from idyn_ros.models.pipeline import warn_validation_overlap
+
+    rm, data = panda_model(2), _dataset(1, 2, 12)
+    with pytest.warns(UserWarning, match="100% of the validation states are already in the training data"):
+        overlap = warn_validation_overlap([data], [data])
+    train_gp("lse-gp", rm, [data], [data], tmp_path, max_samples=12, friction=False, iterations=1,
+             max_hyper_points=12, validation_overlap=overlap)
+    saved = json.loads((tmp_path / "metrics.json").read_text())["validation_overlap"]
+    assert saved["share"] == 1.0 and saved["could_validate"] == []

@@ -196,7 +196,7 @@ def train_gp(kind: str, robot_model: Any, train_datasets: list[Any], val_dataset
              method: str = "lbfgs", max_hyper_points: int = 250, iterations: int = 50,
              shared_noise: bool = False, test_datasets: list[Any] | None = None,
              noise_floor_ratio: float | None = None, refine_iterations: int = 0,
-             validation_note: str = "") -> dict:
+             validation_note: str = "", validation_overlap: dict | None = None) -> dict:
     """Train a GP inverse-dynamics model; write ``out_dir/model.onnx`` and ``out_dir/metrics.json``.
 
     Args:
@@ -220,6 +220,7 @@ def train_gp(kind: str, robot_model: Any, train_datasets: list[Any], val_dataset
             (6-DoF Panda test nMSE 6.7 % with 100 points, 0.94 % with 250: studies/gp_lip/README.md).
         refine_iterations: more L-BFGS iterations for the kept fit only (refine_gp); 0 = none.
         validation_note: where the validation data came from (e.g. a held-out tail), kept in metrics.json.
+        validation_overlap: ``pipeline.warn_validation_overlap``'s result, kept in metrics.json as for the NN kinds.
 
     Raises:
         TrainingError: the validation mean nMSE exceeds HELDOUT_MAX_NMSE_PERCENT; nothing is written.
@@ -271,6 +272,8 @@ def train_gp(kind: str, robot_model: Any, train_datasets: list[Any], val_dataset
                             f"n_{split}": int(sq.shape[0])})
     if validation_note:
         metrics["validation_data"] = validation_note
+    if validation_overlap is not None:
+        metrics["validation_overlap"] = validation_overlap
     held = metrics.get("val_nmse_mean_percent")
     if held is not None and not held <= HELDOUT_MAX_NMSE_PERCENT:  # NaN too
         worst = int(np.nanargmax(metrics["val_nmse_percent"])) if np.isfinite(held) else 0
