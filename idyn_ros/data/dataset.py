@@ -259,6 +259,14 @@ class Dataset:
     def reorder(self, joint_names: tuple[str, ...] | list[str]) -> Dataset:
         """The same data with joints in ``joint_names`` order (names must all be present)."""
         missing = [j for j in joint_names if j not in self.joint_names]
+        if len(missing) == len(joint_names) > 1:  # not one joint in common: another arm, not a naming issue
+            label = f" (labelled for robot {self.robot!r})" if self.robot else ""
+            raise DatasetError(
+                f"dataset {self.source!r}{label} has none of the joints {list(joint_names)} (it has "
+                f"{list(self.joint_names)}): it looks like another robot's recording; pick that robot, or if it "
+                "really is this arm under other names, rename them: "
+                + option_hint("--joint-map", "old=new", keyword="joint_map=...")
+            )
         if missing:
             raise DatasetError(
                 f"dataset {self.source!r} lacks joints {missing} (it has {list(self.joint_names)}); rename "

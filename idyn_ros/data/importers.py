@@ -266,6 +266,13 @@ def to_dataset(
     if note:
         report.notes.append(note)
     missing = [j for j in target if j not in names]
+    if len(missing) == len(target) and len(target) > 1:  # not one joint in common: another arm, not a naming issue
+        raise DatasetError(
+            f"{raw.source} has none of the joints of {robot_label or 'the joint list'} (it has {names}, "
+            f"{robot_label or 'the robot'} has {list(target)}): it looks like another robot's recording; pick that "
+            "robot (--robot), or if it really is this arm under other names, rename them: "
+            + option_hint("--joint-map", _prefix_hint(names, list(target)), keyword="joint_map='old=new'")
+        )
     if missing:
         raise DatasetError(
             f"{raw.source} lacks joints {missing} required by {robot_label or 'the joint list'} "

@@ -134,7 +134,7 @@ def to_recording(ds: Any, robot: Any, source: str = "") -> Recording:
                       f"taken as torque [Nm]: pass --effort-kind current if these are currents", TrainingWarning,
                       stacklevel=3)
     if unnamed:
-        warnings.warn(f"{source or 'dataset'}: no joint names; its {robot.n} columns are taken as "
+        warnings.warn(f"{source or 'dataset'}: recorded without joint names; its {robot.n} columns are taken as "
                       f"{robot.joint_names[0]}..{robot.joint_names[-1]} of robot '{robot.name}' by position",
                       TrainingWarning, stacklevel=3)
     return rec
@@ -226,7 +226,12 @@ def _load(path: str | Path, robot: Any, effort_kind: str | None, rate_hz: float 
     path = Path(path)
     if not path.exists():
         raise DatasetError(f"{path}: no such file or folder")
-    ds = load_dataset(path, joint_names=list(robot.joint_names), effort_kind=effort_kind, rate=rate_hz)
+    try:
+        ds = load_dataset(path, joint_names=list(robot.joint_names), effort_kind=effort_kind, rate=rate_hz)
+    except DatasetError as exc:  # an imported dataset's errors name the source it came from: name the file given too
+        if str(path) in str(exc):
+            raise
+        raise DatasetError(f"{path}: {exc}") from None
     conflict = robot_label_conflict(getattr(ds, "robot", ""), robot.name, str(path))  # refuses two presets
     if conflict:
         warnings.warn(conflict, TrainingWarning, stacklevel=3)

@@ -59,7 +59,7 @@ def test_wide_csv_named_columns_reordered_and_renamed(tmp_path: Path) -> None:
             f.write(",".join(repr(float(v)) for v in vals) + "\n")
     other = tmp_path / "c.csv"  # names no preset knows: the error proposes the prefix map
     other.write_text(path.read_text().replace("fer_", "arm_"))
-    with pytest.raises(DatasetError, match=r"lacks joints.*--joint-map.*arm_=panda_"):
+    with pytest.raises(DatasetError, match=r"has none of the joints.*--joint-map.*arm_=panda_"):
         import_source(other, robot="panda")
     ds, report = import_source(path, robot="panda", joint_map="fer_=panda_")
     ds_alias, _ = import_source(path, robot="panda")  # fer_ is franka_ros2's name for the Panda: read as such

@@ -65,7 +65,7 @@ def test_panda_fer_names_are_read_as_the_panda_and_said(shared_data: Path, tmp_p
     ds.save(saved)
     again, report = import_source(saved, robot="panda")
     assert again.joint_names == ds_map.joint_names and any("fer_*" in n for n in report.notes)
-    with pytest.raises(DatasetError, match="lacks joints"):  # only the robot's own vendor names
+    with pytest.raises(DatasetError, match="has none of the joints"):  # only the robot's own vendor names
         import_source(src, robot="iiwa14")
     from idyn_ros.models.sources import load_recordings, load_robot
 

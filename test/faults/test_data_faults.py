@@ -419,7 +419,7 @@ def test_train_hints_point_to_dataset_import(tmp_path: Path, capsys) -> None:
     code, _, err = _run(capsys, "train", "--robot", "panda", "--model", "rbd", "--data", str(bag),
                         "--out", str(tmp_path / "run"))
     line = _one_line_error(err)
-    assert code == 2 and "lacks joints" in line
+    assert code == 2 and "has none of the joints" in line
     assert "`idyn dataset import SRC --joint-map arm_=panda_ -o OUT.npz`" in line
     assert _options_named_outside_commands(line) <= _train_options(), line
 

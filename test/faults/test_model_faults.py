@@ -262,7 +262,7 @@ def test_data_of_another_robot_is_refused(iiwa, panda, files, tmp_path, capsys):
     iiwa_as_iiwa = ["train", "--robot", "iiwa14", "--model", "rbd", "--id-method", "nominal", "--data", iiwa_unnamed,
                     "--out", str(tmp_path / "p")]
     assert main(iiwa_as_iiwa) == 0
-    assert "no joint names; its 7 columns are taken as lbr_A1..lbr_A7" in capsys.readouterr().err
+    assert "recorded without joint names; its 7 columns are taken as lbr_A1..lbr_A7" in capsys.readouterr().err
     # named data of this robot but outside its limits (offsets, degrees): a warning, not a refusal
     shifted = _recording(iiwa, 23, 2.0)
     shifted.q[:, 1] += 3.0  # ends 0.7 rad beyond the upper limit
