@@ -47,7 +47,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="work folder for bag, datasets and models (default runs/demo/<robot>/)")
     parser.add_argument("--minutes", type=positive(float), default=10.0, metavar="M",
                         help="total time budget in minutes (default 10): sets the DDS recording time box "
-                        "(~12 %%, at least twice the recording's 71 s of sim time) and the auto fit's training "
+                        "(~12 %%, at least twice the recording's ~90 s of sim time) and the auto fit's training "
                         "time (~35 %%)")
     parser.add_argument("--moves", type=positive(int), default=3,
                         help="min-jerk moves per cell, 2 s each (default 3; the paper's protocol is 5 x (2 s, 10 s): "

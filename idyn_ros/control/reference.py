@@ -17,6 +17,14 @@ import numpy as np
 from idyn_ros.data.trajectories import min_jerk  # the one minimum-jerk quintic (scalar t: the fast path)
 from idyn_ros.errors import DatasetError
 
+# A min-jerk move's peak speed is 15/8 x distance / duration (Flash & Hogan); the checks below use it so a move is
+# judged when it is built, never per tick.
+MIN_JERK_PEAK = 1.875
+# The reference's own moves (the npz move-in) take long enough to peak at half of each joint's velocity limit: the
+# user chose neither their distance nor their time, so they get a margin for tracking overshoot and the controller's
+# feedback on top of the feedforward (a real arm faults at the limit). Moves the user times are checked against 1.0.
+MOVE_IN_VELOCITY_FRACTION = 0.5
+
 
 class MinJerkMove:
     """A sequence of min-jerk moves (:func:`idyn_ros.data.trajectories.min_jerk`) through set points, each
@@ -85,6 +93,53 @@ def limits_problem(q: np.ndarray, joint_names: Sequence[str], lower: np.ndarray,
         return None
     k, j = np.argwhere(outside)[0]
     return f"{joint_names[j]} = {q[k, j]:g} rad is outside its limits [{lower[j]:g}, {upper[j]:g}]"
+
+
+def known_velocity_limits(velocity_limit: Sequence[float]) -> np.ndarray:
+    """(n,) rad/s with a missing limit (0, negative or non-finite in the URDF) as inf: nothing to check it against."""
+    v = np.asarray(velocity_limit, dtype=float)
+    return np.where(np.isfinite(v) & (v > 0), v, np.inf)
+
+
+def move_speed_problem(q_from: Sequence[float], q_to: Sequence[float], duration: float, joint_names: Sequence[str],
+                       velocity_limit: Sequence[float]) -> str | None:
+    """None, or the joint most over its velocity limit at the peak of a min-jerk move q_from -> q_to of ``duration`` s
+    (with the shortest duration that would not be)."""
+    d = np.abs(np.asarray(q_to, dtype=float) - np.asarray(q_from, dtype=float))
+    limit = known_velocity_limits(velocity_limit)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        peak = np.where(d > 0, MIN_JERK_PEAK * d / max(duration, 0.0), 0.0)
+    over = peak > limit
+    if not over.any():
+        return None
+    j = int(np.argmax(np.where(over, peak / limit, 0.0)))
+    shortest = float(np.max(MIN_JERK_PEAK * d / limit))
+    return (f"{joint_names[j]} would peak at {peak[j]:.4g} rad/s ({d[j]:.4g} rad in {duration:g} s), above its "
+            f"velocity limit {limit[j]:g} rad/s; this move needs >= {shortest:.3g} s")
+
+
+def move_in_duration(q_from: Sequence[float], q_to: Sequence[float], velocity_limit: Sequence[float],
+                     fraction: float = MOVE_IN_VELOCITY_FRACTION) -> float:
+    """Shortest min-jerk duration (s) from ``q_from`` to ``q_to`` peaking at <= ``fraction`` of each velocity limit."""
+    d = np.abs(np.asarray(q_to, dtype=float) - np.asarray(q_from, dtype=float))
+    return float(max(np.max(MIN_JERK_PEAK * d / (fraction * known_velocity_limits(velocity_limit))), 1e-3))
+
+
+def velocity_problem(traj: SampledTrajectory, joint_names: Sequence[str],
+                     velocity_limit: Sequence[float]) -> str | None:
+    """None, or the joint most over its velocity limit in ``traj``: the finite differences between its points (a jump
+    between two samples counts), then its velocities (given, or central differences)."""
+    limit = known_velocity_limits(velocity_limit)
+    chord = np.abs(np.diff(traj.q, axis=0)) / np.diff(traj.t)[:, None]
+    for what, speed in (("moves at", chord), ("has a velocity of", np.abs(traj.dq))):
+        over = speed > limit
+        if over.any():
+            k, j = np.unravel_index(int(np.argmax(np.where(over, speed / limit, 0.0))), speed.shape)
+            when = (f"between t = {traj.t[k]:.4g} and {traj.t[k + 1]:.4g} s" if speed is chord
+                    else f"at t = {traj.t[k]:.4g} s")
+            return (f"{joint_names[j]} {what} {speed[k, j]:.4g} rad/s {when}, above its velocity limit "
+                    f"{limit[j]:g} rad/s")
+    return None
 
 
 def load_npz_trajectory(path: str | Path, joint_names: Sequence[str]) -> SampledTrajectory:

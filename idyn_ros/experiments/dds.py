@@ -172,8 +172,10 @@ def run_pipeline(robot: str, bag: Path, sim_seconds: float, controller: dict[str
 def excitation_npz(robot_model: Any, trajectories: list, path: Path, rate_hz: float = 1000.0,
                    transition_s: float = 2.0) -> tuple[Path, list[tuple[float, float]]]:
     """Chain excitation trajectories into one reference ``.npz`` (t, q_d, dq_d, ddq_d) with min-jerk
-    transitions between them; returns the path and each excitation's (start, end) time (s, from the
+    transitions between them (``transition_s``, longer where a joint would pass half its velocity limit, as the
+    reference node's own move-in); returns the path and each excitation's (start, end) time (s, from the
     file's t = 0)."""
+    from idyn_ros.control.reference import move_in_duration
     from idyn_ros.data.trajectories import min_jerk
 
     dt = 1.0 / rate_hz
@@ -184,7 +186,8 @@ def excitation_npz(robot_model: Any, trajectories: list, path: Path, rate_hz: fl
     for traj in trajectories:
         q_begin = traj.evaluate(np.array([0.0]))[0][0]
         if q_end is not None:
-            parts.append(min_jerk(q_end, q_begin, transition_s, np.arange(0.0, transition_s, dt)))
+            move = max(transition_s, move_in_duration(q_end, q_begin, robot_model.velocity_limit))
+            parts.append(min_jerk(q_end, q_begin, move, np.arange(0.0, move, dt)))
             t_now += parts[-1][0].shape[0] * dt
         parts.append(traj.evaluate(np.arange(0.0, traj.period, dt)))
         windows.append((t_now, t_now + parts[-1][0].shape[0] * dt))

@@ -51,6 +51,7 @@ def run_demo(robot: str = "panda", out: Path | None = None, minutes: float = 10.
              n_excitations: int = DEMO_EXCITATIONS, n_moves: int = 3, skip_dds: bool = False,
              progress: bool = True) -> dict:
     """Run the demo; returns the summary dict also written to ``<out>/results.json``."""
+    from idyn_ros.control import reference as ref
     from idyn_ros.dynamics import RobotModel
     from idyn_ros.experiments import dds, models_cache, plots, tracking
 
@@ -71,7 +72,11 @@ def run_demo(robot: str = "panda", out: Path | None = None, minutes: float = 10.
 
     # 2. record over DDS --------------------------------------------------------------------------
     t0 = time.monotonic()
-    start_delay = 1.0  # s: the reference node's min-jerk move-in from the plant's default pose
+    # the plant starts where the excitation does, the reference node holds that pose 1 s (the controller's start-up)
+    # and plays the file after its move-in, which from there is one tick (control.reference.move_in_duration)
+    q_start = trajs[0].evaluate(np.array([0.0]))[0][0]
+    start_delay = 1.0
+    lead = start_delay + ref.move_in_duration(q_start, q_start, robot_model.velocity_limit)  # s before the file's t=0
     data_dir = work / "data"
     data_dir.mkdir(exist_ok=True)
     recorded: list[Path] = []
@@ -82,17 +87,18 @@ def run_demo(robot: str = "panda", out: Path | None = None, minutes: float = 10.
         controller = {"gain_preset": "stiff", "model_path": "", "fallback": "rbd",
                       "use_adaptation": False, "mode": "npz", "npz_path": str(ref_npz.resolve()),
                       "start_delay": start_delay}
-        sim_total = start_delay + windows[-1][1] + 0.2
+        sim_total = lead + windows[-1][1] + 0.2
         # decision: the time box covers twice the sim time: the lockstep loop over DDS runs at about real time on a
         # 2-core machine (0.94x measured), so a box of 12 % of the budget (72 s) cut the sixth 10 s excitation short
         wall_timeout = max(45.0, 0.12 * minutes * 60, 2.0 * sim_total)
         try:
-            dds_info = dds.run_pipeline(robot, bag, sim_total, controller, {"profile": "true"}, work / "logs",
+            dds_info = dds.run_pipeline(robot, bag, sim_total, controller,
+                                        {"profile": "true", "initial_positions": q_start.tolist()}, work / "logs",
                                         wall_timeout=wall_timeout, desc="record (DDS)", progress=progress)
         except Exception as exc:  # time box hit or a node died: keep what the bag has
             dds_info = {"error": str(exc), "bag": str(bag)}
             _say(f"DDS recording: {exc}")
-        dds_info.update(_import_bag(bag, robot, windows, start_delay, data_dir, recorded, sources))
+        dds_info.update(_import_bag(bag, robot, windows, lead, data_dir, recorded, sources))
     summary["steps"]["record"] = dds_info
     # top up with in-process lockstep recordings of the excitations the bag does not cover
     missing = [i for i in range(len(trajs)) if f"dds:{i}" not in sources]
@@ -196,9 +202,10 @@ def _nominal(robot_model: Any, path: Path) -> np.ndarray:
     return np.asarray(robot_model.rnea(rec.q, rec.dq, rec.ddq))
 
 
-def _import_bag(bag: Path, robot: str, windows: list, start_delay: float, data_dir: Path, recorded: list,
+def _import_bag(bag: Path, robot: str, windows: list, lead: float, data_dir: Path, recorded: list,
                 sources: list) -> dict[str, Any]:
-    """Import the bag and cut it into the excitations it fully covers (by trajectory)."""
+    """Import the bag and cut it into the excitations it fully covers (by trajectory); ``lead``: s from the first
+    recorded state to the reference file's t = 0."""
     from idyn_ros.data import load_dataset
     from idyn_ros.experiments.dds import split_recording
 
@@ -207,19 +214,19 @@ def _import_bag(bag: Path, robot: str, windows: list, start_delay: float, data_d
     except Exception as exc:
         return {"import_error": str(exc)}
     ds.t = ds.t - ds.t[0]
-    covered = [i for i, (_a, b) in enumerate(windows) if ds.t[-1] >= b + start_delay]
+    covered = [i for i, (_a, b) in enumerate(windows) if ds.t[-1] >= b + lead]
     for i in covered:
-        recorded.extend(split_recording(ds, [windows[i]], start_delay, data_dir, f"dds_{i}"))
+        recorded.extend(split_recording(ds, [windows[i]], lead, data_dir, f"dds_{i}"))
         sources.append(f"dds:{i}")
     partial = len(covered)
     info = {"imported_samples": len(ds.t), "imported_sim_s": float(ds.t[-1]), "covered_excitations": covered}
     if partial < len(windows):
         a = windows[partial][0]
-        if ds.t[-1] - (a + start_delay) >= 2.0:  # decision: >= 2 s of a cut-off excitation still trains
-            recorded.extend(split_recording(ds, [(a, float(ds.t[-1]) - start_delay)], start_delay, data_dir,
+        if ds.t[-1] - (a + lead) >= 2.0:  # decision: >= 2 s of a cut-off excitation still trains
+            recorded.extend(split_recording(ds, [(a, float(ds.t[-1]) - lead)], lead, data_dir,
                                             f"dds_partial_{partial}"))
             sources.append(f"dds-partial:{partial}")
-            info["partial_excitation_s"] = float(ds.t[-1] - a - start_delay)
+            info["partial_excitation_s"] = float(ds.t[-1] - a - lead)
     return info
 
 

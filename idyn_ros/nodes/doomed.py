@@ -106,7 +106,8 @@ class DoomedNode(Node):
         self.pub.publish(o)
         if L.frozen and L.freeze_reason != self._reported:
             self._reported = L.freeze_reason
-            self.get_logger().error(f"adaptation frozen: {L.freeze_reason}")
+            asked = L.freeze_reason in ("frozen by ~/freeze", DISABLED)  # requested (service, parameter): not a fault
+            (self.get_logger().info if asked else self.get_logger().error)(f"adaptation frozen: {L.freeze_reason}")
             self.diag.set(Diagnostics.WARN, f"frozen: {L.freeze_reason}", publish=True)
 
     def _srv_freeze(self, request: Any, response: Any) -> Any:

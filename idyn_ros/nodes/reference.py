@@ -6,7 +6,9 @@ tick), so the reference runs on the plant's clock (sim time in lockstep, wall ti
 and needs no 1 kHz timer. Sources (``mode``): hold the first state; min-jerk moves through
 ``setpoints`` (``idyn_ros.control.reference.MinJerkMove``, Flash & Hogan); an excitation/recorded
 ``npz_path``; or a trajectory_msgs/JointTrajectory sent to ``~/joint_trajectory`` (starts from the
-current reference at once, points resolved by joint name).
+current reference at once, points resolved by joint name). Every move is checked against the joints' position and
+velocity limits when it is built, never per tick: one that leaves them is refused and the node holds; the npz
+move-in to q_d[0] is timed by its distance instead (``MOVE_IN_VELOCITY_FRACTION`` of the limits).
 """
 
 from __future__ import annotations
@@ -35,23 +37,39 @@ from idyn_ros.parameters import ReferenceParams
 
 
 @functools.lru_cache(maxsize=4)
-def _limits(robot: str, prefix: str) -> tuple[tuple[str, ...], np.ndarray, np.ndarray]:
-    """(joint names, lower, upper) of a robot preset (rad): one URDF load per robot, not one per parameter set."""
+def _limits(robot: str, prefix: str) -> tuple[tuple[str, ...], np.ndarray, np.ndarray, np.ndarray]:
+    """(joint names, lower, upper, velocity limit) of a robot preset (rad, rad/s): one URDF load per robot, not one
+    per parameter set."""
     _spec, model = load_robot(robot, prefix)
-    return tuple(model.joint_names), model.lower.copy(), model.upper.copy()
+    return tuple(model.joint_names), model.lower.copy(), model.upper.copy(), model.velocity_limit.copy()
 
 
-def _settings_problem(v: ReferenceParams) -> str | None:
-    """A mode the reference cannot build from these parameters (refused at start and at run time), or None."""
-    names, lower, upper = _limits(v.robot, v.prefix)
+def _segments_problem(points: np.ndarray, durations: list[float], names: tuple[str, ...], velocity: np.ndarray,
+                      q_start: np.ndarray | None) -> str | None:
+    """The first set-point move (from ``q_start``, skipped when it is not known yet) faster than the velocity limits."""
+    for i in range(len(points)):
+        q_from = points[i - 1] if i else q_start
+        fast = None if q_from is None else ref.move_speed_problem(q_from, points[i], durations[i], names, velocity)
+        if fast:
+            origin = f"set point {i}" if i else "the current reference"
+            return f"mode setpoints: the move from {origin} to set point {i + 1} (durations[{i}]): {fast}"
+    return None
+
+
+def _settings_problem(v: ReferenceParams, q_start: np.ndarray | None = None) -> str | None:
+    """A mode the reference cannot build from these parameters (refused at start and at run time), or None;
+    ``q_start``: the current reference once there is one (the first set-point move starts there)."""
+    names, lower, upper, velocity = _limits(v.robot, v.prefix)
     if v.mode == "setpoints":
         k = len(v.setpoints) // len(names)  # the parameter's own check makes it a whole number of points
         if k != len(v.durations):
             return (f"mode setpoints: {k} set points but {len(v.durations)} durations; give one duration (s) per set "
                     "point (change both in one set: ros2 param load, or mode hold first)")
-        outside = ref.limits_problem(np.reshape(v.setpoints, (k, len(names))), names, lower, upper) if k else None
+        points = np.reshape(v.setpoints, (k, len(names)))
+        outside = ref.limits_problem(points, names, lower, upper) if k else None
         if outside:
             return f"mode setpoints: {outside}"
+        return _segments_problem(points, list(v.durations), names, velocity, q_start)
     if v.mode == "npz":
         if not v.npz_path:
             return "mode npz needs npz_path (a trajectory .npz, e.g. from `idyn excite`)"
@@ -59,7 +77,7 @@ def _settings_problem(v: ReferenceParams) -> str | None:
             traj = ref.load_npz_trajectory(v.npz_path, names)
         except IdynError as exc:
             return f"mode npz: {exc}"
-        outside = ref.limits_problem(traj.q, names, lower, upper)
+        outside = ref.limits_problem(traj.q, names, lower, upper) or ref.velocity_problem(traj, names, velocity)
         if outside:
             return f"mode npz: {v.npz_path}: {outside}"
     return None
@@ -73,14 +91,14 @@ class ReferenceNode(Node):
         from idyn_ros.msg import JointReference
 
         super().__init__(name, **kwargs)
-        self.params, self.spec, self.robot = declare_and_load(self, ReferenceParams, check=_settings_problem)
+        self.t0_ns = -1  # before declare_and_load: its check asks for the current reference
+        self.params, self.spec, self.robot = declare_and_load(self, ReferenceParams, check=self._settings_problem)
         v = self.params.value
         self.n = self.robot.n
         self.params.on_change.append(self._restart)
         self.diag = Diagnostics(self, f"idyn: {self.get_name()}", v.robot)
         self.filter = se.JointStateFilter(self.robot.joint_names, v.rate_hz)
         self.source: Any = None
-        self.t0_ns = -1
         # the executor's swaps (a trajectory, a parameter change) and the hot loop's tick never interleave: a tick
         # that saw the new source must also see its start time, and a restart must not leave it None mid-tick
         self._swap = threading.Lock()
@@ -93,6 +111,10 @@ class ReferenceNode(Node):
         self.create_subscription(JointTrajectory, "~/joint_trajectory", self._on_trajectory, MONITOR)
         self.create_timer(v.diagnostics_period, self.diag.publish)
         self.lookahead_ns = int(v.lookahead_periods * 1e9 / v.rate_hz)
+
+    def _settings_problem(self, v: ReferenceParams) -> str | None:
+        """The module check with the current reference as the start of the first set-point move, once there is one."""
+        return _settings_problem(v, self.q_last.copy() if self.t0_ns >= 0 else None)
 
     def _restart(self, v: ReferenceParams) -> None:
         with self._swap:
@@ -110,11 +132,24 @@ class ReferenceNode(Node):
             if len(durations) != len(points):
                 raise IdynError(f"reference: {len(points)} set points but {len(durations)} durations; give one "
                                 "duration (s) per set point")
+            # decision: a first move too fast from where the arm is now is refused (the node holds), not stretched:
+            # the user timed it, and a silently longer move shifts every later set point against their plan
+            fast = _segments_problem(points, durations, self.robot.joint_names, self.robot.velocity_limit, q_start)
+            if fast:
+                raise IdynError(f"reference: {fast}; holding the current pose")
             return ref.MinJerkMove(q_start, [q_start, *points], [v.start_delay, *durations])
         if mode == "npz":
-            traj = ref.load_npz_trajectory(v.npz_path, self.robot.joint_names)
-            move_in = ref.MinJerkMove(q_start, [traj.q[0]], [max(v.start_delay, 1e-3)])
-            return _Chain(move_in, traj)
+            names = self.robot.joint_names
+            traj = ref.load_npz_trajectory(v.npz_path, names)
+            fast = ref.velocity_problem(traj, names, self.robot.velocity_limit)  # the file may have changed
+            if fast:
+                raise IdynError(f"reference: {v.npz_path}: {fast}; refused, holding the current pose")
+            # hold start_delay, then a move-in timed by its distance (MOVE_IN_VELOCITY_FRACTION), then the trajectory
+            move = ref.move_in_duration(q_start, traj.q[0], self.robot.velocity_limit)
+            self.get_logger().info(f"mode npz: holding {v.start_delay:g} s, moving to the trajectory's start in "
+                                   f"{move:.3g} s; the trajectory starts {v.start_delay + move:.3g} s after the first "
+                                   "state")
+            return _Chain(ref.MinJerkMove(q_start, [q_start, traj.q[0]], [v.start_delay, move]), traj)
         return ref.MinJerkMove(q_start, [], [])  # hold (also "trajectory" until one arrives)
 
     def _on_trajectory(self, msg: Any) -> None:
@@ -140,7 +175,8 @@ class ReferenceNode(Node):
         except IdynError as exc:
             self.get_logger().error(f"JointTrajectory rejected: {exc}")
             return
-        outside = ref.limits_problem(pos, self.robot.joint_names, self.robot.lower, self.robot.upper)  # its points
+        outside = (ref.limits_problem(pos, self.robot.joint_names, self.robot.lower, self.robot.upper)  # its points
+                   or ref.velocity_problem(source, self.robot.joint_names, self.robot.velocity_limit))  # and speeds
         if outside:
             self.get_logger().error(f"JointTrajectory rejected: {outside}")
             return

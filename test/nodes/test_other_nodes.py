@@ -50,7 +50,7 @@ def test_buffer_reference_feedforward_publish(rclpy_context):
     from idyn_ros.nodes.joint_state_buffer import JointStateBufferNode
     from idyn_ros.nodes.reference import ReferenceNode
 
-    target = Q0 + 0.2
+    target = Q0 + 0.05  # 1.875 rad/s at the peak: within the Panda's velocity limits (a faster move is refused)
     ref = ReferenceNode(context=rclpy_context, parameter_overrides=[
         Parameter("mode", value="setpoints"), Parameter("setpoints", value=target.tolist()),
         Parameter("durations", value=[0.05]), Parameter("start_delay", value=0.01)])

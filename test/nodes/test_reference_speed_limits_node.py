@@ -1,0 +1,243 @@
+"""The reference node against the joints' velocity limits: the npz move-in timed by its distance, set points and
+trajectories faster than the limits refused (the node keeps its reference); and the doomed node's log level of a
+requested freeze. Callbacks are called directly on real nodes (no spinning)."""
+
+from __future__ import annotations
+
+import math
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+pytestmark = pytest.mark.ros
+
+PANDA = [f"panda_joint{i}" for i in range(1, 8)]
+Q0 = np.array([0.0, -0.785, 0.0, -2.356, 0.0, 1.571, 0.785])
+LIMIT = np.array([2.175, 2.175, 2.175, 2.175, 2.61, 2.61, 2.61])
+
+
+def _bump(q=Q0, **moves):
+    """``q`` with joint j (1-based, as in panda_joint<j>) moved by the given rad: ``_bump(j1=2.0)``."""
+    q = np.array(q, dtype=float)
+    for j, d in moves.items():
+        q[int(j[1:]) - 1] += d
+    return q
+
+
+def _joint_state(k, q=Q0):
+    from sensor_msgs.msg import JointState
+
+    msg = JointState(name=PANDA, position=[float(x) for x in q], velocity=[0.0] * 7, effort=[0.0] * 7)
+    msg.header.stamp.sec, msg.header.stamp.nanosec = 1 + k // 1000, (k % 1000) * 1_000_000
+    return msg
+
+
+def _reference_node(context, **params):
+    from rclpy.parameter import Parameter
+
+    from idyn_ros.nodes.reference import ReferenceNode
+
+    node = ReferenceNode(context=context, parameter_overrides=[Parameter(k, value=v) for k, v in params.items()])
+    q, dq = [], []
+    node.pub.publish = lambda m: (q.append(np.array(m.positions)), dq.append(np.array(m.velocities)))
+    return node, q, dq
+
+
+def _play(node, first, last):
+    for k in range(first, last):
+        node._on_joint_state(_joint_state(k))
+
+
+def _npz(path, q):
+    t = np.arange(q.shape[0]) * 1e-3
+    np.savez(path, t=t, q_d=q, joint_names=np.array(PANDA))
+    return str(path)
+
+
+def test_npz_move_in_holds_start_delay_then_moves_within_half_the_velocity_limits(rclpy_context, tmp_path):
+    """The move to q_d[0] took start_delay (1 s) whatever the distance: 1.8 rad on joint 1 and 2.5 rad on joint 5
+    peaked at 3.4 and 4.7 rad/s (limits 2.175 and 2.61)."""
+    from idyn_ros.control.reference import MOVE_IN_VELOCITY_FRACTION, move_in_duration
+
+    q_d = np.tile(_bump(j1=-1.8, j5=2.5), (500, 1))
+    q_d[:, 6] += 0.2 * np.sin(np.arange(500) * 1e-3)
+    node, q, dq = _reference_node(rclpy_context, mode="npz", npz_path=_npz(tmp_path / "far.npz", q_d),
+                                  start_delay=0.5, lookahead_periods=0.0)
+    try:
+        move = move_in_duration(Q0, q_d[0], LIMIT)
+        assert move > 3.0
+        end = round((0.5 + move) * 1000) + 600
+        _play(node, 0, end)
+        q, dq = np.array(q), np.array(dq)
+        np.testing.assert_allclose(q[:500], np.tile(Q0, (500, 1)))  # start_delay: held
+        assert np.all(np.abs(dq) <= MOVE_IN_VELOCITY_FRACTION * LIMIT * (1 + 1e-6))
+        assert np.abs(dq).max(axis=0)[4] / LIMIT[4] > 0.99 * MOVE_IN_VELOCITY_FRACTION  # not slower than needed
+        start = round((0.5 + move) * 1000)
+        np.testing.assert_allclose(q[start + 1], q_d[0], atol=1e-3)  # then the trajectory, from its start
+        assert dq[start + 10][6] == pytest.approx(0.2, abs=1e-3)  # playing it (its joint 7 moves at 0.2 rad/s)
+        np.testing.assert_allclose(q[-1], q_d[-1], atol=1e-9)
+    finally:
+        node.destroy_node()
+
+
+def test_an_npz_trajectory_faster_than_the_velocity_limits_is_refused(rclpy_context, tmp_path):
+    """A 10 rad/s excitation on a 2.175 rad/s joint was played."""
+    from rclpy.parameter import Parameter
+
+    from idyn_ros.errors import ParameterError
+
+    t = np.arange(2000) * 1e-3
+    q_d = np.tile(Q0, (t.size, 1))
+    q_d[:, 0] = 0.8 * np.sin(2 * math.pi * 2 * t)
+    path = _npz(tmp_path / "fast.npz", q_d)
+    with pytest.raises(ParameterError, match=r"panda_joint1 moves at 10.* above its velocity limit 2.175"):
+        _reference_node(rclpy_context, mode="npz", npz_path=path)
+    node, q, _ = _reference_node(rclpy_context)  # hold
+    try:
+        _play(node, 0, 5)
+        assert node.set_parameters([Parameter("npz_path", value=path)])[0].successful  # not played in mode hold
+        result = node.set_parameters([Parameter("mode", value="npz")])[0]
+        assert not result.successful and "panda_joint1 moves at 10" in result.reason
+        assert node.params.value.mode == "hold"
+        _play(node, 5, 500)
+        np.testing.assert_allclose(q[-1], Q0)
+    finally:
+        node.destroy_node()
+
+
+def test_setpoints_faster_than_the_velocity_limits_are_refused(rclpy_context):
+    """2 rad in 1 ms between set points (3750 rad/s at the peak) was accepted at start-up and at run time."""
+    from rclpy.parameter import Parameter
+
+    from idyn_ros.errors import ParameterError
+
+    far = _bump(j1=2.0).tolist()
+    with pytest.raises(ParameterError, match=r"set point 1 to set point 2 \(durations\[1\]\): panda_joint1 would peak "
+                                             r"at 3750 rad/s .* velocity limit 2.175 rad/s; this move needs >= 1.72 s"):
+        _reference_node(rclpy_context, mode="setpoints", setpoints=far + Q0.tolist(), durations=[2.0, 0.001])
+    node, q, _ = _reference_node(rclpy_context, mode="setpoints", setpoints=far + Q0.tolist(), durations=[2.0, 2.0],
+                                 start_delay=0.0)
+    try:
+        _play(node, 0, 100)  # moving towards `far`
+        # at run time the first move starts at the current reference, which is known now: too fast from there
+        result = node.set_parameters([Parameter("durations", value=[0.01, 2.0])])[0]
+        assert not result.successful and "from the current reference to set point 1 (durations[0]): panda_joint1 " \
+            "would peak at" in result.reason
+        assert node.params.value.durations == (2.0, 2.0)
+        _play(node, 100, 200)
+        assert q[-1][0] > q[100][0] > q[99][0]  # the move it had goes on
+    finally:
+        node.destroy_node()
+
+
+def test_a_first_set_point_too_fast_from_the_start_pose_is_refused_and_the_pose_held(rclpy_context):
+    """The first move starts at the first state, unknown at start-up: 2 rad in 10 ms (375 rad/s) was played."""
+    from idyn_ros.nodes.common import Diagnostics
+
+    far = _bump(j1=2.0).tolist()
+    node, q, dq = _reference_node(rclpy_context, mode="setpoints", setpoints=far, durations=[0.01],
+                                  start_delay=0.0)
+    try:
+        _play(node, 0, 300)
+        np.testing.assert_allclose(q[-1], Q0)
+        assert np.all(np.array(dq) == 0.0)
+        assert node.diag.level == Diagnostics.ERROR and "panda_joint1 would peak at 375 rad/s" in node.diag.message
+    finally:
+        node.destroy_node()
+
+
+def _trajectory(points):
+    from builtin_interfaces.msg import Duration
+    from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
+
+    msg = JointTrajectory(joint_names=PANDA)
+    for t, positions, velocities in points:
+        p = JointTrajectoryPoint(positions=[float(x) for x in positions], velocities=velocities)
+        p.time_from_start = Duration(sec=int(t), nanosec=round(t % 1 * 1e9))
+        msg.points.append(p)
+    return msg
+
+
+@pytest.mark.parametrize("case", ["implied", "given", "between_points"])
+def test_a_joint_trajectory_faster_than_the_velocity_limits_is_refused(rclpy_context, case):
+    """A JointTrajectory 1.5 rad away 0.1 s from now (15 rad/s) was played at once."""
+    node, q, _ = _reference_node(rclpy_context, mode="trajectory")
+    try:
+        _play(node, 0, 5)
+        near = _bump(j1=0.1)
+        points = {"implied": [(0.1, _bump(j1=1.5), [])],
+                  "given": [(1.0, near, [5.0] + [0.0] * 6), (2.0, Q0, [0.0] * 7)],
+                  "between_points": [(1.0, near, []), (1.01, _bump(near, j5=0.5), []), (3.0, Q0, [])]}[case]
+        errors = []
+        node.get_logger = lambda: SimpleNamespace(error=errors.append)
+        node._on_trajectory(_trajectory(points))
+        assert errors and "JointTrajectory rejected" in errors[0] and "velocity limit" in errors[0]
+        _play(node, 5, 1500)
+        np.testing.assert_allclose(q[-1], Q0)
+    finally:
+        node.destroy_node()
+
+
+def test_a_joint_trajectory_within_the_velocity_limits_is_played(rclpy_context):
+    node, q, _ = _reference_node(rclpy_context, mode="trajectory")
+    try:
+        _play(node, 0, 5)
+        goal = _bump(j1=0.5)
+        node._on_trajectory(_trajectory([(1.0, goal, []), (1.5, goal, [])]))
+        _play(node, 5, 2000)
+        np.testing.assert_allclose(q[-1], goal)
+    finally:
+        node.destroy_node()
+
+
+@pytest.mark.parametrize("robot", ["panda", "ur5", "iiwa14"])
+def test_the_config_set_points_stay_within_the_velocity_limits(robot):
+    """config/<robot>.yaml's out-and-back moves pass the check, from the plant's start pose too."""
+    from idyn_ros.nodes.reference import _settings_problem
+    from idyn_ros.parameters import load
+    from idyn_ros.robots import get_robot
+    from idyn_ros.sim import Plant
+
+    v = load("reference", robot, n=get_robot(robot).dof)
+    assert v.mode == "setpoints"
+    assert _settings_problem(v) is None
+    assert _settings_problem(v, Plant(robot, "true").state().q_true.copy()) is None
+    assert _settings_problem(v, np.asarray(v.setpoints[-get_robot(robot).dof:])) is None  # looped: from the last
+
+
+def test_a_requested_freeze_is_logged_at_info_a_detected_one_at_error(rclpy_context):
+    """~/freeze was logged at ERROR like a freeze the oscillation detector triggers."""
+    from std_srvs.srv import Trigger
+
+    from idyn_ros.msg import ControllerState
+    from idyn_ros.nodes.doomed import DoomedNode
+
+    node = DoomedNode(context=rclpy_context)
+    logged: list[tuple[str, str]] = []
+    log = SimpleNamespace(**{level: (lambda m, level=level: logged.append((level, m)))
+                             for level in ("info", "warning", "error")})
+    node.get_logger = lambda: log
+    node.pub.publish = lambda m: None
+    node.diag.set = lambda *a, **k: None
+
+    def tick(k):
+        node._on_joint_state(_joint_state(k))
+        cs = ControllerState(joint_names=PANDA, acceleration_command=[0.0] * 7, mode=ControllerState.MODE_ACTIVE)
+        cs.header.stamp.sec, cs.header.stamp.nanosec = 1 + k // 1000, (k % 1000) * 1_000_000
+        node._on_controller_state(cs)
+
+    try:
+        for k in range(20):
+            tick(k)
+        assert node._srv_freeze(Trigger.Request(), Trigger.Response()).success
+        for k in range(20, 40):
+            tick(k)
+        assert logged == [("info", "adaptation frozen: frozen by ~/freeze")]
+        node.learner.unfreeze()
+        node.learner.freeze("oscillation on joint 0")
+        for k in range(40, 60):
+            tick(k)
+        assert logged[-1] == ("error", "adaptation frozen: oscillation on joint 0")
+    finally:
+        node.destroy_node()
