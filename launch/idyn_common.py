@@ -9,8 +9,8 @@ Arguments (``ros2 launch idyn_ros panda.launch.py --show-args``):
   clock:=lockstep|realtime             mode mujoco: the embedded plant's clock ('' = the files', lockstep)
   params_file:=A.yaml[,B.yaml]         your parameter files, after config/<robot>.yaml; the arguments above win
   observer_only:=true                  only joint_state_buffer + wrench_observer, no torque commands (hardware, mock)
-  nodes:=A,B                           our nodes to start ('' = the six; optional: payload_identifier,
-                                       gripper_compensation)
+  nodes:=A,B                           our nodes ('' = the six); only optional ones (payload_identifier,
+                                       gripper_compensation) = the six plus them; any of the six = exactly A,B
   <xacro arguments>                    robot_ip, payload_mass, payload_com_x, ... (see --show-args): the URDF of
                                        robot_state_publisher, ros2_control and Gazebo; our nodes take a payload
                                        through ~/set_payload (or payload_identifier); where no URDF is read (mode
@@ -40,8 +40,9 @@ with its trajectory controllers and publishes /joint_states; nothing here comman
 Every node's parameters, which nodes start, and the robot description come from ``idyn_ros.nodes.graph``, the
 description ``idyn bringup`` runs too. On hardware the vendor adds g(q) to the command, so the controller
 subtracts it (subtract_gravity) and the wrench observer reads the measured effort. A bad argument (unknown mode
-or gains, a missing file, a misspelled argument name, a parameter file section or name no node of ours has)
-stops the launch with its reason. Runs here with the launch wheels (make setup).
+or gains, a missing file, a misspelled argument name, a parameter file section or name no node of ours has, a
+mode whose ROS 2 packages are not installed: hardware, mock and gazebo need ros2_control) stops the launch with its
+reason. Runs here with the launch wheels (make setup).
 """
 
 import os
@@ -85,7 +86,7 @@ def _settings(context, robot):
         composed=get("composed").lower() in TRUE,
         params_files=tuple(f.strip() for f in get("params_file").split(",") if f.strip()),
         observer_only=get("observer_only").lower() in TRUE,
-        nodes=tuple(n.strip() for n in get("nodes").split(",") if n.strip()) or graph.OUR_NODES,
+        nodes=graph.select_nodes([n.strip() for n in get("nodes").split(",")]),
         effort_unit=_effort_unit(currents) if currents else "")
 
 
@@ -94,10 +95,37 @@ def _xacro_args(args):
     return {k: v for k, v in args.items() if not (k == CURRENTS and v == "")}
 
 
+def _missing_packages(settings):
+    """The ROS packages the robot side of ``settings`` runs (ros2_control, robot_state_publisher, Gazebo) that the
+    ament index does not have; empty for mode mujoco, which needs none."""
+    import yaml
+    from ament_index_python.packages import PackageNotFoundError, get_package_share_directory
+
+    side = settings.robot_side()
+    if not side:
+        return []
+    from idyn_ros.paths import config_dir
+
+    manager = yaml.safe_load((config_dir() / f"{settings.robot}_controllers.yaml").read_text())["controller_manager"]
+    types = manager["ros__parameters"]
+    plugins = [types[c]["type"].split("/")[0] for c in side if isinstance(types.get(c), dict)]  # the spawned ones
+    needed = ["robot_state_publisher", "controller_manager", *plugins]
+    if settings.mode == "gazebo":
+        needed += ["ros_gz_sim", "ros_gz_bridge", "gz_ros2_control"]
+    missing = []
+    for package in dict.fromkeys(needed):
+        try:
+            get_package_share_directory(package)
+        except PackageNotFoundError:
+            missing.append(package)
+    return missing
+
+
 def _check_arguments(robot, declared, xacro_defaults):
     """Stops the launch on a misspelled argument (launch would ignore it), on xacro arguments when nothing reads the
-    URDF (mode mujoco, observer_only on hardware) and on any bad setting, before anything starts. Where the URDF is
-    rendered, a bad xacro argument (a negative payload_mass) stops the launch there."""
+    URDF (mode mujoco, observer_only on hardware), on any bad setting and on a mode whose robot side is not installed,
+    before anything starts. Where the URDF is rendered, a bad xacro argument (a negative payload_mass) stops the
+    launch there."""
 
     def check(context):
         given = context.launch_configurations
@@ -114,6 +142,14 @@ def _check_arguments(robot, declared, xacro_defaults):
                 + (" with observer_only" if settings.observer_only else "")
                 + " (our nodes use the robot preset); a payload goes on with ~/set_payload (/controller, "
                 "/feedforward, /wrench_observer, and /plant in mode mujoco) or the payload_identifier node")
+        missing = _missing_packages(settings)
+        if missing:  # refused here: launch's own "package not found" names one package and no way out
+            gazebo = " and ros_gz + gz_ros2_control" if settings.mode == "gazebo" else ""
+            raise ParameterError(
+                f"mode:={settings.mode} needs ROS 2 package(s) {missing}, not found in the ament index; it needs a "
+                f"ROS 2 installation with ros2_control (kilted: sudo apt install ros-kilted-ros2-control "
+                f"ros-kilted-ros2-controllers ros-kilted-robot-state-publisher{gazebo}, then source "
+                f"/opt/ros/kilted/setup.bash); mode:=mujoco runs without them (the embedded MuJoCo plant)")
         return []
 
     return OpaqueFunction(function=check)
@@ -220,8 +256,9 @@ def generate(robot):
                               description="only joint_state_buffer + wrench_observer, no torque commands (an arm that "
                                           "takes none from us, e.g. a CB3 UR; modes hardware and mock)"),
         DeclareLaunchArgument("nodes", default_value="",
-                              description=f"our nodes to start, comma-separated ('' = {','.join(graph.OUR_NODES)}); "
-                                          f"optional: {','.join(graph.OPTIONAL_NODES)}"),
+                              description=f"our nodes, comma-separated ('' = {','.join(graph.OUR_NODES)}); "
+                                          f"naming only optional ones ({','.join(graph.OPTIONAL_NODES)}) adds them "
+                                          "to those six, naming any of the six starts exactly the list"),
         *[DeclareLaunchArgument(name, default_value=default, description=f"xacro argument of urdf/{robot}.urdf.xacro"
                                 + (" ('' = the driver's default, true; the wrench observer then takes a parameter "
                                    "file's effort_unit, else current; true = motor current, false = torque)"

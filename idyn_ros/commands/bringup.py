@@ -10,6 +10,12 @@ controller publishes its safe torque, then every process ends; nothing is left r
 is killed with SIGKILL. A monitoring node that dies (feedforward, wrench_observer, ...) is reported and the
 rest keeps running; the exit code is then 1.
 
+Output: every node's WARN, ERROR and FATAL lines (and tracebacks) show here, prefixed with the node's name; the
+whole output goes to --log-dir. A failure ends the run with exit code 1 and its reason: a process that ends, the
+controller failing to configure (e.g. a bad --set gain_preset: nothing would be controlled), a FATAL line. A model
+the nodes reject (another robot's, a broken file) is a loud ERROR, not a failure: they run on the RBD fallback, as
+with --model none.
+
 Examples:
   idyn bringup --robot panda --duration 10
   idyn bringup --robot ur5 --composed --gains soft --model ur5_hybrid.onnx
@@ -48,9 +54,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--duration", type=float, default=0.0,
                         help="seconds to run, then stop everything (default 0 = until Ctrl-C or SIGTERM)")
     parser.add_argument("--nodes", default=None,
-                        help="comma-separated: a subset of joint_state_buffer,feedforward,controller,doomed,"
-                             "wrench_observer,reference (default all six), plus optionally payload_identifier,"
-                             "gripper_compensation")
+                        help="comma-separated: only optional nodes (payload_identifier, gripper_compensation) = the "
+                             "six (joint_state_buffer,feedforward,controller,doomed,wrench_observer,reference) plus "
+                             "them; any of the six = exactly the nodes listed (default: the six)")
     parser.add_argument("--prefix", default="", help="joint/link name prefix ('' = the vendor default)")
     parser.add_argument("--observer-only", action="store_true",
                         help="only joint_state_buffer + wrench_observer, no torque commands (an arm that cannot take "
@@ -82,7 +88,7 @@ def run(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
     from idyn_ros.errors import ParameterError
-    from idyn_ros.nodes.graph import OUR_NODES, GraphSettings
+    from idyn_ros.nodes.graph import GraphSettings, select_nodes
     from idyn_ros.nodes.launcher import Launcher
 
     if not args.duration >= 0.0:  # also NaN
@@ -93,12 +99,12 @@ def run(args: argparse.Namespace) -> int:
             raise ParameterError(f"--set expects NAME=VALUE, got {item!r}")
         key, value = item.split("=", 1)
         overrides[key.strip()] = _parse_value(value)
-    nodes = tuple(args.nodes.split(",")) if args.nodes else OUR_NODES
+    nodes = select_nodes([n.strip() for n in (args.nodes or "").split(",")])
     settings = GraphSettings(args.robot, args.mode, args.model, args.gains, args.prefix, args.clock, args.composed,
                              not args.no_plant, nodes, tuple(args.params_file), overrides,
                              observer_only=args.observer_only, effort_unit=args.effort_unit)
-    launcher = Launcher(settings, args.log_dir, args.executor)
-    print(f"starting {', '.join(launcher.commands())} for {args.robot} (mode {args.mode}) with "
+    launcher = Launcher(settings, args.log_dir, args.executor, watch=True)
+    print(f"starting {', '.join(settings.processes)} for {args.robot} (mode {args.mode}) with "
           f"{', '.join(str(f) for f in settings.files)}", flush=True)
     stop: list[str] = []
 
@@ -108,6 +114,19 @@ def run(args: argparse.Namespace) -> int:
     previous = {sig: signal.signal(sig, request_stop) for sig in (signal.SIGINT, signal.SIGTERM)}
     reported: set[str] = set()
     code = 0
+    essential = set(ESSENTIAL + (("wrench_observer",) if settings.observer_only else ()))
+    failed: set[str] = set()
+
+    def show() -> int:
+        """Print the nodes' lines and new failures; 1 once a node failed."""
+        for node, line in launcher.lines():
+            tqdm.write(f"{node}: {line}")
+        for node, why in list(launcher.failures.items()):
+            if node not in failed:
+                failed.add(node)
+                tqdm.write(f"idyn bringup: {node} failed: {why}")
+        return 1 if failed else 0
+
     try:
         with launcher:
             start = time.monotonic()
@@ -115,20 +134,27 @@ def run(args: argparse.Namespace) -> int:
             with tqdm(total=total, unit="s", desc="running", bar_format="{l_bar}{bar}| {n:.0f}/{total_fmt} s") as bar:
                 while not stop and (total is None or time.monotonic() - start < total):
                     time.sleep(0.2)
-                    bar.n = round(time.monotonic() - start, 1)
+                    elapsed = time.monotonic() - start
+                    bar.n = round(min(elapsed, total) if total else elapsed, 1)  # the last sleep overshoots
                     bar.refresh()
+                    code = max(code, show())
                     for name, rc in launcher.dead().items():
                         if name not in reported:
                             reported.add(name)
                             code = 1
-                            tqdm.write(f"idyn bringup: process {name} ended (exit code {rc}); see --log-dir")
-                    if reported & set(ESSENTIAL + (("wrench_observer",) if settings.observer_only else ())):
+                            why = launcher.last_line.get(name)
+                            tqdm.write(f"idyn bringup: process {name} ended (exit code {rc})"
+                                       + (f"; last: {why}" if why else ""))
+                    if (reported | failed) & essential:
                         tqdm.write("idyn bringup: nothing is controlling any more: stopping the graph")
                         break
             if stop:
                 first = " (the controller sends its safe torque first)" if "controller" in settings.active_nodes else ""
                 tqdm.write(f"idyn bringup: {stop[0]}: stopping{first}")
+        code = max(code, show())
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
+    if code and not args.log_dir:
+        print("idyn bringup: failed (exit code 1); --log-dir DIR keeps every node's whole output", flush=True)
     return code

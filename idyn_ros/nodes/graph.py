@@ -42,6 +42,11 @@ OUR_NODES: tuple[str, ...] = ("joint_state_buffer", "feedforward", "controller",
 OBSERVER_NODES: tuple[str, ...] = ("joint_state_buffer", "wrench_observer")
 OBSERVER_MODES: tuple[str, ...] = ("hardware", "mock")  # the arm moves without our torques there
 OPTIONAL_NODES: tuple[str, ...] = ("payload_identifier", "gripper_compensation")  # started only when named (``nodes``)
+#: what an optional node cannot work without, and why
+NEEDS: dict[str, tuple[tuple[str, ...], str]] = {
+    "payload_identifier": (("controller", "reference"),
+                           "it moves the arm through the reference node and the controller"),
+}
 MODES: tuple[str, ...] = ("hardware", "mock", "gazebo", "mujoco")
 CLOCKS: tuple[str, ...] = ("lockstep", "realtime")
 NO_MODEL = "none"  # ``model``: run the RBD fallback whatever model_path the files give
@@ -88,6 +93,11 @@ class GraphSettings:
         unknown_nodes = [n for n in self.nodes if n not in OUR_NODES + OPTIONAL_NODES]
         if unknown_nodes:
             problems.append(f"unknown nodes {unknown_nodes}; ours are {list(OUR_NODES + OPTIONAL_NODES)}")
+        for node in self.active_nodes:
+            needed, why = NEEDS.get(node, ((), ""))
+            if lacking := [m for m in needed if m not in self.active_nodes]:
+                problems.append(f"{node} needs {' and '.join(lacking)} running ({why}): name only the optional "
+                                f"nodes to add them to the six, or add {','.join(lacking)} to your list")
         twice = sorted({n for n in self.nodes if self.nodes.count(n) > 1})
         if twice:
             problems.append(f"nodes named more than once: {twice} (two controllers would both command torques)")
@@ -188,6 +198,15 @@ class GraphSettings:
     def sim_time(self) -> bool:
         """Whether our nodes run on /clock (see the module docstring)."""
         return self.mode == "gazebo" or (self.mode == "mujoco" and self.clock_mode() == "lockstep")
+
+
+def select_nodes(names: Sequence[str]) -> tuple[str, ...]:
+    """The ``nodes`` a user's list means: only optional nodes named = the six plus them (the docs say "add"),
+    any of the six named = exactly that subset (plus the optional ones named); empty = the six."""
+    names = tuple(n for n in names if n)
+    if not names or all(n in OPTIONAL_NODES for n in names):
+        return OUR_NODES + names
+    return names
 
 
 def driver_effort_unit(s: GraphSettings) -> str:

@@ -8,6 +8,7 @@ within a few seconds, the controller's last command being its safe torque.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -78,8 +79,12 @@ def test_mujoco_mode_runs_with_the_gains_asked_for_and_stops_on_one_sigint(graph
             proc.wait()
 
 
-def _render(robot, **arguments):
-    """Evaluate the real launch file for ``arguments`` as ros2 launch would: which Node actions run, with what."""
+def _render(robot, ros2_control=True, **arguments):
+    """Evaluate the real launch file for ``arguments`` as ros2 launch would: which Node actions run, with what.
+    ``ros2_control``: as on a ROS 2 installation with ros2_control (absent here), else the argument check sees that
+    robot_state_publisher, controller_manager etc. are missing."""
+    from unittest import mock
+
     from launch.actions import DeclareLaunchArgument, OpaqueFunction
     from launch.launch_description_sources import get_launch_description_from_python_launch_file
     from launch_ros.actions import Node
@@ -87,12 +92,14 @@ def _render(robot, **arguments):
     from launch import LaunchContext
 
     ld = get_launch_description_from_python_launch_file(str(ROOT / "launch" / f"{robot}.launch.py"))
+    installed = mock.patch.object(sys.modules["idyn_common"], "_missing_packages", lambda settings: [], create=True)
     context = LaunchContext()
     context.launch_configurations.update({k: str(v) for k, v in arguments.items()})
     nodes = {}
     for entity in ld.entities:
         if isinstance(entity, DeclareLaunchArgument | OpaqueFunction):  # the declarations, then the argument check
-            entity.visit(context)
+            with installed if ros2_control else contextlib.nullcontext():
+                entity.visit(context)
         elif isinstance(entity, Node) and (entity.condition is None or entity.condition.evaluate(context)):
             entity._perform_substitutions(context)
             params = [path for path, is_file in (entity._Node__expanded_parameter_arguments or []) if is_file]
@@ -274,12 +281,56 @@ def test_the_nodes_argument_starts_the_optional_payload_nodes_and_refuses_unknow
     ours = "joint_state_buffer,feedforward,controller,doomed,wrench_observer,reference"
     nodes = _render("panda", mode="mujoco", nodes=f"{ours},payload_identifier")
     assert {"payload_identifier", "controller", "plant"} <= set(nodes) and "gripper_compensation" not in nodes
+    added = _render("panda", mode="mujoco", nodes="payload_identifier")  # as the docs say: adds it to the six
+    assert set(added) == {"plant", *ours.split(","), "payload_identifier"}, sorted(added)
+    subset = _render("panda", mode="mujoco", nodes="joint_state_buffer,wrench_observer")  # naming any of the six
+    assert set(subset) == {"plant", "joint_state_buffer", "wrench_observer"}, sorted(subset)
+    with pytest.raises(Exception, match="payload_identifier needs reference running"):
+        _render("panda", mode="mujoco", nodes="controller,payload_identifier")  # a subset it cannot work in
     assert "/payload_identifier" in nodes["payload_identifier"][0]["params"][0]
     composed = _render("panda", mode="mujoco", composed="true", nodes=f"{ours},gripper_compensation")
     args = composed["composed"][0]["args"]
     assert args[args.index("--nodes") + 1].endswith("gripper_compensation"), args
     with pytest.raises(Exception, match="unknown nodes"):
         _render("panda", mode="mujoco", nodes="controller,payload_identifer")
+
+
+def test_modes_that_need_ros2_control_are_refused_up_front_when_it_is_not_installed():
+    """`ros2 launch idyn_ros panda.launch.py` (mode mock) ended in launch's own "package 'robot_state_publisher' not
+    found" here; the argument check says what is missing and that mode:=mujoco needs none of it."""
+    pytest.importorskip("launch_ros")
+    from ament_index_python.packages import PackageNotFoundError, get_package_share_directory
+
+    try:
+        get_package_share_directory("controller_manager")
+        pytest.skip("ros2_control is installed here")
+    except PackageNotFoundError:
+        pass
+    for robot, mode in (("panda", "mock"), ("ur5", "hardware"), ("iiwa14", "gazebo")):
+        with pytest.raises(Exception, match=rf"mode:={mode} needs ROS 2 package\(s\) \['robot_state_publisher', "
+                                            r"'controller_manager'.*ros2_control.*ros-kilted-ros2-control.*"
+                                            r"mode:=mujoco runs without them"):
+            _render(robot, ros2_control=False, mode=mode)
+    assert "plant" in _render("panda", ros2_control=False, mode="mujoco")
+    assert _render("ur5", ros2_control=False, mode="hardware", observer_only="true")  # next to the driver's launch
+
+
+@needs_launch
+def test_ros2_launch_in_the_default_mode_says_what_is_missing():
+    from ament_index_python.packages import PackageNotFoundError, get_package_share_directory
+
+    try:
+        get_package_share_directory("robot_state_publisher")
+        pytest.skip("robot_state_publisher is installed here")
+    except PackageNotFoundError:
+        pass
+    env = dict(os.environ, ROS_AUTOMATIC_DISCOVERY_RANGE="LOCALHOST")
+    got = subprocess.run([str(ROS2), "launch", "idyn_ros", "panda.launch.py"], env=env, capture_output=True,
+                         text=True, timeout=120)
+    out = got.stdout + got.stderr
+    assert got.returncode != 0, out[-2000:]
+    assert "mode:=mock needs ROS 2 package(s) ['robot_state_publisher'" in out and "mode:=mujoco" in out, out[-2000:]
+    assert "searching:" not in out, out[-2000:]  # not launch's own error, which names one package and no way out
 
 
 def test_a_misspelled_argument_or_a_xacro_argument_nothing_reads_stops_the_launch():
