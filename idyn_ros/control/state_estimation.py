@@ -168,6 +168,7 @@ class JointStateFilter:
         self._hist_row = np.zeros(3 * self.n)
         self.stamp_ns = -1
         self.samples = 0  # accepted samples since reset
+        self.gaps = 0  # of them, those more than max_gap after the previous one (the differentiators restarted)
         self.reason = ""
         self.estimate = JointStateEstimate(-1, self.q, self.dq, self.ddq, self.effort, self._rd.r)
 
@@ -175,6 +176,7 @@ class JointStateFilter:
         """Forget the past (e.g. on activation): next sample restarts the differentiators."""
         self.stamp_ns = -1
         self.samples = 0
+        self.gaps = 0
         self._rd.reset()
         self.ddq[:] = 0.0
 
@@ -239,6 +241,8 @@ class JointStateFilter:
             self.effort[:] = eff
         # accepted: estimate derivatives
         restart = self.stamp_ns < 0 or stamp_ns - self.stamp_ns > self.max_gap_ns
+        if restart and self.stamp_ns >= 0:
+            self.gaps += 1
         dt = (stamp_ns - self.stamp_ns) * 1e-9 if not restart else 1.0 / self.rate_hz
         self._q_prev[:] = self.q
         self._dq_prev[:] = self.dq
@@ -269,6 +273,16 @@ class JointStateFilter:
         self.estimate.stamp_ns = stamp_ns
         self.samples += 1
         return OK
+
+    def rate_problem(self) -> str:
+        """Why most states restart the differentiators ("" if they do not): /joint_states arrives slower than
+        rate_hz (a UR driver publishes at 500 Hz, a CB3 at 125 Hz), so dq and ddq are zero and the watchdogs see
+        stale input."""
+        if self.samples < 20 or 2 * self.gaps < self.samples:
+            return ""
+        return (f"{self.gaps} of {self.samples} joint states came more than {self.max_gap_ns * 1e-6:g} ms after the "
+                f"previous one: /joint_states arrives slower than rate_hz={self.rate_hz:g}; set rate_hz to the rate "
+                f"it is published at (UR drivers: 500 Hz e-Series, 125 Hz CB3)")
 
     def _nonfinite_reason(self, field: str, values: np.ndarray) -> str:
         bad = [self.joint_names[i] for i in np.flatnonzero(~np.isfinite(values))]

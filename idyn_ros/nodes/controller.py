@@ -80,6 +80,7 @@ class ControllerNode(LifecycleNode):
         self.compute_us_max = 0.0
         self._reported = ""
         self._speed_noted = False  # the training-speed warning is logged once (diagnostics timer)
+        self._slow_noted = False  # so is the input-rate warning
         self._clipped_seen = 0  # core.reference_clipped at the last diagnostics report
         # the hot loop's tick and the executor's stop / watchdog timer never interleave: a tick that read "active"
         # must not publish its law torque after the stop's hold torque
@@ -351,10 +352,14 @@ class ControllerNode(LifecycleNode):
         if speed_note and not self._speed_noted:  # once per run; the count stays on /diagnostics
             self.get_logger().warning(speed_note)
             self._speed_noted = True
+        slow = core.filter.rate_problem()  # the likely cause of stale-input safe mode on a UR at 1 kHz settings
+        if slow and not self._slow_noted:
+            self.get_logger().warning(slow)
+            self._slow_noted = True
         diag.values.update(ticks=str(core.ticks), deadline_misses=str(self.deadline_misses),
                            ticks_beyond_training_speed=str(core.ff.ticks_beyond_training_speed),
                            compute_us_max=f"{self.compute_us_max:.1f}", gain_preset=core.params.gain_preset,
-                           faults=str(wd.trips), recoveries=str(wd.recoveries),
+                           faults=str(wd.trips), recoveries=str(wd.recoveries), input_gaps=str(core.filter.gaps),
                            references_beyond_limits=str(core.reference_clipped))
         diag.publish()
 

@@ -206,3 +206,19 @@ def test_filter_tracks_r_only_when_asked():
         for f in (tracked, plain):
             assert f.update(["j"], [0.001 * k], [], [], k * 1_000_000) == se.OK
     assert tracked.estimate.r[0] > 0.02 and plain.estimate.r[0] == 0.0
+
+
+def test_joint_states_slower_than_the_rate_are_named_with_the_fix():
+    """A CB3 UR publishes at 125 Hz: at the default rate_hz=1000 every state restarted the differentiators silently."""
+    names = [f"j{i}" for i in range(6)]
+    for period_ms, slow in ((8, True), (1, False)):
+        f = se.JointStateFilter(names, 1000.0)
+        for k in range(100):
+            f.update(names, [0.01 * k] * 6, [], [], k * period_ms * 1_000_000)
+        assert bool(f.rate_problem()) == slow
+    f = se.JointStateFilter(names, 1000.0)
+    for k in range(100):
+        f.update(names, [0.0] * 6, [], [], k * 8_000_000)
+    assert f.gaps == 99 and "125 Hz CB3" in f.rate_problem()
+    f.reset()
+    assert f.gaps == 0 and f.rate_problem() == ""

@@ -45,6 +45,24 @@ def test_wrench_observer_drops_a_non_finite_command(rclpy_context):
         node.destroy_node()
 
 
+def test_wrench_observer_says_when_joint_states_come_slower_than_its_rate(rclpy_context):
+    """125 Hz states at rate_hz 1000 (a CB3 UR with the defaults): each one restarted the estimate, without a word."""
+    from std_msgs.msg import Float64MultiArray
+
+    from idyn_ros.nodes.wrench_observer import WrenchObserverNode
+
+    node = WrenchObserverNode(context=rclpy_context)
+    try:
+        g = Float64MultiArray(data=node.observer.rbd.gravity(Q0).tolist())
+        for k in range(0, 800, 8):
+            node._on_command(g)
+            node._on_joint_state(_joint_state(k))
+        node._on_diagnostics()
+        assert node.diag.level == node.diag.WARN and "slower than rate_hz=1000" in node.diag.message
+    finally:
+        node.destroy_node()
+
+
 def test_feedforward_drops_a_reference_with_a_non_finite_acceleration(rclpy_context):
     """A NaN reference acceleration was published as a NaN feedforward (and would stay in an LSTM's state)."""
     from idyn_ros.msg import JointReference
