@@ -52,7 +52,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--clock", default="", choices=["", *CLOCKS],
                         help="plant clock (mode mujoco; default: the files', lockstep = sim time, deterministic)")
     parser.add_argument("--duration", type=float, default=0.0,
-                        help="seconds to run, then stop everything (default 0 = until Ctrl-C or SIGTERM)")
+                        help="wall-clock seconds to run, then stop everything (default 0 = until Ctrl-C or "
+                        "SIGTERM); the lockstep plant's sim time can run much slower (about real time on an idle "
+                        "2-core machine, 3-5 s of sim time in 30 s on one busy with other work)")
     parser.add_argument("--nodes", default=None,
                         help="comma-separated: only optional nodes (payload_identifier, gripper_compensation) = the "
                              "six (joint_state_buffer,feedforward,controller,doomed,wrench_observer,reference) plus "
