@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 
 DEFAULT_FRICTION = "coulomb,viscous,offset"
+NO_PAYLOAD_KG = 0.02  # below this (or 3 sigma) the mass is no payload: its CoM, mass moment / mass, is noise
 
 HELP = "identify a flange payload (mass, CoM, inertia) from recordings with and without it, or with a bare-arm model"
 
@@ -105,6 +106,9 @@ def _identify(args: argparse.Namespace) -> int:
     print(f"{robot.name}: {est.n_samples} samples ({est.info['mode']}: "
           + ("recordings with and without the payload" if args.reference else f"bare-arm model {args.model}") + ")")
     print(f"mass     {p.mass:.4f} +- {est.mass_std:.4f} kg")
+    if p.mass < max(3.0 * est.mass_std, NO_PAYLOAD_KG):
+        print(f"no payload detected: the mass is within {max(3.0 * est.mass_std, NO_PAYLOAD_KG):.3f} kg of zero, so "
+              "the CoM and inertia below mean nothing (was the payload on in --data, and off in --reference?)")
     print("CoM      " + "  ".join(f"{1e3 * c:+.2f}" for c in p.com) + "  mm (flange frame)  +- "
           + " ".join(f"{1e3 * s:.2f}" for s in est.com_std))
     print("inertia  " + "  ".join(f"{v:+.5f}" for v in p.inertia) + "  kg m^2 (ixx ixy ixz iyy iyz izz, about the CoM)")

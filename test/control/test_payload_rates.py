@@ -89,3 +89,19 @@ def test_cli_refuses_an_option_the_mode_ignores(tmp_path: Path, panda: RobotMode
 
     code = main(["payload", "identify", "--robot", "panda", "--data", _write(tmp_path, panda), *options])
     assert code == 2 and "applies only to" in capsys.readouterr().err
+
+
+def test_cli_says_when_there_is_no_payload_to_identify(tmp_path: Path, panda: RobotModel,
+                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    """The same recording as --data and --reference: a few grams with a CoM a metre away, and no word about it."""
+    from idyn_ros.cli import main
+    from idyn_ros.data.dataset import Dataset
+
+    data = _write(tmp_path, panda)
+    assert main(["payload", "identify", "--robot", "panda", "--data", data, "--reference", data]) == 0
+    assert "no payload detected" in capsys.readouterr().out
+    rec = _recording(panda)
+    bare = Dataset(t=rec.t, q=rec.q, dq=rec.dq, tau=panda.rnea(rec.q, rec.dq, rec.ddq), joint_names=panda.joint_names,
+                   robot="panda").save(tmp_path / "bare.npz")
+    assert main(["payload", "identify", "--robot", "panda", "--data", data, "--reference", str(bare)]) == 0
+    assert "no payload detected" not in capsys.readouterr().out
