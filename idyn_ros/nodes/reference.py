@@ -137,6 +137,9 @@ class ReferenceNode(Node):
             fast = _segments_problem(points, durations, self.robot.joint_names, self.robot.velocity_limit, q_start)
             if fast:
                 raise IdynError(f"reference: {fast}; holding the current pose")
+            if v.loop and len(points):  # decision: a loop closes with a limit-safe move back, never a jump to the start
+                points = [*points, q_start]
+                durations = [*durations, ref.move_in_duration(points[-2], q_start, self.robot.velocity_limit)]
             return ref.MinJerkMove(q_start, [q_start, *points], [v.start_delay, *durations])
         if mode == "npz":
             names = self.robot.joint_names
@@ -149,7 +152,11 @@ class ReferenceNode(Node):
             self.get_logger().info(f"mode npz: holding {v.start_delay:g} s, moving to the trajectory's start in "
                                    f"{move:.3g} s; the trajectory starts {v.start_delay + move:.3g} s after the first "
                                    "state")
-            return _Chain(ref.MinJerkMove(q_start, [q_start, traj.q[0]], [v.start_delay, move]), traj)
+            played = _Chain(ref.MinJerkMove(q_start, [q_start, traj.q[0]], [v.start_delay, move]), traj)
+            if not v.loop:
+                return played
+            back = ref.move_in_duration(traj.q[-1], q_start, self.robot.velocity_limit)  # closes the loop (see above)
+            return _Chain(played, ref.MinJerkMove(traj.q[-1], [q_start], [back]))
         return ref.MinJerkMove(q_start, [], [])  # hold (also "trajectory" until one arrives)
 
     def _on_trajectory(self, msg: Any) -> None:

@@ -241,3 +241,23 @@ def test_a_requested_freeze_is_logged_at_info_a_detected_one_at_error(rclpy_cont
         assert logged[-1] == ("error", "adaptation frozen: oscillation on joint 0")
     finally:
         node.destroy_node()
+
+
+@pytest.mark.parametrize("mode", ["setpoints", "npz"])
+def test_a_loop_closes_with_a_move_back_instead_of_a_jump(rclpy_context, tmp_path, mode):
+    """loop: true restarted at the first point: from the last set point (or the file's end) the reference jumped."""
+    far = _bump(j1=1.0, j5=1.0)
+    if mode == "setpoints":
+        params = {"mode": "setpoints", "setpoints": far.tolist(), "durations": [2.0]}
+    else:
+        ramp = Q0 + np.linspace(0.0, 1.0, 2000)[:, None] * (far - Q0)  # 1 s at 1 kHz, within the limits
+        params = {"mode": "npz", "npz_path": _npz(tmp_path / "ramp.npz", ramp)}
+    node, q, _ = _reference_node(rclpy_context, loop=True, start_delay=0.2, **params)
+    try:
+        _play(node, 0, 1)  # the first state builds the source
+        _play(node, 1, 2 * int(1000 * node.source.duration) + 10)  # two laps and a bit
+        step = np.abs(np.diff(np.array(q), axis=0)).max(axis=0) / 1e-3  # rad/s between consecutive references
+        assert np.all(step <= LIMIT * 1.01), step
+        assert np.abs(np.array(q) - far).min(axis=0).max() < 1e-6  # it does reach the far point
+    finally:
+        node.destroy_node()
