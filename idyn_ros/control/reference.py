@@ -14,12 +14,14 @@ from pathlib import Path
 
 import numpy as np
 
-from idyn_ros.data.trajectories import min_jerk  # the one minimum-jerk quintic (scalar t: the fast path)
+from idyn_ros.data.trajectories import (  # the one minimum-jerk quintic (scalar t: the fast path) and its peak
+    MIN_JERK_PEAK,
+    min_jerk,
+    min_jerk_duration,
+)
 from idyn_ros.errors import DatasetError
 
-# A min-jerk move's peak speed is 15/8 x distance / duration (Flash & Hogan); the checks below use it so a move is
-# judged when it is built, never per tick.
-MIN_JERK_PEAK = 1.875
+# The checks below use MIN_JERK_PEAK so that a move is judged when it is built, never per tick.
 # The reference's own moves (the npz move-in) take long enough to peak at half of each joint's velocity limit: the
 # user chose neither their distance nor their time, so they get a margin for tracking overshoot and the controller's
 # feedback on top of the feedforward (a real arm faults at the limit). Moves the user times are checked against 1.0.
@@ -121,8 +123,8 @@ def move_speed_problem(q_from: Sequence[float], q_to: Sequence[float], duration:
 def move_in_duration(q_from: Sequence[float], q_to: Sequence[float], velocity_limit: Sequence[float],
                      fraction: float = MOVE_IN_VELOCITY_FRACTION) -> float:
     """Shortest min-jerk duration (s) from ``q_from`` to ``q_to`` peaking at <= ``fraction`` of each velocity limit."""
-    d = np.abs(np.asarray(q_to, dtype=float) - np.asarray(q_from, dtype=float))
-    return float(max(np.max(MIN_JERK_PEAK * d / (fraction * known_velocity_limits(velocity_limit))), 1e-3))
+    v = fraction * known_velocity_limits(velocity_limit)
+    return min_jerk_duration(np.asarray(q_from, dtype=float), np.asarray(q_to, dtype=float), v, np.full(len(v), np.inf))
 
 
 def velocity_problem(traj: SampledTrajectory, joint_names: Sequence[str],

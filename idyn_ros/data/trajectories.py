@@ -404,10 +404,13 @@ def min_jerk(
     return q0 + p * d, v / duration * inside * d, a / duration**2 * inside * d
 
 
+MIN_JERK_PEAK = 1.875  # a min-jerk move's peak speed is 15/8 x distance / duration (Flash & Hogan)
+
+
 def min_jerk_duration(q_start: np.ndarray, q_end: np.ndarray, velocity: np.ndarray, acceleration: np.ndarray) -> float:
     """Shortest min-jerk duration (s) keeping peak |dq| <= velocity and |ddq| <= acceleration per joint."""
     d = np.abs(np.asarray(q_end) - np.asarray(q_start))
-    tv = 1.875 * d / velocity
+    tv = MIN_JERK_PEAK * d / velocity
     ta = np.sqrt(5.7735 * d / acceleration)
     return float(max(np.max(tv), np.max(ta), 1e-3))
 
