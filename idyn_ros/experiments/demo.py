@@ -172,7 +172,7 @@ def run_demo(robot: str = "panda", out: Path | None = None, minutes: float = 10.
     if missing_models:
         summary["untrained_rows"] = missing_models
         _say(f"no trained model for {missing_models} (auto did not fit those candidates: skipped by its rules or out "
-             "of --minutes; its candidate table is in results.json): their rows and plots are left out")
+             "of --minutes; its candidate table is in results.json): their rows say so and their plots are left out")
     from idyn_ros.experiments import wrench_eval
 
     push = wrench_eval.run_pushes(robot, "model", paths[hybrid]) if hybrid else {"failed": "no trained hybrid model"}

@@ -260,7 +260,9 @@ def format_table(table: dict[str, dict[str, dict]], gains: Sequence[str] = GAIN_
             if not c:
                 parts.append(f"{'-':>26}")
             elif c.get("failed"):
-                parts.append(f"{'failed (' + c['reason'].split(':')[0] + ')':>26}")
+                reason = "no model" if c["reason"].startswith("no trained model") else c["reason"].split(":")[0]
+                text = f"failed ({reason})"
+                parts.append(f"{text if len(text) <= 25 else text[:24] + '~':>26}")  # the column stays aligned
             else:
                 parts.append(f"{c['rmse_deg']:>14.3f} / {c['final_deg']:<9.3f}")
         lines.append(f"{row:<26}" + "".join(parts))
