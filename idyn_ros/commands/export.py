@@ -51,6 +51,9 @@ def run(args: argparse.Namespace) -> int:
     if Path(args.out).suffix != ".onnx":  # a run's other files (model.pt, checkpoint.pt) are one typo away
         raise ParameterError(f"--out {args.out}: the artifact is an .onnx file; name it X.onnx")
     checkpoint = Path(args.checkpoint)
+    if checkpoint.suffix == ".onnx":  # it read as "damaged model file (UnpicklingError)"
+        raise ParameterError(f"--checkpoint {checkpoint} is an exported artifact, the output of this command; pass "
+                             f"the run directory it came from, or its model.pt")
     writable_output(args.out, "--out", [checkpoint / "model.pt" if checkpoint.is_dir() else checkpoint, args.robot])
     try:
         model, ck = load_model(checkpoint)

@@ -71,6 +71,9 @@ def test_export_of_the_training_checkpoint_is_one_line(run, tmp_path, capsys):
     rc = main(["export", "--checkpoint", str(tmp_path / "checkpoint.pt"), "--robot", "iiwa14",
                "--out", str(tmp_path / "x.onnx")])
     assert rc == 2 and "lacks 'state'" in _one_line_error(capsys)
+    rc = main(["export", "--checkpoint", str(out / "model.onnx"), "--robot", "iiwa14",
+               "--out", str(tmp_path / "y.onnx")])
+    assert rc == 2 and "is an exported artifact" in _one_line_error(capsys)
 
 
 def test_identify_checks_outputs_and_tests_before_identifying(run, tmp_path, capsys, monkeypatch):
