@@ -26,6 +26,7 @@ from idyn_ros.errors import DatasetError
 # user chose neither their distance nor their time, so they get a margin for tracking overshoot and the controller's
 # feedback on top of the feedforward (a real arm faults at the limit). Moves the user times are checked against 1.0.
 MOVE_IN_VELOCITY_FRACTION = 0.5
+START_TOLERANCE_RAD = 1e-3  # a JointTrajectory's first point at time 0 may differ this much from the reference
 
 
 class MinJerkMove:
@@ -190,6 +191,10 @@ def from_joint_trajectory_points(
     q = np.asarray(positions, dtype=float)
     if t.size == 0:
         raise DatasetError("JointTrajectory has no points")
+    jump = float(np.abs(q[0] - start_q).max()) if t[0] <= 0 and q.ndim == 2 and q.shape[1] == len(start_q) else 0.0
+    if jump > START_TOLERANCE_RAD:  # decision: refused, not jumped to (a step reference is a step torque)
+        raise DatasetError(f"its first point is at time 0 but {jump:.3g} rad from the current reference; give it a "
+                           f"time_from_start > 0 (the move there is then planned) or start where the arm is")
     if t[0] > 0:
         t = np.concatenate([[0.0], t])
         q = np.vstack([start_q, q])

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from idyn_ros.control import reference
+from idyn_ros.errors import DatasetError
 
 NAMES = ("a", "b")
 LIMIT = np.array([2.0, 1.0])
@@ -61,3 +62,11 @@ def test_a_joint_trajectory_implied_speed_includes_the_move_from_the_current_pos
     assert problem is not None and "a moves at 15 rad/s between t = 0 and 0.1 s" in problem
     ok = reference.from_joint_trajectory_points([1.0, 2.0], [[0.5, 0.2], [0.0, 0.0]], None, None, np.zeros(2))
     assert reference.velocity_problem(ok, NAMES, LIMIT) is None
+
+
+def test_a_joint_trajectory_starting_at_time_zero_away_from_the_reference_is_refused():
+    """A first point at time_from_start 0 became the reference at once: a 0.3 rad step, i.e. a step torque."""
+    with pytest.raises(DatasetError, match=r"first point is at time 0 but 0\.3 rad from the current reference"):
+        reference.from_joint_trajectory_points([0.0, 2.0], [[0.3, 0.0], [0.3, 0.0]], None, None, np.zeros(2))
+    here = reference.from_joint_trajectory_points([0.0, 2.0], [[0.0005, 0.0], [0.3, 0.0]], None, None, np.zeros(2))
+    assert here.t[0] == 0.0 and here.q[0, 0] == 0.0005  # within START_TOLERANCE_RAD of the arm: taken as is
