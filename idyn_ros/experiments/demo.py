@@ -88,8 +88,9 @@ def run_demo(robot: str = "panda", out: Path | None = None, minutes: float = 10.
                       "use_adaptation": False, "mode": "npz", "npz_path": str(ref_npz.resolve()),
                       "start_delay": start_delay}
         sim_total = lead + windows[-1][1] + 0.2
-        # decision: the time box covers twice the sim time: the lockstep loop over DDS runs at about real time on a
-        # 2-core machine (0.94x measured), so a box of 12 % of the budget (72 s) cut the sixth 10 s excitation short
+        # decision: the time box covers twice the sim time: the lockstep loop over DDS ran at 0.94x real time on one
+        # 2-core machine (a box of 12 % of the budget cut the last excitation short there) and 0.24-0.29x on a slower
+        # one, where the excitations it does not reach are recorded in-process below
         wall_timeout = max(45.0, 0.12 * minutes * 60, 2.0 * sim_total)
         try:
             dds_info = dds.run_pipeline(robot, bag, sim_total, controller,
