@@ -173,12 +173,10 @@ def _npz_trajectory(path: Path, joint_names: Sequence[str]) -> SampledTrajectory
         suffix = "_d" if prefix == "q_d" else ""
         dq = data[f"dq{suffix}"][:, idx] if f"dq{suffix}" in keys else None
         ddq = data[f"ddq{suffix}"][:, idx] if f"ddq{suffix}" in keys else None
-        t, q = data["t"], data[prefix][:, idx]
-        bad = [name for name, a in (("t", t), (prefix, q), ("dq", dq), ("ddq", ddq)) if a is not None
-               and not np.all(np.isfinite(a))]
-        if bad:
-            raise DatasetError(f"{path}: non-finite values in {bad}; a reference must be finite everywhere")
-        return SampledTrajectory(t, q, dq, ddq)
+        try:  # SampledTrajectory checks the values (finite, increasing t); the message names the file
+            return SampledTrajectory(data["t"], data[prefix][:, idx], dq, ddq)
+        except DatasetError as exc:
+            raise DatasetError(f"{path}: {exc}") from None
 
 
 def from_joint_trajectory_points(
