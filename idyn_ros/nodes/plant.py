@@ -48,7 +48,7 @@ import numpy as np
 import rclpy
 from rclpy.node import Node
 
-from idyn_ros.nodes.common import COMMAND_OUT, MONITOR, STAMP_LABEL, field_view, ns_to_stamp
+from idyn_ros.nodes.common import COMMAND_OUT, MONITOR, STAMP_LABEL, field_view, ns_to_stamp, payload_service
 
 MAX_CATCH_UP = 10  # realtime: control periods one late timer callback may catch up
 GT_IDLE_EVERY = 100  # ticks between ground-truth messages while nothing is applied
@@ -104,7 +104,7 @@ class PlantNode(Node):
 
         from idyn_ros.msg import PlantGroundTruth
         from idyn_ros.sim import CommandGate, Plant
-        from idyn_ros.srv import ApplyWrench, ResetJoints, SetPayload
+        from idyn_ros.srv import ApplyWrench, ResetJoints
 
         self.plant = Plant(p.robot, profile=p.profile, physics_rate_hz=p.physics_rate, control_rate_hz=p.rate_hz,
                            seed=p.seed, initial_positions=list(p.initial_positions) or None, prefix=p.prefix)
@@ -137,7 +137,7 @@ class PlantNode(Node):
         if p.ft_sensor_topic:
             self._configure_ft_sensor(p)
         self.create_service(ApplyWrench, "~/apply_wrench", self._srv_apply_wrench)
-        self.create_service(SetPayload, "~/set_payload", self._srv_set_payload)
+        self.set_payload_service = payload_service(self, self._set_payload)  # the nodes' one: parsing, plausibility
         self.create_service(ResetJoints, "~/reset_joints", self._srv_reset_joints)
 
         self.ticks = 0
@@ -329,26 +329,11 @@ class PlantNode(Node):
         self._publish_ground_truth()
         return response
 
-    def _srv_set_payload(self, request: Any, response: Any) -> Any:
-        from idyn_ros.errors import IdynError, ParameterError
-        from idyn_ros.sim import Payload
-
-        try:
-            payload = None
-            if request.mass != 0.0:
-                c = request.com
-                payload = Payload(float(request.mass), (c.x, c.y, c.z), tuple(float(v) for v in request.inertia))
-            problem = payload and payload.implausible()  # 1e300 kg or a CoM 1e300 m away made the simulation NaN
-            if problem:
-                raise ParameterError(problem)
-            self.plant.set_payload(payload)
-        except IdynError as exc:
-            response.success, response.message = False, str(exc)
-            return response
-        response.success = True
-        response.message = f"payload {self.plant.payload_mass:.3f} kg at {self.plant.flange_link}"
+    def _set_payload(self, payload: Any) -> str:
+        """~/set_payload: the payload goes on the simulated flange (the ground truth says so at once)."""
+        self.plant.set_payload(payload)
         self._publish_ground_truth()
-        return response
+        return f"payload {self.plant.payload_mass:.3f} kg at {self.plant.flange_link}"
 
     def _srv_reset_joints(self, request: Any, response: Any) -> Any:
         from idyn_ros.errors import IdynError

@@ -196,7 +196,7 @@ def test_plant_set_payload_refuses_a_payload_no_arm_carries(plant, absurd):
 
     request = SetPayload.Request(mass=absurd["mass"])
     request.com.x = absurd.get("com", 0.0)
-    response = plant._srv_set_payload(request, SetPayload.Response())
+    response = plant.set_payload_service.callback(request, SetPayload.Response())  # the ~/set_payload handler
     assert not response.success and "payload" in response.message
     assert plant.plant.payload_mass == 0.0
     plant.plant.advance(np.zeros(7))
