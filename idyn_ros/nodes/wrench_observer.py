@@ -209,8 +209,8 @@ class WrenchObserverNode(Node):
         if self.diag.level != Diagnostics.ERROR:
             if not self.filter.samples:
                 self.diag.set(Diagnostics.STALE, "waiting for /joint_states", **values)
-            elif self.filter.rate_problem():
-                self.diag.set(Diagnostics.WARN, self.filter.rate_problem(), **values)
+            elif slow := self.filter.rate_problem():
+                self.diag.set(Diagnostics.WARN, slow, **values)
             elif est.singular:
                 self.diag.set(Diagnostics.WARN, f"near a singularity: {6 - est.rank} wrench direction(s) not "
                               f"estimated (see unobservable_tool)", **values)
