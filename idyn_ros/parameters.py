@@ -395,18 +395,21 @@ class WrenchObserverParams(CommonParams):
 @dataclass(frozen=True)
 class ReferenceParams(CommonParams):
     mode: str = param("hold", "hold (current q) | setpoints (min-jerk) | npz (excitation file) | trajectory "
-                      "(wait for ~/joint_trajectory); a move past a joint's position or velocity limit is refused "
-                      "(the node holds)", choices=("hold", "setpoints", "npz", "trajectory"))
+                      "(wait for ~/joint_trajectory); a move past a joint's position, velocity or acceleration limit "
+                      "is refused (the node holds; acceleration: where the arm has its own, the Panda's)",
+                      choices=("hold", "setpoints", "npz", "trajectory"))
     setpoints: tuple[float, ...] = param((), "rad, k set points flattened (k*n values), inside the joint limits",
                                          length="n*k")
     durations: tuple[float, ...] = param((), "s of the min-jerk move to each set point (k values; the first from the "
                                          "current pose); one peaking above a joint's velocity limit (1.875 x distance "
-                                         "/ duration) is refused", lo=0.0, hi=1e5)
+                                         "/ duration) or acceleration limit (5.77 x distance / duration^2) is "
+                                         "refused", lo=0.0, hi=1e5)
     start_delay: float = param(1.0, "s to hold the start pose before the first move (npz: before the move to q_d[0], "
-                               "which then takes what its distance needs at half the velocity limits)", lo=0.0,
+                               "which then takes what its distance needs at half the velocity and acceleration "
+                               "limits)", lo=0.0,
                                hi=1e5)
-    npz_path: str = param("", "trajectory .npz (q_d/dq_d/ddq_d or q/dq/ddq; refused if it leaves the position or "
-                          "velocity limits), played after start_delay and the move to its first point")
+    npz_path: str = param("", "trajectory .npz (q_d/dq_d/ddq_d or q/dq/ddq; refused if it leaves the position, "
+                          "velocity or acceleration limits), played after start_delay and the move to its first point")
     loop: bool = param(False, "restart the trajectory when it ends")
     lookahead_periods: float = param(1.0, "sample the reference this many periods ahead of the state stamp (the "
                                      "controller uses it one hop later)", lo=0.0, hi=100.0)

@@ -14,18 +14,22 @@ from pathlib import Path
 
 import numpy as np
 
-from idyn_ros.data.trajectories import (  # the one minimum-jerk quintic (scalar t: the fast path) and its peak
+from idyn_ros.data.trajectories import (  # the one minimum-jerk quintic (scalar t: the fast path) and its peaks
     MIN_JERK_PEAK,
+    MIN_JERK_PEAK_ACCELERATION,
     min_jerk,
     min_jerk_duration,
 )
 from idyn_ros.errors import DatasetError
 
-# The checks below use MIN_JERK_PEAK so that a move is judged when it is built, never per tick.
-# The reference's own moves (the npz move-in) take long enough to peak at half of each joint's velocity limit: the
+# The checks below use the min-jerk peaks so that a move is judged when it is built, never per tick. Acceleration limits
+# are not in URDFs; they come from ``idyn_ros.data.limits`` (unknown: inf, nothing to check against).
+# The reference's own moves (the npz move-in) take long enough to peak at half of each joint's velocity (and
+# acceleration) limit: the
 # user chose neither their distance nor their time, so they get a margin for tracking overshoot and the controller's
 # feedback on top of the feedforward (a real arm faults at the limit). Moves the user times are checked against 1.0.
 MOVE_IN_VELOCITY_FRACTION = 0.5
+DENSE_GAP_S = 2e-3  # samples further apart than this are checked between them too (SampledTrajectory.peak_rates)
 START_TOLERANCE_RAD = 1e-3  # a JointTrajectory's first point at time 0 may differ this much from the reference
 
 
@@ -49,11 +53,13 @@ class MinJerkMove:
 
 
 class SampledTrajectory:
-    """A trajectory given as samples (t, q[, dq, ddq]) - a recording or an excitation npz.
+    """A trajectory given as samples (t, q[, dq, ddq]) - a recording, an excitation npz or JointTrajectory points.
 
-    Missing derivatives come from central differences. Between samples: cubic Hermite on
-    (q, dq) for q and linear interpolation for dq and ddq (decision: consistent enough at the
-    1 kHz sample spacing of excitation files; a spline fit would be smoother but allocates).
+    Missing derivatives come from central differences. Between samples: the quintic Hermite through (q, dq, ddq) at
+    both ends, and its own derivatives. Decision: q, dq and ddq are one curve however far apart the points are (a
+    JointTrajectory's points can be a second apart; a cubic q with linearly interpolated dq and ddq commanded
+    accelerations 5x those published on such a move), the same choice joint_trajectory_controller makes when
+    accelerations are given.
     """
 
     def __init__(self, t: np.ndarray, q: np.ndarray, dq: np.ndarray | None = None, ddq: np.ndarray | None = None):
@@ -72,6 +78,8 @@ class SampledTrajectory:
         self.dq = np.gradient(q, self.t, axis=0) if dq is None else np.asarray(dq, dtype=float)
         self.ddq = np.gradient(self.dq, self.t, axis=0) if ddq is None else np.asarray(ddq, dtype=float)
         self.duration = float(self.t[-1])
+        self._knots = np.stack([self.q, self.dq, self.ddq], axis=1)  # (N, 3, n): two neighbours are one (6, n) view
+        self._peaks: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
 
     def sample(self, t: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         if t >= self.duration:
@@ -79,13 +87,64 @@ class SampledTrajectory:
         if t <= 0:
             return self.q[0].copy(), self.dq[0].copy(), self.ddq[0].copy()
         i = int(np.searchsorted(self.t, t, side="right") - 1)
-        h = self.t[i + 1] - self.t[i]
-        s = (t - self.t[i]) / h
-        h00, h10, h01, h11 = 2 * s**3 - 3 * s**2 + 1, s**3 - 2 * s**2 + s, -2 * s**3 + 3 * s**2, s**3 - s**2
-        q = h00 * self.q[i] + h10 * h * self.dq[i] + h01 * self.q[i + 1] + h11 * h * self.dq[i + 1]
-        dq = (1 - s) * self.dq[i] + s * self.dq[i + 1]
-        ddq = (1 - s) * self.ddq[i] + s * self.ddq[i + 1]
-        return q, dq, ddq
+        h = float(self.t[i + 1] - self.t[i])
+        out = _quintic_weights((t - float(self.t[i])) / h, h) @ self._knots[i:i + 2].reshape(6, -1)  # one matmul
+        return out[0], out[1], out[2]
+
+    def peak_rates(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Per joint: the largest |dq| and |ddq| the played curve reaches, and the time (s) of each (2, n); computed
+        once, when the trajectory is built, never per tick.
+
+        At every sample, from the differences between neighbours (a jump counts), and at 15 points inside each gap
+        longer than ``DENSE_GAP_S`` (sparse JointTrajectory points; at 1 kHz the curve between samples adds nothing).
+        """
+        if self._peaks is None:
+            h = np.diff(self.t)[:, None]
+            shape = self.q.shape
+            candidates = [(np.abs(self.dq), np.abs(self.ddq), np.broadcast_to(self.t[:, None], shape)),
+                          (np.abs(np.diff(self.q, axis=0)) / h, np.abs(np.diff(self.dq, axis=0)) / h,
+                           np.broadcast_to(self.t[:-1, None], (shape[0] - 1, shape[1])))]
+            sparse = np.flatnonzero(h[:, 0] > DENSE_GAP_S)
+            if sparse.size:
+                s = (np.arange(1, 16) / 16)[:, None]
+                hs = h[sparse, 0][None, :]
+                pairs = np.concatenate([self._knots[sparse], self._knots[sparse + 1]], axis=1)  # (m, 6, n)
+                curve = np.einsum("smkc,mcn->smkn", _quintic_weights(s, hs), pairs)  # (15, m, 3, n)
+                times = np.broadcast_to((self.t[sparse][None, :] + s * hs)[:, :, None], curve[:, :, 1].shape)
+                candidates.append((np.abs(curve[:, :, 1]).reshape(-1, shape[1]),
+                                   np.abs(curve[:, :, 2]).reshape(-1, shape[1]), times.reshape(-1, shape[1])))
+            n = np.arange(self.q.shape[1])
+            peaks, when = np.zeros((2, n.size)), np.zeros((2, n.size))
+            for v, acc, at in candidates:
+                for row, rate in ((0, v), (1, acc)):
+                    arg = rate.argmax(axis=0)
+                    better = rate[arg, n] > peaks[row]
+                    peaks[row, better] = rate[arg, n][better]
+                    when[row, better] = at[arg, n][better]
+            self._peaks = (peaks[0], peaks[1], when)
+        return self._peaks
+
+
+def _quintic_weights(s: float | np.ndarray, h: float | np.ndarray) -> np.ndarray:
+    """Quintic Hermite over a gap of h s, at s in [0, 1]: the (3, 6) matrix (per s, h: (..., 3, 6)) that maps the
+    gap's ends [q0, dq0, ddq0, q1, dq1, ddq1] to (q, dq, ddq) at s."""
+    if not np.isscalar(s) or not np.isscalar(h):
+        s, h = np.broadcast_arrays(np.asarray(s, dtype=float), np.asarray(h, dtype=float))
+    s2 = s * s
+    s3 = s2 * s
+    s4 = s3 * s
+    s5 = s4 * s
+    h2 = h * h
+    w = np.array([
+        [1 - 10 * s3 + 15 * s4 - 6 * s5, h * (s - 6 * s3 + 8 * s4 - 3 * s5),
+         h2 * (0.5 * s2 - 1.5 * s3 + 1.5 * s4 - 0.5 * s5), 10 * s3 - 15 * s4 + 6 * s5,
+         h * (-4 * s3 + 7 * s4 - 3 * s5), h2 * (0.5 * s3 - s4 + 0.5 * s5)],
+        [(-30 * s2 + 60 * s3 - 30 * s4) / h, 1 - 18 * s2 + 32 * s3 - 15 * s4, h * (s - 4.5 * s2 + 6 * s3 - 2.5 * s4),
+         (30 * s2 - 60 * s3 + 30 * s4) / h, -12 * s2 + 28 * s3 - 15 * s4, h * (1.5 * s2 - 4 * s3 + 2.5 * s4)],
+        [(-60 * s + 180 * s2 - 120 * s3) / h2, (-36 * s + 96 * s2 - 60 * s3) / h, 1 - 9 * s + 18 * s2 - 10 * s3,
+         (60 * s - 180 * s2 + 120 * s3) / h2, (-24 * s + 84 * s2 - 60 * s3) / h, 3 * s - 12 * s2 + 10 * s3],
+    ])
+    return w if w.ndim == 2 else np.moveaxis(w, (0, 1), (-2, -1))
 
 
 def limits_problem(q: np.ndarray, joint_names: Sequence[str], lower: np.ndarray, upper: np.ndarray) -> str | None:
@@ -98,51 +157,72 @@ def limits_problem(q: np.ndarray, joint_names: Sequence[str], lower: np.ndarray,
     return f"{joint_names[j]} = {q[k, j]:g} rad is outside its limits [{lower[j]:g}, {upper[j]:g}]"
 
 
-def known_velocity_limits(velocity_limit: Sequence[float]) -> np.ndarray:
-    """(n,) rad/s with a missing limit (0, negative or non-finite in the URDF) as inf: nothing to check it against."""
-    v = np.asarray(velocity_limit, dtype=float)
+def known_limits(limit: Sequence[float] | None) -> np.ndarray | float:
+    """Per-joint limits with a missing one (0, negative or non-finite in the URDF; None: no limits at all) as inf:
+    nothing to check against, not "every move is too fast"."""
+    if limit is None:
+        return np.inf
+    v = np.asarray(limit, dtype=float)
     return np.where(np.isfinite(v) & (v > 0), v, np.inf)
 
 
 def move_speed_problem(q_from: Sequence[float], q_to: Sequence[float], duration: float, joint_names: Sequence[str],
-                       velocity_limit: Sequence[float]) -> str | None:
-    """None, or the joint most over its velocity limit at the peak of a min-jerk move q_from -> q_to of ``duration`` s
-    (with the shortest duration that would not be)."""
+                       velocity_limit: Sequence[float],
+                       acceleration_limit: Sequence[float] | None = None) -> str | None:
+    """None, or the joint most over its velocity (then acceleration) limit at the peaks of a min-jerk move
+    q_from -> q_to of ``duration`` s (with the shortest duration that would be within both)."""
     d = np.abs(np.asarray(q_to, dtype=float) - np.asarray(q_from, dtype=float))
-    limit = known_velocity_limits(velocity_limit)
+    v_limit, a_limit = known_limits(velocity_limit), known_limits(acceleration_limit)
     with np.errstate(divide="ignore", invalid="ignore"):
-        peak = np.where(d > 0, MIN_JERK_PEAK * d / max(duration, 0.0), 0.0)
-    over = peak > limit
-    if not over.any():
-        return None
-    j = int(np.argmax(np.where(over, peak / limit, 0.0)))
-    shortest = float(np.max(MIN_JERK_PEAK * d / limit))
-    return (f"{joint_names[j]} would peak at {peak[j]:.4g} rad/s ({d[j]:.4g} rad in {duration:g} s), above its "
-            f"velocity limit {limit[j]:g} rad/s; this move needs >= {shortest:.3g} s")
+        peak_v = np.where(d > 0, MIN_JERK_PEAK * d / max(duration, 0.0), 0.0)
+        peak_a = np.where(d > 0, MIN_JERK_PEAK_ACCELERATION * d / max(duration, 0.0) ** 2, 0.0)
+    a_limit = np.broadcast_to(a_limit, d.shape)
+    shortest = min_jerk_duration(np.zeros_like(d), d, np.asarray(v_limit) + 0 * d, a_limit)
+    for what, unit, peak, limit in (("peak at", "rad/s", peak_v, v_limit), ("accelerate at", "rad/s^2", peak_a,
+                                                                           a_limit)):
+        over = peak > limit
+        if over.any():
+            j = int(np.argmax(np.where(over, peak / limit, 0.0)))
+            kind = "velocity" if unit == "rad/s" else "acceleration"
+            return (f"{joint_names[j]} would {what} {peak[j]:.4g} {unit} ({d[j]:.4g} rad in {duration:g} s), above "
+                    f"its {kind} limit {limit[j]:g} {unit}; this move needs >= {shortest:.3g} s")
+    return None
 
 
 def move_in_duration(q_from: Sequence[float], q_to: Sequence[float], velocity_limit: Sequence[float],
+                     acceleration_limit: Sequence[float] | None = None,
                      fraction: float = MOVE_IN_VELOCITY_FRACTION) -> float:
-    """Shortest min-jerk duration (s) from ``q_from`` to ``q_to`` peaking at <= ``fraction`` of each velocity limit."""
-    v = fraction * known_velocity_limits(velocity_limit)
-    return min_jerk_duration(np.asarray(q_from, dtype=float), np.asarray(q_to, dtype=float), v, np.full(len(v), np.inf))
+    """Shortest min-jerk duration (s) from ``q_from`` to ``q_to`` peaking at <= ``fraction`` of each velocity and
+    acceleration limit."""
+    v = fraction * known_limits(velocity_limit)
+    a = fraction * np.broadcast_to(known_limits(acceleration_limit), v.shape)
+    return min_jerk_duration(np.asarray(q_from, dtype=float), np.asarray(q_to, dtype=float), v, a)
 
 
 def velocity_problem(traj: SampledTrajectory, joint_names: Sequence[str],
                      velocity_limit: Sequence[float]) -> str | None:
-    """None, or the joint most over its velocity limit in ``traj``: the finite differences between its points (a jump
-    between two samples counts), then its velocities (given, or central differences)."""
-    limit = known_velocity_limits(velocity_limit)
-    chord = np.abs(np.diff(traj.q, axis=0)) / np.diff(traj.t)[:, None]
-    for what, speed in (("moves at", chord), ("has a velocity of", np.abs(traj.dq))):
-        over = speed > limit
-        if over.any():
-            k, j = np.unravel_index(int(np.argmax(np.where(over, speed / limit, 0.0))), speed.shape)
-            when = (f"between t = {traj.t[k]:.4g} and {traj.t[k + 1]:.4g} s" if speed is chord
-                    else f"at t = {traj.t[k]:.4g} s")
-            return (f"{joint_names[j]} {what} {speed[k, j]:.4g} rad/s {when}, above its velocity limit "
-                    f"{limit[j]:g} rad/s")
-    return None
+    """None, or the joint most over its velocity limit on the curve ``traj`` plays (``SampledTrajectory.peak_rates``;
+    a jump between two samples is a peak there too)."""
+    peak_v, _, when = traj.peak_rates()
+    return _rate_problem(peak_v, when[0], joint_names, known_limits(velocity_limit), "velocity", "rad/s")
+
+
+def acceleration_problem(traj: SampledTrajectory, joint_names: Sequence[str],
+                         acceleration_limit: Sequence[float] | None) -> str | None:
+    """None, or the joint most over its acceleration limit on the curve ``traj`` plays (a velocity step between two
+    samples is a peak there too: it reaches the controller's damping as a torque step)."""
+    _, peak_a, when = traj.peak_rates()
+    return _rate_problem(peak_a, when[1], joint_names, known_limits(acceleration_limit), "acceleration", "rad/s^2")
+
+
+def _rate_problem(peak: np.ndarray, when: np.ndarray, joint_names: Sequence[str], limit: np.ndarray | float,
+                  kind: str, unit: str) -> str | None:
+    over = peak > limit
+    if not over.any():
+        return None
+    j = int(np.argmax(np.where(over, peak / limit, 0.0)))
+    return (f"{joint_names[j]} reaches {peak[j]:.4g} {unit} at t = {when[j]:.4g} s, above its {kind} limit "
+            f"{np.broadcast_to(limit, peak.shape)[j]:g} {unit}")
 
 
 def load_npz_trajectory(path: str | Path, joint_names: Sequence[str]) -> SampledTrajectory:

@@ -23,6 +23,12 @@ ACCELERATION_LIMITS: dict[str, tuple[float, ...]] = {
 }
 
 
+#: Presets whose acceleration limits above are the arm's own (the vendor documents them as limits the arm enforces);
+#: the others are planning values, which real programs exceed (the UR5's wrist 3 reverses at 90 rad/s^2 in
+#: ``ur5_ft/Movement_No6``), so a user's trajectory is not refused on them.
+VENDOR_ACCELERATION_LIMITS = frozenset({"panda"})
+
+
 def acceleration_limits(robot: str, n: int | None = None) -> np.ndarray:
     """Acceleration limits (n,) rad/s^2 of a preset; unknown robots raise with the known names."""
     key = robot.lower()
@@ -35,3 +41,19 @@ def acceleration_limits(robot: str, n: int | None = None) -> np.ndarray:
     if n is not None and limits.size != n:
         raise ParameterError(f"{robot}: {limits.size} acceleration limits for a {n}-joint model")
     return limits
+
+
+def vendor_acceleration_limits(robot: str, n: int) -> np.ndarray:
+    """(n,) rad/s^2: the acceleration limits the arm itself enforces (``VENDOR_ACCELERATION_LIMITS``), inf where none
+    are documented: what a user's trajectory is checked against."""
+    if robot.lower() not in VENDOR_ACCELERATION_LIMITS:
+        return np.full(n, np.inf)
+    return acceleration_limits(robot, n)
+
+
+def planning_acceleration_limits(robot: str, n: int) -> np.ndarray:
+    """(n,) rad/s^2 for moves the software times itself (``acceleration_limits``; inf for a robot without an entry)."""
+    try:
+        return acceleration_limits(robot, n)
+    except ParameterError:
+        return np.full(n, np.inf)

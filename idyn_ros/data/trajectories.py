@@ -405,13 +405,14 @@ def min_jerk(
 
 
 MIN_JERK_PEAK = 1.875  # a min-jerk move's peak speed is 15/8 x distance / duration (Flash & Hogan)
+MIN_JERK_PEAK_ACCELERATION = 10.0 / math.sqrt(3.0)  # and its peak |acceleration| 10/sqrt(3) x distance / duration^2
 
 
 def min_jerk_duration(q_start: np.ndarray, q_end: np.ndarray, velocity: np.ndarray, acceleration: np.ndarray) -> float:
     """Shortest min-jerk duration (s) keeping peak |dq| <= velocity and |ddq| <= acceleration per joint."""
     d = np.abs(np.asarray(q_end) - np.asarray(q_start))
     tv = MIN_JERK_PEAK * d / velocity
-    ta = np.sqrt(5.7735 * d / acceleration)
+    ta = np.sqrt(MIN_JERK_PEAK_ACCELERATION * d / acceleration)
     return float(max(np.max(tv), np.max(ta), 1e-3))
 
 

@@ -172,12 +172,14 @@ def run_pipeline(robot: str, bag: Path, sim_seconds: float, controller: dict[str
 def excitation_npz(robot_model: Any, trajectories: list, path: Path, rate_hz: float = 1000.0,
                    transition_s: float = 2.0) -> tuple[Path, list[tuple[float, float]]]:
     """Chain excitation trajectories into one reference ``.npz`` (t, q_d, dq_d, ddq_d) with min-jerk
-    transitions between them (``transition_s``, longer where a joint would pass half its velocity limit, as the
-    reference node's own move-in); returns the path and each excitation's (start, end) time (s, from the
-    file's t = 0)."""
+    transitions between them (``transition_s``, longer where a joint would pass half its velocity or acceleration
+    limit, as the reference node's own move-in); returns the path and each excitation's (start, end) time (s, from
+    the file's t = 0)."""
     from idyn_ros.control.reference import move_in_duration
+    from idyn_ros.data.limits import planning_acceleration_limits
     from idyn_ros.data.trajectories import min_jerk
 
+    acceleration = planning_acceleration_limits(robot_model.name, len(robot_model.joint_names))
     dt = 1.0 / rate_hz
     parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
     windows = []
@@ -186,7 +188,7 @@ def excitation_npz(robot_model: Any, trajectories: list, path: Path, rate_hz: fl
     for traj in trajectories:
         q_begin = traj.evaluate(np.array([0.0]))[0][0]
         if q_end is not None:
-            move = max(transition_s, move_in_duration(q_end, q_begin, robot_model.velocity_limit))
+            move = max(transition_s, move_in_duration(q_end, q_begin, robot_model.velocity_limit, acceleration))
             parts.append(min_jerk(q_end, q_begin, move, np.arange(0.0, move, dt)))
             t_now += parts[-1][0].shape[0] * dt
         parts.append(traj.evaluate(np.arange(0.0, traj.period, dt)))

@@ -6,9 +6,10 @@ tick), so the reference runs on the plant's clock (sim time in lockstep, wall ti
 and needs no 1 kHz timer. Sources (``mode``): hold the first state; min-jerk moves through
 ``setpoints`` (``idyn_ros.control.reference.MinJerkMove``, Flash & Hogan); an excitation/recorded
 ``npz_path``; or a trajectory_msgs/JointTrajectory sent to ``~/joint_trajectory`` (starts from the
-current reference at once, points resolved by joint name). Every move is checked against the joints' position and
-velocity limits when it is built, never per tick: one that leaves them is refused and the node holds; the npz
-move-in to q_d[0] is timed by its distance instead (``MOVE_IN_VELOCITY_FRACTION`` of the limits).
+current reference at once, points resolved by joint name). Every move is checked against the joints' position,
+velocity and acceleration limits (``idyn_ros.data.limits``) when it is built, never per tick: one that leaves them is
+refused and the node holds; the npz move-in to q_d[0] is timed by its distance instead (``MOVE_IN_VELOCITY_FRACTION``
+of the limits).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from rclpy.node import Node
 
 from idyn_ros.control import reference as ref
 from idyn_ros.control import state_estimation as se
+from idyn_ros.data.limits import planning_acceleration_limits, vendor_acceleration_limits
 from idyn_ros.errors import IdynError
 from idyn_ros.nodes import hot_loop
 from idyn_ros.nodes.common import (
@@ -37,19 +39,23 @@ from idyn_ros.parameters import ReferenceParams
 
 
 @functools.lru_cache(maxsize=4)
-def _limits(robot: str, prefix: str) -> tuple[tuple[str, ...], np.ndarray, np.ndarray, np.ndarray]:
-    """(joint names, lower, upper, velocity limit) of a robot preset (rad, rad/s): one URDF load per robot, not one
-    per parameter set."""
-    _spec, model = load_robot(robot, prefix)
-    return tuple(model.joint_names), model.lower.copy(), model.upper.copy(), model.velocity_limit.copy()
+def _limits(robot: str, prefix: str) -> tuple[tuple[str, ...], np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(joint names, lower, upper, velocity limit, acceleration limit) of a robot preset (rad, rad/s, rad/s^2; the
+    acceleration limits the arm enforces, inf where the vendor documents none): one URDF load per robot, not one per
+    parameter set."""
+    spec, model = load_robot(robot, prefix)
+    return (tuple(model.joint_names), model.lower.copy(), model.upper.copy(), model.velocity_limit.copy(),
+            vendor_acceleration_limits(spec.name, model.n))
 
 
 def _segments_problem(points: np.ndarray, durations: list[float], names: tuple[str, ...], velocity: np.ndarray,
-                      q_start: np.ndarray | None) -> str | None:
-    """The first set-point move (from ``q_start``, skipped when it is not known yet) faster than the velocity limits."""
+                      acceleration: np.ndarray, q_start: np.ndarray | None) -> str | None:
+    """The first set-point move (from ``q_start``, skipped when it is not known yet) beyond the velocity or
+    acceleration limits."""
     for i in range(len(points)):
         q_from = points[i - 1] if i else q_start
-        fast = None if q_from is None else ref.move_speed_problem(q_from, points[i], durations[i], names, velocity)
+        fast = None if q_from is None else ref.move_speed_problem(q_from, points[i], durations[i], names, velocity,
+                                                                  acceleration)
         if fast:
             origin = f"set point {i}" if i else "the current reference"
             return f"mode setpoints: the move from {origin} to set point {i + 1} (durations[{i}]): {fast}"
@@ -59,7 +65,7 @@ def _segments_problem(points: np.ndarray, durations: list[float], names: tuple[s
 def _settings_problem(v: ReferenceParams, q_start: np.ndarray | None = None) -> str | None:
     """A mode the reference cannot build from these parameters (refused at start and at run time), or None;
     ``q_start``: the current reference once there is one (the first set-point move starts there)."""
-    names, lower, upper, velocity = _limits(v.robot, v.prefix)
+    names, lower, upper, velocity, acceleration = _limits(v.robot, v.prefix)
     if v.mode == "setpoints":
         k = len(v.setpoints) // len(names)  # the parameter's own check makes it a whole number of points
         if k != len(v.durations):
@@ -69,7 +75,7 @@ def _settings_problem(v: ReferenceParams, q_start: np.ndarray | None = None) -> 
         outside = ref.limits_problem(points, names, lower, upper) if k else None
         if outside:
             return f"mode setpoints: {outside}"
-        return _segments_problem(points, list(v.durations), names, velocity, q_start)
+        return _segments_problem(points, list(v.durations), names, velocity, acceleration, q_start)
     if v.mode == "npz":
         if not v.npz_path:
             return "mode npz needs npz_path (a trajectory .npz, e.g. from `idyn excite`)"
@@ -77,7 +83,8 @@ def _settings_problem(v: ReferenceParams, q_start: np.ndarray | None = None) -> 
             traj = ref.load_npz_trajectory(v.npz_path, names)
         except IdynError as exc:
             return f"mode npz: {exc}"
-        outside = ref.limits_problem(traj.q, names, lower, upper) or ref.velocity_problem(traj, names, velocity)
+        outside = (ref.limits_problem(traj.q, names, lower, upper) or ref.velocity_problem(traj, names, velocity)
+                   or ref.acceleration_problem(traj, names, acceleration))
         if outside:
             return f"mode npz: {v.npz_path}: {outside}"
     return None
@@ -95,6 +102,8 @@ class ReferenceNode(Node):
         self.params, self.spec, self.robot = declare_and_load(self, ReferenceParams, check=self._settings_problem)
         v = self.params.value
         self.n = self.robot.n
+        self.acceleration_limit = _limits(v.robot, v.prefix)[4]  # a user's moves are checked against these
+        self.move_acceleration = planning_acceleration_limits(self.spec.name, self.n)  # the node's own moves, timed
         self.params.on_change.append(self._restart)
         self.diag = Diagnostics(self, f"idyn: {self.get_name()}", v.robot)
         self.filter = se.JointStateFilter(self.robot.joint_names, v.rate_hz)
@@ -134,28 +143,32 @@ class ReferenceNode(Node):
                                 "duration (s) per set point")
             # decision: a first move too fast from where the arm is now is refused (the node holds), not stretched:
             # the user timed it, and a silently longer move shifts every later set point against their plan
-            fast = _segments_problem(points, durations, self.robot.joint_names, self.robot.velocity_limit, q_start)
+            fast = _segments_problem(points, durations, self.robot.joint_names, self.robot.velocity_limit,
+                                     self.acceleration_limit, q_start)
             if fast:
                 raise IdynError(f"reference: {fast}; holding the current pose")
             if v.loop and len(points):  # decision: a loop closes with a limit-safe move back, never a jump to the start
                 points = [*points, q_start]
-                durations = [*durations, ref.move_in_duration(points[-2], q_start, self.robot.velocity_limit)]
+                durations = [*durations, ref.move_in_duration(points[-2], q_start, self.robot.velocity_limit,
+                                                              self.move_acceleration)]
             return ref.MinJerkMove(q_start, [q_start, *points], [v.start_delay, *durations])
         if mode == "npz":
             names = self.robot.joint_names
             traj = ref.load_npz_trajectory(v.npz_path, names)
-            fast = ref.velocity_problem(traj, names, self.robot.velocity_limit)  # the file may have changed
+            fast = (ref.velocity_problem(traj, names, self.robot.velocity_limit)  # the file may have changed
+                    or ref.acceleration_problem(traj, names, self.acceleration_limit))
             if fast:
                 raise IdynError(f"reference: {v.npz_path}: {fast}; refused, holding the current pose")
             # hold start_delay, then a move-in timed by its distance (MOVE_IN_VELOCITY_FRACTION), then the trajectory
-            move = ref.move_in_duration(q_start, traj.q[0], self.robot.velocity_limit)
+            move = ref.move_in_duration(q_start, traj.q[0], self.robot.velocity_limit, self.move_acceleration)
             self.get_logger().info(f"mode npz: holding {v.start_delay:g} s, moving to the trajectory's start in "
                                    f"{move:.3g} s; the trajectory starts {v.start_delay + move:.3g} s after the first "
                                    "state")
             played = _Chain(ref.MinJerkMove(q_start, [q_start, traj.q[0]], [v.start_delay, move]), traj)
             if not v.loop:
                 return played
-            back = ref.move_in_duration(traj.q[-1], q_start, self.robot.velocity_limit)  # closes the loop (see above)
+            back = ref.move_in_duration(traj.q[-1], q_start, self.robot.velocity_limit,  # closes the loop (above)
+                                        self.move_acceleration)
             return _Chain(played, ref.MinJerkMove(traj.q[-1], [q_start], [back]))
         return ref.MinJerkMove(q_start, [], [])  # hold (also "trajectory" until one arrives)
 
@@ -183,7 +196,8 @@ class ReferenceNode(Node):
             self.get_logger().error(f"JointTrajectory rejected: {exc}")
             return
         outside = (ref.limits_problem(pos, self.robot.joint_names, self.robot.lower, self.robot.upper)  # its points
-                   or ref.velocity_problem(source, self.robot.joint_names, self.robot.velocity_limit))  # and speeds
+                   or ref.velocity_problem(source, self.robot.joint_names, self.robot.velocity_limit)  # speeds
+                   or ref.acceleration_problem(source, self.robot.joint_names, self.acceleration_limit))
         if outside:
             self.get_logger().error(f"JointTrajectory rejected: {outside}")
             return

@@ -50,10 +50,10 @@ def test_buffer_reference_feedforward_publish(rclpy_context):
     from idyn_ros.nodes.joint_state_buffer import JointStateBufferNode
     from idyn_ros.nodes.reference import ReferenceNode
 
-    target = Q0 + 0.05  # 1.875 rad/s at the peak: within the Panda's velocity limits (a faster move is refused)
+    target = Q0 + 0.005  # 0.12 rad/s, 4.5 rad/s^2 at the peaks: within the Panda's limits (a faster move is refused)
     ref = ReferenceNode(context=rclpy_context, parameter_overrides=[
         Parameter("mode", value="setpoints"), Parameter("setpoints", value=target.tolist()),
-        Parameter("durations", value=[0.05]), Parameter("start_delay", value=0.01)])
+        Parameter("durations", value=[0.08]), Parameter("start_delay", value=0.01)])
     nodes = [JointStateBufferNode(context=rclpy_context), ref, FeedforwardNode(context=rclpy_context)]
     plant, pub, exe, Msg = _setup(rclpy_context, nodes)
     got = {"est": [], "ref": [], "ff": []}

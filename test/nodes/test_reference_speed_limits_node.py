@@ -91,14 +91,14 @@ def test_an_npz_trajectory_faster_than_the_velocity_limits_is_refused(rclpy_cont
     q_d = np.tile(Q0, (t.size, 1))
     q_d[:, 0] = 0.8 * np.sin(2 * math.pi * 2 * t)
     path = _npz(tmp_path / "fast.npz", q_d)
-    with pytest.raises(ParameterError, match=r"panda_joint1 moves at 10.* above its velocity limit 2.175"):
+    with pytest.raises(ParameterError, match=r"panda_joint1 reaches 10.* above its velocity limit 2.175"):
         _reference_node(rclpy_context, mode="npz", npz_path=path)
     node, q, _ = _reference_node(rclpy_context)  # hold
     try:
         _play(node, 0, 5)
         assert node.set_parameters([Parameter("npz_path", value=path)])[0].successful  # not played in mode hold
         result = node.set_parameters([Parameter("mode", value="npz")])[0]
-        assert not result.successful and "panda_joint1 moves at 10" in result.reason
+        assert not result.successful and "panda_joint1 reaches 10" in result.reason
         assert node.params.value.mode == "hold"
         _play(node, 5, 500)
         np.testing.assert_allclose(q[-1], Q0)
@@ -261,3 +261,36 @@ def test_a_loop_closes_with_a_move_back_instead_of_a_jump(rclpy_context, tmp_pat
         assert np.abs(np.array(q) - far).min(axis=0).max() < 1e-6  # it does reach the far point
     finally:
         node.destroy_node()
+
+
+def test_a_joint_trajectory_beyond_the_pandas_acceleration_limits_is_refused(rclpy_context):
+    """0.2 rad on panda_joint2 in 0.1 s stays under its 2.175 rad/s (2.12) but needs 8.7 rad/s^2 (it allows 7.5)."""
+    node, q, _ = _reference_node(rclpy_context, mode="trajectory")
+    try:
+        _play(node, 0, 5)
+        near = _bump(j2=0.05)
+        jerky = [(1.0, near, []), (1.1, _bump(near, j2=0.2), []), (3.0, _bump(near, j2=0.2), [])]
+        errors = []
+        node.get_logger = lambda: SimpleNamespace(error=errors.append)
+        node._on_trajectory(_trajectory(jerky))
+        assert errors and "JointTrajectory rejected: panda_joint2" in errors[0]
+        assert "acceleration limit 7.5 rad/s^2" in errors[0]
+        _play(node, 5, 1500)
+        np.testing.assert_allclose(q[-1], Q0)
+    finally:
+        node.destroy_node()
+
+
+def test_set_points_beyond_an_acceleration_limit_are_refused_only_where_the_arm_enforces_one():
+    """The Panda's datasheet limits refuse 0.5 rad in 0.45 s; the UR5's planning value (5 rad/s^2) refuses nothing."""
+    from idyn_ros.nodes.reference import _settings_problem
+    from idyn_ros.parameters import load
+
+    v = load("reference", "panda", n=7)
+    quick = {"setpoints": [float(x) for x in _bump(j2=0.5)], "durations": [0.45]}
+    problem = _settings_problem(v.replace(**quick), Q0)
+    assert problem is not None and "panda_joint2 would accelerate at" in problem and "needs >= 0.62 s" in problem
+    ur = load("reference", "ur5", n=6)
+    q_ur = np.array([0.0, -1.57, 1.57, -1.57, -1.57, 0.0])
+    bump = q_ur + np.array([0.0, 0.5, 0.0, 0.0, 0.0, 0.0])
+    assert _settings_problem(ur.replace(setpoints=[float(x) for x in bump], durations=[0.45]), q_ur) is None
