@@ -10,8 +10,23 @@ Decisions (one line each, tested in test/control/test_control_math.py):
   then a 2nd-order Butterworth low-pass designed for the nominal rate (causal, ~1/(2 pi fc) lag):
   ``data.filters.ButterworthLowPass``. Not ``data.filters.BackwardDifference``: that one divides by the
   nominal period and low-passes first-order; here dt is the stamp difference and gaps restart it.
-- a stamp equal to the previous one is a duplicate (ignored, not an error); a stamp going backwards
-  is rejected; a gap longer than ``max_gap_periods`` resets the differentiators (no huge ddq spike).
+- a gap longer than ``max_gap_periods`` restarts the differentiators (no huge ddq spike); after any restart
+  without a measured velocity, dq is differenced again at the next sample and ddq restarts once more there.
+
+Stamp contract of ``JointStateFilter.update`` (what every user of the filter builds on):
+- ``OK``: accepted.
+- ``DUPLICATE``: not accepted, not an error, counted in ``dropped``: the same stamp with the same positions (a
+  re-sent sample), or a stamp at most ``max_gap_ns`` behind the last accepted one (a late, reordered sample: ROS
+  filters drop these).
+- ``RESTART_BACKWARDS``: a stamp more than ``max_gap_ns`` behind the last accepted one (bag loop, simulator reset,
+  driver restart, clock step). ``RESTART_STALLED``: the same stamp as the last accepted one with other positions
+  (stamps stopped advancing while the arm moves: a driver without a time source, a frozen clock). On both
+  (``RESTARTS``) the filter restarts on that sample, as ``reset()`` then accept (q live, dq measured or 0, ddq 0;
+  the counters are kept), ``reason`` says why, and the next samples continue from it. Users: ``q``/``dq`` hold the
+  live sample; the controller treats a restart as a data fault (its safe torque from the live state); every other
+  node resets its own time-dependent state and carries on.
+- ``REJECT_*``: not accepted, estimate untouched, ``reason`` says why (names, lengths, NaN/Inf, a negative stamp).
+  ``REJECT_BACKWARDS`` is no longer returned (kept for its number).
 """
 
 from __future__ import annotations
@@ -33,14 +48,21 @@ REJECT_NAMES = 2
 REJECT_NONFINITE = 3
 REJECT_BACKWARDS = 4
 REJECT_LENGTH = 5
+RESTART_BACKWARDS = 6
+RESTART_STALLED = 7
+REJECT_STAMP = 8
+RESTARTS = (RESTART_BACKWARDS, RESTART_STALLED)  # the sample was taken, but the estimators started over on it
 
 STATUS_TEXT = {
     OK: "ok",
-    DUPLICATE: "duplicate stamp (ignored)",
+    DUPLICATE: "duplicate or late stamp (dropped)",
     REJECT_NAMES: "missing or duplicated joint",
     REJECT_NONFINITE: "non-finite value",
     REJECT_BACKWARDS: "stamp went backwards",
     REJECT_LENGTH: "array length does not match the joint names",
+    RESTART_BACKWARDS: "stamp jumped back: estimators restarted",
+    RESTART_STALLED: "stamp stopped advancing while the joints moved: estimators restarted",
+    REJECT_STAMP: "negative stamp",
 }
 
 
@@ -126,9 +148,9 @@ class JointStateEstimate:
 class JointStateFilter:
     """Maps a JointState-like sample to the configured joint order, checks it, estimates dq/ddq.
 
-    ``update`` returns a status code (``OK`` or a ``REJECT_*``); the rejected sample leaves the
-    estimate untouched. ``reason`` holds a human-readable message for the last rejection
-    (built only on rejection, so the accepted path allocates nothing but a tuple compare).
+    ``update`` returns a status code (module doc: ``OK``, ``DUPLICATE``, a ``RESTART_*`` or a ``REJECT_*``); a
+    rejected or dropped sample leaves the estimate untouched. ``reason`` holds a human-readable message for the last
+    rejection or restart (built only then, so the accepted path allocates nothing but a tuple compare).
     """
 
     def __init__(
@@ -166,17 +188,26 @@ class JointStateFilter:
         self._dq_in = np.zeros(self.n)
         self._eff_in = np.zeros(self.n)
         self._hist_row = np.zeros(3 * self.n)
-        self.stamp_ns = -1
-        self.samples = 0  # accepted samples since reset
+        self._q_change = np.zeros(self.n)  # |q - q_last| of a sample stamped like the last one (stalled or re-sent)
+        self._dq_valid = False  # dq is a velocity (measured or differenced), not the 0 a restart put there
+        self.ddq_restarted = True  # the last accepted sample restarted the acceleration estimate (ddq = 0 there)
+        self.stamp_ns = -1  # the last accepted stamp; -1: none yet (negative stamps are rejected, so never a real one)
+        self.samples = 0  # accepted samples since reset (restarts included)
         self.gaps = 0  # of them, those more than max_gap after the previous one (the differentiators restarted)
+        self.dropped = 0  # DUPLICATE samples since reset: re-sent, or late (reordered)
         self.reason = ""
         self.estimate = JointStateEstimate(-1, self.q, self.dq, self.ddq, self.effort, self._rd.r)
 
     def reset(self) -> None:
         """Forget the past (e.g. on activation): next sample restarts the differentiators."""
-        self.stamp_ns = -1
+        self._forget()
         self.samples = 0
         self.gaps = 0
+        self.dropped = 0
+
+    def _forget(self) -> None:
+        """The estimators' past only (a restart on a jumped or stalled stamp keeps the counters)."""
+        self.stamp_ns = -1
         self._rd.reset()
         self.ddq[:] = 0.0
 
@@ -205,7 +236,7 @@ class JointStateFilter:
         effort: Sequence[float],
         stamp_ns: int,
     ) -> int:
-        """Take one sample (stamp in ns). Returns OK, DUPLICATE or a REJECT_* code."""
+        """Take one sample (stamp in ns). Returns OK, DUPLICATE, RESTART_* or a REJECT_* code (module doc)."""
         if not self._resolve(names):
             return REJECT_NAMES
         m = len(names)
@@ -215,29 +246,50 @@ class JointStateFilter:
                 f"effort={len(effort)} for {m} names"
             )
             return REJECT_LENGTH
-        if self.stamp_ns >= 0:
-            if stamp_ns == self.stamp_ns:
-                return DUPLICATE
-            if stamp_ns < self.stamp_ns:
-                self.reason = f"stamp went backwards by {(self.stamp_ns - stamp_ns) * 1e-6:.3f} ms"
-                return REJECT_BACKWARDS
+        if stamp_ns < 0:  # builtin_interfaces/Time.sec is signed; before 1970 is an unset or broken clock
+            self.reason = f"negative stamp {stamp_ns * 1e-9:.9f} s in /joint_states: the source's clock is not set"
+            return REJECT_STAMP
+        behind = self.stamp_ns - stamp_ns if self.stamp_ns >= 0 else -1
+        if 0 < behind <= self.max_gap_ns:  # late (reordered): dropped like ROS filters do, not an error
+            self.dropped += 1
+            return DUPLICATE
         idx = self._index
         q = self._scratch
         np.take(np.asarray(position, dtype=float), idx, out=q)  # rclpy's array.array: read in place, no copy
         if not math.isfinite(_ADD(q)):
             self.reason = self._nonfinite_reason("position", q)
             return REJECT_NONFINITE
+        if behind == 0:
+            change = np.subtract(q, self.q, out=self._q_change)
+            np.abs(change, out=change)
+            if not _ADD(change) > 0.0:  # the same sample again (re-sent)
+                self.dropped += 1
+                return DUPLICATE
         have_vel = self.use_measured_velocity and len(velocity) == m
         if have_vel:
             dq_meas = np.take(np.asarray(velocity, dtype=float), idx, out=self._dq_in)
             if not math.isfinite(_ADD(dq_meas)):
                 self.reason = self._nonfinite_reason("velocity", dq_meas)
                 return REJECT_NONFINITE
-        if len(effort) == m:
+        have_eff = len(effort) == m
+        if have_eff:
             eff = np.take(np.asarray(effort, dtype=float), idx, out=self._eff_in)
             if not math.isfinite(_ADD(eff)):
                 self.reason = self._nonfinite_reason("effort", eff)
                 return REJECT_NONFINITE
+        status = OK
+        if behind == 0:
+            self.reason = (f"stamp {stamp_ns * 1e-9:.9f} s did not advance while the joints moved by up to "
+                           f"{self._q_change.max():.3g} rad (a driver without a time source, a frozen clock); "
+                           "estimators restarted")
+            status = RESTART_STALLED
+            self._forget()
+        elif behind > 0:
+            self.reason = (f"stamp jumped back by {behind * 1e-6:.3f} ms: the source restarted (bag loop, simulator "
+                           "reset, clock step); estimators restarted")
+            status = RESTART_BACKWARDS
+            self._forget()
+        if have_eff:
             self.effort[:] = eff
         # accepted: estimate derivatives
         restart = self.stamp_ns < 0 or stamp_ns - self.stamp_ns > self.max_gap_ns
@@ -247,14 +299,21 @@ class JointStateFilter:
         self._q_prev[:] = self.q
         self._dq_prev[:] = self.dq
         self.q[:] = q
+        # decision: after a restart without a measured velocity the dq of 0 is not a velocity, so the next sample
+        # restarts ddq again rather than differencing against it (no threshold on how long a gap may be differenced)
+        restart_ddq = restart or not self._dq_valid
         if have_vel:
             self.dq[:] = dq_meas
+            self._dq_valid = True
         elif restart:
             self.dq[:] = 0.0
+            self._dq_valid = False
         else:
             np.subtract(self.q, self._q_prev, out=self.dq)
             self.dq /= dt
-        if restart:
+            self._dq_valid = True
+        self.ddq_restarted = restart_ddq
+        if restart_ddq:
             self._accel_lp.reset(0.0)
             self.ddq[:] = 0.0
         else:
@@ -272,7 +331,7 @@ class JointStateFilter:
         self.stamp_ns = stamp_ns
         self.estimate.stamp_ns = stamp_ns
         self.samples += 1
-        return OK
+        return status
 
     def rate_problem(self) -> str:
         """Why most states restart the differentiators ("" if they do not): /joint_states arrives slower than

@@ -167,14 +167,16 @@ class WrenchObserver:
 
     ``update(stamp_ns, q, dq, tau)`` takes one state and the actuator torque that acted over the period before
     it (Nm); the direct residual uses the raw backward-difference acceleration over the stamp interval and
-    low-passes its joint torques (``accel_cutoff_hz``); the momentum observer needs no acceleration. ``wrenches()``
+    low-passes its joint torques (``accel_cutoff_hz``); the momentum observer needs no acceleration. Both restart at a
+    state stamped not after the previous one or more than ``max_gap_periods`` after it (the joint-state filter's
+    gap): integrated over a gap with the last torque, the momentum observer read hundreds of N. ``wrenches()``
     maps both to the flange (only when published: the Cartesian mapping costs a Jacobian per estimate). With a
     learned ``model`` (a ``FeedforwardComputer`` not in fallback) both observers take M, C, g from its identified
     inertials and add its friction + residual. The node and the simulator experiments call this class.
     """
 
     def __init__(self, robot: RobotModel, rate_hz: float, model: Any = None, observer_gain: float = 50.0,
-                 accel_cutoff_hz: float = 20.0) -> None:
+                 accel_cutoff_hz: float = 20.0, max_gap_periods: float = 3.0) -> None:
         from idyn_ros.data.filters import ButterworthLowPass
 
         self.model = model if model is not None and not model.fallback else None
@@ -192,6 +194,7 @@ class WrenchObserver:
         self.ddq_raw = np.zeros(robot.n)
         self._dq_prev = np.zeros(robot.n)
         self._prev_ns = -1
+        self.max_gap_ns = int(max_gap_periods * round(1e9 / rate_hz))  # a longer step between states restarts
         self.tau_direct = np.zeros(robot.n)  # Nm, external joint torque estimates
         self.tau_momentum = self.momentum.r
         self.updates = 0
@@ -233,9 +236,10 @@ class WrenchObserver:
         self._lp_ddq.reset(0.0)
 
     def update(self, stamp_ns: int, q: np.ndarray, dq: np.ndarray, tau: np.ndarray) -> bool:
-        """One state; False while starting (the first state only sets the baseline)."""
+        """One state; False while starting (the first state, and the first after a gap or a stamp going back, only
+        sets the baseline)."""
         prev, self._prev_ns = self._prev_ns, stamp_ns
-        if prev < 0 or stamp_ns <= prev:
+        if prev < 0 or stamp_ns <= prev or stamp_ns - prev > self.max_gap_ns:
             self._dq_prev[:] = dq
             self.momentum.reset()
             self._lp.reset(0.0)

@@ -276,6 +276,13 @@ class BiasTracker:
     def request(self) -> None:
         self._requested = True
 
+    def restart(self) -> None:
+        """Drop the current window and the rest it started in (``TrustedWrench.restart``); bias and pending request
+        stay."""
+        self._reset_window()
+        self._was_at_rest = False
+        self._steady_contact_s = 0.0
+
     def _reset_window(self) -> None:
         self._sum[:] = 0.0
         self._fsum[:] = 0.0
@@ -408,6 +415,7 @@ class TrustedWrench:
         self._tool_p = np.zeros((6, n))  # the mapping to flange axes, |.| in place (hidden_tool)
         self._rest_sigma_sq = self.tau_sigma_rest**2
         self._T = np.zeros((6, 6))  # base -> flange axes for [f; m]: blockdiag(R^T, R^T)
+        self._prev_ns = -1  # stamp of the last update
 
     @classmethod
     def from_model(cls, rbd: RobotModel, model: Any, settings: TrustSettings = TrustSettings(),
@@ -455,6 +463,13 @@ class TrustedWrench:
         """Zero the estimate at the next update (the node's ``~/rezero`` service)."""
         self.bias.request()
 
+    def restart(self) -> None:
+        """Start the rest detector and the bias window over (the observer restarted: a gap, a stamp going back): they
+        measure time by stamps, and a window spanning a gap counts time nobody watched; the bias itself is kept."""
+        self.rest.still_since_ns = -1
+        self.rest.at_rest = False
+        self.bias.restart()
+
     def _hidden(self, T: np.ndarray) -> None:
         """out.hidden_tool: the band removes at most band_j from joint j, so at most sum_j |P_ij| band_j from axis i of
         the estimate; with P J^T = 1 (wrench model, full rank) that also bounds a contact force the joints' static
@@ -477,7 +492,11 @@ class TrustedWrench:
             self.stiction.apply(self.out.tau_ext, dq)
 
     def update(self, stamp_ns: int, q: np.ndarray, dq: np.ndarray, tau_ext: np.ndarray) -> WrenchEstimate:
-        """One estimate from the observer's external joint torque ``tau_ext`` (Nm) at state (q, dq)."""
+        """One estimate from the observer's external joint torque ``tau_ext`` (Nm) at state (q, dq); a stamp not after
+        the previous one restarts the rest and bias windows first (after a gap, the caller says so: ``restart()``)."""
+        if stamp_ns <= self._prev_ns:
+            self.restart()
+        self._prev_ns = stamp_ns
         out = self.out
         at_rest = self.rest.update(stamp_ns, dq)
         sigma = self._sigma

@@ -113,6 +113,57 @@ class Diagnostics:
         self.node.destroy_publisher(self.pub)
 
 
+class JointStateProblems:
+    """A node's joint-state filter restarts and rejections, logged and put on /diagnostics once per kind (they come at
+    the input's rate, so never once per sample); the counts ride on every diagnostics report.
+
+    ``report(status)`` after a ``JointStateFilter.update`` that returned neither OK nor DUPLICATE: a restart
+    (``RESTART_*``: the node resets its own time-dependent state and carries on) is a WARN, a rejection an ERROR.
+    """
+
+    def __init__(self, node: Any, diag: Diagnostics, joint_filter: Any) -> None:
+        self.node, self.diag, self.filter = node, diag, joint_filter
+        self.counts: dict[int, int] = {}  # status code -> samples
+        self.restarts = 0
+        self.rejected = 0
+
+    def report(self, status: int) -> None:
+        from idyn_ros.control import state_estimation as se
+
+        seen = self.counts.get(status, 0)
+        self.counts[status] = seen + 1
+        restart = status in se.RESTARTS
+        if restart:
+            self.restarts += 1
+        else:
+            self.rejected += 1
+        if seen:
+            return
+        reason = self.filter.reason
+        if restart:
+            self.node.get_logger().warning(f"/joint_states: {reason} (said once; counted on /diagnostics)")
+            if self.diag.level == Diagnostics.ERROR:  # a restart does not hide an error already reported
+                self.diag.values.update(self.values())
+                self.diag.publish()
+            else:
+                self.diag.set(Diagnostics.WARN, f"input restarted: {reason}", publish=True, **self.values())
+        else:
+            self.node.get_logger().error(f"rejected /joint_states: {reason} (said once per kind; counted on "
+                                         "/diagnostics)")
+            self.diag.set(Diagnostics.ERROR, f"rejecting input: {reason}", publish=True, **self.values())
+
+    def values(self) -> dict[str, str]:
+        """The counts as diagnostics values (key: value strings)."""
+        return {"input_restarts": str(self.restarts), "input_rejected": str(self.rejected),
+                "input_dropped": str(self.filter.dropped)}
+
+    def publish(self) -> None:
+        """The node's periodic diagnostics report, with the counts."""
+        if self.counts or self.filter.dropped:
+            self.diag.values.update(self.values())
+        self.diag.publish()
+
+
 def make_executor(kind: str = "events") -> Any:
     """EventsExecutor (lower latency here: ~115 vs ~180 us RTT p50) or SingleThreadedExecutor."""
     if kind == "events":

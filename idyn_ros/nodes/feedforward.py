@@ -6,6 +6,8 @@ embeds the same class (one hop) and this node publishes for monitoring/recording
 controller's ``feedforward_source: topic`` this node is the source and its silence trips the
 controller's watchdog. Without a model, or with one for another robot/rate, it says so loudly
 (ERROR log once + /diagnostics ERROR) and publishes the configured fallback (``fallback: true``).
+When the joint-state filter restarts (stamps jumped back or stalled) the model's recurrent state is warmed up again
+at the live state, and the node says so once per kind (log, /diagnostics).
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from idyn_ros.nodes import hot_loop
 from idyn_ros.nodes.common import (
     HOT_IN,
     Diagnostics,
+    JointStateProblems,
     declare_and_load,
     describe_payload,
     field_view,
@@ -55,6 +58,7 @@ class FeedforwardNode(Node):
         else:
             self.diag.set(Diagnostics.OK, f"model {self.ff.model_id}", publish=True, model_id=self.ff.model_id)
         self.filter = se.JointStateFilter(self.robot.joint_names, v.rate_hz)
+        self.problems = JointStateProblems(self, self.diag, self.filter)
         self.ddq_d = np.zeros(n)
         self._ref = NameMap(self.robot.joint_names)
         self._warm = False
@@ -65,7 +69,7 @@ class FeedforwardNode(Node):
         self.pub = self.create_publisher(FeedforwardTorque, v.feedforward_topic, HOT_IN)
         hot_loop.subscribe(self, JointState, v.joint_states_topic, self._on_joint_state, HOT_IN)
         hot_loop.subscribe(self, JointReference, v.reference_topic, self._on_reference, HOT_IN)
-        self.create_timer(v.diagnostics_period, self.diag.publish)
+        self.create_timer(v.diagnostics_period, self.problems.publish)
         payload_service(self, self._set_payload)
 
     def _set_payload(self, payload: Any) -> str:
@@ -80,8 +84,14 @@ class FeedforwardNode(Node):
 
     def _on_joint_state(self, msg: Any) -> None:
         f = self.filter
-        if f.update(msg.name, msg.position, msg.velocity, msg.effort, stamp_to_ns(msg.header.stamp)) != se.OK:
-            return
+        status = f.update(msg.name, msg.position, msg.velocity, msg.effort, stamp_to_ns(msg.header.stamp))
+        if status != se.OK:
+            if status == se.DUPLICATE:
+                return
+            self.problems.report(status)
+            if status not in se.RESTARTS:
+                return
+            self._warm = False  # a recurrent state built on the old history: warm up again at the live state
         o = self.out
         ff = self._controllers_computation(f.stamp_ns)
         if ff is None:  # compute it here (another process than the controller, or it takes our topic)

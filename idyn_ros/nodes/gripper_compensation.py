@@ -6,7 +6,9 @@ In: /joint_states and ``ft_topic`` (WrenchStamped, flange frame). Out, per joint
 ``compensated_topic`` (reading - gripper, i.e. contact and anything grasped) and ``<ft_topic>/gripper`` (the
 prediction), both in the reading's frame. Not in the default graph (``idyn bringup --nodes ...,gripper_compensation``).
 A reading with a non-finite value is dropped (one would stay in the low-pass for good), and nothing is published
-while the newest reading is older than ``STALE_READING_S`` (a sensor that stopped): diagnostics say which.
+while the newest reading is older than ``STALE_READING_S`` (a sensor that stopped): diagnostics say which. The
+compensation's acceleration estimate restarts after a gap in /joint_states and when the joint-state filter restarts
+(stamps jumped back or stalled; said once per kind).
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from rclpy.node import Node
 from idyn_ros.control import state_estimation as se
 from idyn_ros.control.gripper import GripperCompensation
 from idyn_ros.nodes import hot_loop
-from idyn_ros.nodes.common import HOT_IN, MONITOR, Diagnostics, declare_and_load, stamp_to_ns
+from idyn_ros.nodes.common import HOT_IN, MONITOR, Diagnostics, JointStateProblems, declare_and_load, stamp_to_ns
 from idyn_ros.parameters import GripperCompensationParams
 
 STALE_READING_S = 0.1  # s without a new F/T reading: the compensation stops instead of reusing the last one
@@ -50,6 +52,7 @@ class GripperCompensationNode(Node):
                                         v.accel_cutoff_hz)
         self.params.on_change.append(lambda p: setattr(self.comp, "damping", p.pinv_damping))
         self.filter = se.JointStateFilter(self.robot.joint_names, v.rate_hz)
+        self.problems = JointStateProblems(self, self.diag, self.filter)
         self.reading = np.zeros(6)
         self.frame = ""
         self._have_reading = False
@@ -62,7 +65,7 @@ class GripperCompensationNode(Node):
         self._msg = WrenchStamped()
         hot_loop.subscribe(self, WrenchStamped, v.ft_topic, self._on_wrench, HOT_IN)
         hot_loop.subscribe(self, JointState, v.joint_states_topic, self._on_joint_state, HOT_IN)
-        self.create_timer(v.diagnostics_period, self.diag.publish)
+        self.create_timer(v.diagnostics_period, self.problems.publish)
         self.diag.set(Diagnostics.OK, f"{self.comp.source} compensation", publish=True)
 
     def _on_wrench(self, msg: Any) -> None:
@@ -79,8 +82,16 @@ class GripperCompensationNode(Node):
 
     def _on_joint_state(self, msg: Any) -> None:
         f = self.filter
-        if f.update(msg.name, msg.position, msg.velocity, msg.effort, stamp_to_ns(msg.header.stamp)) != se.OK:
-            return
+        gaps = f.gaps
+        status = f.update(msg.name, msg.position, msg.velocity, msg.effort, stamp_to_ns(msg.header.stamp))
+        if status != se.OK:
+            if status == se.DUPLICATE:
+                return
+            self.problems.report(status)
+            if status not in se.RESTARTS:
+                return
+        if status != se.OK or f.gaps != gaps:  # no acceleration across a gap or a restart
+            self.comp.reset()
         if not self._have_reading:
             return
         if time.monotonic() - self._reading_at > STALE_READING_S:

@@ -2,9 +2,10 @@
 
 Glue around ``idyn_ros.control.state_estimation.JointStateFilter`` (the controller embeds the
 same class so both see identical estimates). Publishes ``idyn_ros/JointStateEstimate`` on
-``state_estimate_topic`` for every accepted sample; rejected samples (NaN/Inf, missing joint, stamp
-going backwards) are dropped and reported on /diagnostics (ERROR, once per distinct reason); no
-input for ``stale_timeout`` s is reported as STALE.
+``state_estimate_topic`` for every accepted sample; rejected samples (NaN/Inf, missing joint, negative stamp) are
+dropped and reported on /diagnostics (ERROR) and in the log, once per kind; a restart of the filter (stamps jumped
+back or stalled: ``state_estimation.RESTARTS``) publishes the live sample and is reported once per kind as a WARN;
+late and re-sent samples are dropped and counted; no input for ``stale_timeout`` s is reported as STALE.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from rclpy.node import Node
 
 from idyn_ros.control import state_estimation as se
 from idyn_ros.nodes import hot_loop
-from idyn_ros.nodes.common import HOT_IN, Diagnostics, declare_and_load, field_view, stamp_to_ns
+from idyn_ros.nodes.common import HOT_IN, Diagnostics, JointStateProblems, declare_and_load, field_view, stamp_to_ns
 from idyn_ros.parameters import JointStateBufferParams
 
 
@@ -48,7 +49,7 @@ class JointStateBufferNode(Node):
         self._last_rx = -1
         self.rejected = 0
         self.accepted = 0
-        self._last_reason = ""
+        self.problems = JointStateProblems(self, self.diag, self.filter)  # logged once per status code, not reason
 
     def _on_joint_state(self, msg: Any) -> None:
         self._last_rx = time.monotonic_ns()
@@ -56,17 +57,15 @@ class JointStateBufferNode(Node):
         prev_ns = f.stamp_ns
         self._dq_prev[:] = f.dq
         status = f.update(msg.name, msg.position, msg.velocity, msg.effort, stamp_to_ns(msg.header.stamp))
-        if status == se.DUPLICATE:
-            return
         if status != se.OK:
-            self.rejected += 1
-            if f.reason != self._last_reason:
-                self._last_reason = f.reason
-                self.get_logger().error(f"rejected /joint_states: {f.reason}")
-                self.diag.set(Diagnostics.ERROR, f"rejecting input: {f.reason}", publish=True)
-            return
+            if status == se.DUPLICATE:
+                return
+            self.problems.report(status)
+            if status not in se.RESTARTS:
+                self.rejected += 1
+                return
         self.accepted += 1
-        if prev_ns >= 0 and f.samples > 1:
+        if not f.ddq_restarted:  # the raw difference restarts where the filtered one does (gaps, restarts)
             np.subtract(f.dq, self._dq_prev, out=self.ddq_raw)
             self.ddq_raw /= (f.stamp_ns - prev_ns) * 1e-9
         else:
@@ -98,7 +97,7 @@ class JointStateBufferNode(Node):
         elif self.diag.level != Diagnostics.ERROR:  # an input error stays reported (latched)
             slow = self.filter.rate_problem()
             self.diag.set(Diagnostics.WARN if slow else Diagnostics.OK, slow or "ok")
-        self.diag.values.update(accepted=self.accepted, rejected=self.rejected)
+        self.diag.values.update(accepted=self.accepted, rejected=self.rejected, **self.problems.values())
         self.diag.values = {k: str(v) for k, v in self.diag.values.items()}
         self.diag.publish()
 

@@ -10,6 +10,9 @@ current reference at once, points resolved by joint name). Every move is checked
 velocity and acceleration limits (``idyn_ros.data.limits``) when it is built, never per tick: one that leaves them is
 refused and the node holds; the npz move-in to q_d[0] is timed by its distance instead (``MOVE_IN_VELOCITY_FRACTION``
 of the limits).
+Trajectory time runs on the states' stamps and pauses with its input: after a gap in /joint_states (or a stamp jump
+forward) it resumes where it stopped, and after a restart of the joint-state filter on a stamp that jumped back (bag
+loop, simulator reset) the source is rebuilt from the current reference, as on a parameter change: q_d never steps.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ from idyn_ros.nodes.common import (
     HOT_IN,
     MONITOR,
     Diagnostics,
+    JointStateProblems,
     declare_and_load,
     field_view,
     load_robot,
@@ -107,6 +111,7 @@ class ReferenceNode(Node):
         self.params.on_change.append(self._restart)
         self.diag = Diagnostics(self, f"idyn: {self.get_name()}", v.robot)
         self.filter = se.JointStateFilter(self.robot.joint_names, v.rate_hz)
+        self.problems = JointStateProblems(self, self.diag, self.filter)
         self.source: Any = None
         # the executor's swaps (a trajectory, a parameter change) and the hot loop's tick never interleave: a tick
         # that saw the new source must also see its start time, and a restart must not leave it None mid-tick
@@ -118,7 +123,7 @@ class ReferenceNode(Node):
         self.pub = self.create_publisher(JointReference, v.reference_topic, HOT_IN)
         hot_loop.subscribe(self, JointState, v.joint_states_topic, self._on_joint_state, HOT_IN)
         self.create_subscription(JointTrajectory, "~/joint_trajectory", self._on_trajectory, MONITOR)
-        self.create_timer(v.diagnostics_period, self.diag.publish)
+        self.create_timer(v.diagnostics_period, self.problems.publish)
         self.lookahead_ns = int(v.lookahead_periods * 1e9 / v.rate_hz)
 
     def _settings_problem(self, v: ReferenceParams) -> str | None:
@@ -207,9 +212,17 @@ class ReferenceNode(Node):
 
     def _on_joint_state(self, msg: Any) -> None:
         f = self.filter
-        if f.update(msg.name, msg.position, msg.velocity, msg.effort, stamp_to_ns(msg.header.stamp)) != se.OK:
+        prev_ns, gaps = f.stamp_ns, f.gaps
+        status = f.update(msg.name, msg.position, msg.velocity, msg.effort, stamp_to_ns(msg.header.stamp))
+        if status != se.OK and status not in se.RESTARTS:
+            if status != se.DUPLICATE:
+                self.problems.report(status)
             return
         with self._swap:
+            if status == se.RESTART_BACKWARDS:  # time jumped back: start over from the current reference
+                self.source = None
+            elif f.gaps != gaps and self.t0_ns >= 0:  # time pauses with the input: resume one period on
+                self.t0_ns += f.stamp_ns - prev_ns - f.period_ns
             if self.source is None:
                 try:
                     start = f.q if self.t0_ns < 0 else self.q_last
@@ -230,6 +243,8 @@ class ReferenceNode(Node):
         o.header.stamp = msg.header.stamp
         self._positions[:], self._velocities[:], self._accelerations[:] = q, dq, ddq
         self.pub.publish(o)
+        if status != se.OK:  # after the rebuild, whose OK it replaces
+            self.problems.report(status)
 
     @staticmethod
     def _hold(q: np.ndarray) -> Any:

@@ -21,6 +21,8 @@ classes.
 Actuator torque: ``torque_source`` command (the effort command topic; exact in simulation) or
 effort (/joint_states effort: joint torques, or motor currents on a UR, converted with the model's gains by
 ``idyn_ros.control.effort``; the node says which on start-up).
+Time: the observers and the trust stage's rest and bias windows restart after a gap in /joint_states and whenever the
+joint-state filter restarts (stamps jumped back or stalled), which is said once per kind (log, /diagnostics).
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ from idyn_ros.nodes.common import (
     HOT_IN,
     MONITOR,
     Diagnostics,
+    JointStateProblems,
     command_topic,
     declare_and_load,
     describe_payload,
@@ -101,6 +104,8 @@ class WrenchObserverNode(Node):
         self._apply_tunables(v)
         self.params.on_change.append(self._apply_tunables)
         self.filter = se.JointStateFilter(self.robot.joint_names, v.rate_hz)
+        self.observer.max_gap_ns = self.filter.max_gap_ns  # both restart past the same gap
+        self.problems = JointStateProblems(self, self.diag, self.filter)
         self.tau_cmd = np.zeros(n)
         self.tau_applied = np.zeros(n)  # torque over the last period
         self._have_tau = False
@@ -154,8 +159,15 @@ class WrenchObserverNode(Node):
 
     def _on_joint_state(self, msg: Any) -> None:
         f = self.filter
-        if f.update(msg.name, msg.position, msg.velocity, msg.effort, stamp_to_ns(msg.header.stamp)) != se.OK:
-            return
+        status = f.update(msg.name, msg.position, msg.velocity, msg.effort, stamp_to_ns(msg.header.stamp))
+        if status != se.OK:
+            if status == se.DUPLICATE:
+                return
+            self.problems.report(status)
+            if status not in se.RESTARTS:
+                return
+            self.observer.reset()  # the observers start over on this live state
+            self._warm = False  # and a learned model's recurrent state with them
         v = self.params.value
         if v.torque_source == "effort":
             if not np.all(np.isfinite(f.effort)):
@@ -169,7 +181,8 @@ class WrenchObserverNode(Node):
         if not self._warm:
             obs.warm_up(f.q)
             self._warm = True
-        if not obs.update(f.stamp_ns, f.q, f.dq, self.tau_applied):
+        if not obs.update(f.stamp_ns, f.q, f.dq, self.tau_applied):  # (re)starting: a gap, a restart, the first
+            self.trust.restart()
             return
         if obs.updates % v.publish_divider:  # observers updated; Cartesian mapping only when published
             return
@@ -218,6 +231,8 @@ class WrenchObserverNode(Node):
                 self.diag.set(Diagnostics.OK, "observing", **values)
         else:
             self.diag.values.update({k: str(x) for k, x in values.items()})
+        if self.problems.counts or self.filter.dropped:
+            self.diag.values.update(self.problems.values())
         self.diag.publish()
 
 

@@ -114,7 +114,7 @@ def test_state_filter_maps_by_name_and_rejects_bad_input():
     assert _feed(f, names, [1, np.nan, 3], [0, 0, 0], 2_000_000) == se.REJECT_NONFINITE
     assert "'b'" in f.reason and "position" in f.reason
     assert _feed(f, names, [1, 2, 3], [0, np.inf, 0], 2_000_000) == se.REJECT_NONFINITE
-    assert _feed(f, names, [1, 2, 3], [0, 0, 0], 500_000) == se.REJECT_BACKWARDS
+    assert _feed(f, names, [1, 2, 3], [0, 0, 0], 500_000) == se.DUPLICATE  # late by less than the max gap: dropped
     assert _feed(f, names, [1, 2, 3], [0, 0, 0], 1_000_000) == se.DUPLICATE
     assert _feed(f, names, [1, 2], [0, 0, 0], 2_000_000) == se.REJECT_LENGTH
     np.testing.assert_allclose(f.q, [1, 2, 3])  # rejected samples changed nothing
