@@ -249,12 +249,17 @@ class ControllerParams(CommonParams):
     stale_periods: float = param(3.0, "joint state older than this many periods -> safe mode (measured on the "
                                  "node's clock: sim time under use_sim_time)", lo=1.0, hi=1e6)
     max_stamp_age: float = param(0.05, "s; a joint state stamped longer ago than this on the node's clock is late "
-                                 "input (the clocks of robot and controller must agree, as on one machine, with "
-                                 "PTP, or under use_sim_time; 0 = no check)", lo=0.0, hi=60.0)
+                                 "input, and so is one stamped further ahead of it (the clocks of robot and "
+                                 "controller must agree, as on one machine, with chrony/PTP, or under use_sim_time; "
+                                 "0 = no check)", lo=0.0, hi=60.0)
     recovery_ticks: int = param(10, "after late input (stale state or feedforward): fresh samples in a row before "
                                 "the law comes back", lo=1, hi=100000)
     recovery_ramp: float = param(0.2, "s over which the law's torque is blended back in from the safe torque after "
                                  "late input", lo=0.0, hi=10.0)
+    max_recovery_silence: float = param(0.5, "s; late input during which no joint state came for longer does not "
+                                        "recover by itself (the arm may have moved under the hold torque): latched "
+                                        "until deactivate + activate, which holds the pose then (0 = always "
+                                        "recover)", lo=0.0, hi=60.0)
     saturation_timeout: float = param(0.5, "s a joint's command may sit at its effort limit before the controller "
                                       "goes to safe mode (latched; 0 = never)", lo=0.0, hi=60.0)
     safe_mode: str = param("", "override the robot's safe mode: damping | zero ('' = the robot's)",
@@ -297,13 +302,15 @@ class FeedforwardParams(CommonParams):
 
 @dataclass(frozen=True)
 class DoomedParams(CommonParams):
+    # hi 1: no delay of a tick or more is stable above ~1 x M_jj (Ratliff summary sec. 1: 0.96 at one tick, 0.49 at two)
     learning_rate: float = param(0.05, "eta per tick at reference_rate_hz (Nm s^2/rad; x M_jj when inertia_scaled); "
                                  "paper 0.01-0.1; with inertia_scaled stable below ~0.5 at two ticks of delay",
-                                 lo=0.0, hi=100.0)
+                                 lo=0.0, hi=1.0)
     reference_rate_hz: float = param(1000.0, "rate learning_rate is given at (paper: 1 kHz)", lo=1.0, hi=1e5)
     momentum: float = param(0.9, "gamma (paper: 0.9 or 0.95)", lo=0.0, hi=0.9999)
     variance_gain: float = param(0.5, "alpha, s^4/rad^2 (paper: 0-0.5)", lo=0.0, hi=1e3)
-    forgetting: float = param(0.0, "lambda per tick (0 = none)", lo=0.0, hi=1e3)
+    forgetting: float = param(0.0, "lambda, 1/(Nm s^2/rad): the learned offset's integrator decays by learning_rate x "
+                              "forgetting per tick (must be < 1; 0 = no forgetting)", lo=0.0, hi=1e3)
     variance_tau: float = param(0.1, "s, running variance time constant", lo=0.001, hi=100.0)
     features: str = param("constant", "constant (f = w) or linear (per-joint features)",
                           choices=("constant", "linear"), read_only=True)
@@ -320,7 +327,8 @@ class DoomedParams(CommonParams):
                                 hi=1e3)
     osc_tv_fraction: float = param(4.0, "... and total variation > fraction x offset_limit", lo=0.0, hi=1e3)
     decay_tau: float = param(0.5, "s, offset decay after an oscillation freeze", lo=0.001, hi=1e3)
-    enabled: bool = param(True, "false = publish a zero offset (learning frozen)")
+    enabled: bool = param(True, "false = publish a zero offset (learning frozen); disabling resets what was learned, "
+                          "so re-enabling starts from zero")
 
 
 @dataclass(frozen=True)
@@ -426,7 +434,7 @@ class PayloadIdentifierParams(CommonParams):
     reference_node: str = param("/reference", "the reference node whose ~/joint_trajectory plays the excitation",
                                 read_only=True)
     set_payload_services: tuple[str, ...] = param(
-        ("/controller/set_payload", "/feedforward/set_payload", "/wrench_observer/set_payload"),
+        ("/controller/set_payload", "/feedforward/set_payload", "/wrench_observer/set_payload", "/doomed/set_payload"),
         "idyn_ros/SetPayload services an identification with apply=true sends the result to")
     baseline_path: str = param("", "bare-arm recording (.npz) the payload is identified against; a call with "
                                "record_baseline=true writes it ('' = kept in memory); without one, model_path is the "

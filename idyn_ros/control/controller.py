@@ -14,7 +14,14 @@ Decisions (one line each; tested in test/control/test_controller.py):
 - torque-space damping uses M_jj of the feedback model at the neutral pose clipped into the joint limits;
 - gains whose damping makes Kd * T > 0.5 (T the control period) are refused: a discrete PD with one period of
   delay loses stability near Kd * T = 1, and such gains only chatter between the effort limits;
-- after late input the law is blended back in over ``recovery_ramp`` s from the safe torque (no torque step).
+- after late input the law is blended back in over ``recovery_ramp`` s from the safe torque (no torque step);
+- but not after a silence longer than ``max_recovery_silence``: the arm moved under the hold torque (gravity of the
+  nominal model, no feedback) and the reference ran on, so the law would come back far from it (a 5 s pause
+  returned with 148 deg of error and commands at the effort limit); that latches, and activation holds the new pose;
+- a state whose stamp does not advance is not fresh input (a driver re-sending its cached state must reach the
+  stale-input hold); a stamp that jumps back or stalls while the joints move (the filter's ``RESTARTS``) is a data
+  fault, with the safe torque from that live state; a rejected state's safe torque uses dq = 0 (its damping on the
+  last trusted dq would be a constant push).
 """
 
 from __future__ import annotations
@@ -119,6 +126,7 @@ class Controller:
         self.active = False
         self.ticks = 0
         self.last_rx_ns = -1
+        self.longest_silence_ns = 0  # the longest wait for a joint state since activation (max_recovery_silence)
         self._ff_rx_ns = self._ff_stamp_ns = self._off_rx_ns = -1
         self._have_ref = self._holding = self._first_command = self._restart_silence_clock = False
         self._holding_silent = False  # silence: the command reached the hold torque (check_input sends no more)
@@ -183,6 +191,9 @@ class Controller:
         wd.max_stamp_age_ns = round(params.max_stamp_age * 1e9)
         wd.ff_timeout_ns = round(params.feedforward_timeout * 1e9)
         wd.recovery_ticks = params.recovery_ticks
+        # a silence latches only if it was late input at all (longer than stale_periods too); 0: never
+        self._latch_silence_ns = max(wd.stale_ns, round(params.max_recovery_silence * 1e9)) \
+            if params.max_recovery_silence > 0 else 0
         self._ramp_total = max(1, round(params.recovery_ramp / self.period))
         self._saturation_ticks = round(params.saturation_timeout / self.period) if params.saturation_timeout else 0
         self._adaptation_timeout_ns = round(params.adaptation_timeout * 1e9)
@@ -218,6 +229,7 @@ class Controller:
         self._ramp_ticks = 0
         self._at_limit_ticks[:] = 0
         self.last_rx_ns = -1
+        self.longest_silence_ns = 0
         self._restart_silence_clock = False
         self.active = True
 
@@ -319,22 +331,26 @@ class Controller:
 
         ``now_ns``: receive time on the caller's clock (ages of inputs); ``clock_ns``: the clock the stamp is
         compared with (``max_stamp_age``; None: no stamp check). Returns None when nothing is to be sent: inactive, a
-        duplicate stamp, or no trusted state yet to hold.
+        duplicate or late stamp (not fresh input either), or no trusted state yet to hold.
         """
-        self.last_rx_ns = now_ns
-        self._restart_silence_clock = False  # a state after the hold start: silence counts from here as usual
-        self._holding_silent = False
         if not self.active:
             return None
         f, wd, p = self.filter, self.watchdog, self.params
         status = f.update(names, position, velocity, effort, stamp_ns)
         if status == se.DUPLICATE:
-            return None
-        if status != se.OK:
-            wd.trip(f"/joint_states rejected: {f.reason}")
+            return None  # re-sent or late: the silence watchdog keeps counting
+        if self.last_rx_ns >= 0 and not self._restart_silence_clock:  # (a hold start's warm-up is not silence)
+            self._note_silence(now_ns - self.last_rx_ns)
+        self.last_rx_ns = now_ns
+        self._restart_silence_clock = False  # a state after the hold start: silence counts from here as usual
+        self._holding_silent = False
+        if status != se.OK and not wd.latched:
+            wd.trip(f"/joint_states: {f.reason}" if status in se.RESTARTS else f"/joint_states rejected: {f.reason}")
         if f.samples == 0:
             return None
         q, dq = f.q, f.dq
+        if status != se.OK and status not in se.RESTARTS:
+            dq = self._zero  # the filter did not take this state: hold at the last pose, no damping on an old dq
         if not self._holding:
             self._start_hold(q)
         fresh = status == se.OK
@@ -371,6 +387,8 @@ class Controller:
         closer to the hold torque (``hold_torque``) each period until it is there; else None (``update`` commands)."""
         if not self.active or self.last_rx_ns < 0 or self.filter.samples == 0:
             return None
+        # the clock went back (simulator reset, clock step): silence counts from the jump
+        self.last_rx_ns = min(self.last_rx_ns, now_ns)
         if self._restart_silence_clock:
             self._restart_silence_clock = False
             self.last_rx_ns = max(self.last_rx_ns, now_ns)
@@ -384,6 +402,16 @@ class Controller:
         return self.tau
 
     # ------------------------------------------------------------------ parts of the tick
+    def _note_silence(self, silence_ns: int) -> None:
+        """Keep the longest wait for a state; input faulted by one past ``max_recovery_silence`` latches (see the
+        module docstring; a step of the receive clock that no watchdog tick saw as silence is not one)."""
+        self.longest_silence_ns = max(self.longest_silence_ns, silence_ns)
+        wd = self.watchdog
+        if self._latch_silence_ns and silence_ns > self._latch_silence_ns and wd.tripped and not wd.latched:
+            wd.trip(
+                f"joint states silent for {silence_ns * 1e-9:.3f} s, longer than max_recovery_silence "
+                f"({self.params.max_recovery_silence:g} s): the arm may have moved; deactivate and activate to resume")
+
     def _start_hold(self, q: np.ndarray) -> None:
         if not self._have_ref:
             self.q_d[:] = q

@@ -7,7 +7,11 @@ Two kinds of fault (decision: the stale-input policy):
 - an *input* fault recovers by itself: the joint state (or the topic feedforward) is late. The command is the
   safe torque while it lasts; after ``recovery_ticks`` fresh samples in a row the law comes back, ramped in by
   the controller. A loaded machine or a DDS hiccup delays samples now and then, and a controller that
-  latched on the first 20 ms gap would never control a real-time plant.
+  latched on the first 20 ms gap would never control a real-time plant. (A silence longer than
+  ``max_recovery_silence`` is latched by the controller: the arm may have moved under the hold torque.)
+- a stamp further from this machine's clock than ``max_stamp_age``, either way, is late input; ahead, or about
+  equally old ``STEADY_AGE_STATES`` times in a row, the reason says the clocks are not synchronised (a slow
+  transport does not deliver every state equally late).
 All times in ns on one clock per instance (the caller's: monotonic, or sim time under use_sim_time).
 """
 
@@ -18,6 +22,8 @@ import math
 import numpy as np
 
 _ADD = np.add.reduce  # the ufunc method itself: np.sum's Python-level dispatch costs ~3 us a call at 1 kHz
+STEADY_AGE_STATES = 100  # over-age states in a row within half of max_stamp_age of each other: a clock offset
+NOT_SYNCHRONISED = "clocks not synchronised"  # the fault kind (text before the colon) of both clock messages
 
 
 class Watchdog:
@@ -36,12 +42,15 @@ class Watchdog:
         self.trips = 0  # faults seen since construction
         self.recoveries = 0
         self.fresh = 0  # consecutive fresh ticks during an input fault
+        self._old_in_a_row = 0  # consecutive states stamped too long ago, with ages within the band below
+        self._old_age_lo = self._old_age_hi = 0
 
     def clear(self) -> None:
         """Forget every fault (on activation)."""
         self.tripped = self.latched = False
         self.reason = ""
         self.fresh = 0
+        self._old_in_a_row = 0
 
     def trip(self, reason: str) -> None:
         """A data fault: latches; the first reason is kept until ``clear``."""
@@ -81,12 +90,40 @@ class Watchdog:
         return True
 
     def check_stamp_age(self, now_ns: int, stamp_ns: int) -> bool:
-        """True when fine; an input fault when the sample was stamped more than ``max_stamp_age_ns`` ago."""
+        """True when fine; an input fault when the sample was stamped more than ``max_stamp_age_ns`` before or
+        after ``now_ns`` (a stamp from the future is a clock out of sync, not a fresh state)."""
         age = now_ns - stamp_ns
-        if age > self.max_stamp_age_ns:
-            self.late(f"stale joint state: stamp {age * 1e-6:.2f} ms old (> {self.max_stamp_age_ns * 1e-6:.2f} ms)")
+        limit = self.max_stamp_age_ns
+        if -limit <= age <= limit:
+            self._old_in_a_row = 0
+            return True
+        if age < 0:
+            self._old_in_a_row = 0
+            self.late(f"{NOT_SYNCHRONISED}: joint state stamped {-age * 1e-6:.2f} ms ahead of this machine's clock "
+                      f"(> {limit * 1e-6:.2f} ms); synchronise them (chrony/PTP) or set max_stamp_age: 0")
             return False
-        return True
+        self.late(f"stale joint state: stamp {age * 1e-6:.2f} ms old (> {limit * 1e-6:.2f} ms)")
+        self._count_steady_age(age)
+        return False
+
+    def _count_steady_age(self, age_ns: int) -> None:
+        """After ``STEADY_AGE_STATES`` over-age states of about one age, say that the robot's clock is behind."""
+        if self._old_in_a_row == 0:
+            self._old_age_lo = self._old_age_hi = age_ns
+        else:
+            self._old_age_lo = min(self._old_age_lo, age_ns)
+            self._old_age_hi = max(self._old_age_hi, age_ns)
+        if 2 * (self._old_age_hi - self._old_age_lo) > self.max_stamp_age_ns:  # not steady: count from this one
+            self._old_in_a_row = 0
+            self._old_age_lo = self._old_age_hi = age_ns
+        self._old_in_a_row += 1
+        if self._old_in_a_row == STEADY_AGE_STATES and self.tripped and not self.latched:
+            mid = (self._old_age_lo + self._old_age_hi) * 0.5e-6
+            self.reason = (f"{NOT_SYNCHRONISED}: the robot's clock is ~{mid:.0f} ms behind this machine's (the last "
+                           f"{STEADY_AGE_STATES} joint states were all {mid:.0f} +- "
+                           f"{(self._old_age_hi - self._old_age_lo) * 0.5e-6:.0f} ms old, over max_stamp_age "
+                           f"{self.max_stamp_age_ns * 1e-6:.0f} ms; a slow transport is not that steady); "
+                           "synchronise them (chrony/PTP) or set max_stamp_age: 0")
 
     def check_ff_age(self, now_ns: int, last_ff_ns: int) -> bool:
         if last_ff_ns < 0 or now_ns - last_ff_ns > self.ff_timeout_ns:

@@ -11,7 +11,12 @@ simulator loop and the benchmarks run too.
 - the command's ``layout.dim[0].label`` is ``stamp_ns=<joint-state stamp>`` (``-1`` for a watchdog command):
   the plant or a probe measures state -> command latency from it;
 - clocks: input ages are measured on the node's clock under ``use_sim_time`` (the lockstep plant's /clock, so
-  a plant waiting for us is not "stale"), else on the monotonic clock;
+  a plant waiting for us is not "stale"), else on the monotonic clock; under sim time a state stamped ahead of
+  /clock was read before its /clock (stamps and /clock are one source: not a clock out of sync), and its stamp
+  moves the receive time at most ``stale_periods`` ahead (one stamped an hour ahead must not blind the silence check);
+- a payload set through ``~/set_payload`` is kept across cleanup + configure (the feedforward and observer nodes
+  keep theirs); a ``model_path`` set on the unconfigured node is loaded once to check it: one that would not load
+  is refused with the reason, so configure keeps the model that works instead of falling back to nominal RBD;
 - deactivate and shutdown publish the hold torque once, so the last law torque never stays applied.
 Lifecycle: configure loads robot + model and creates pubs/subs; activate holds the current pose; deactivate
 stops commanding; cleanup destroys everything.
@@ -82,6 +87,7 @@ class ControllerNode(LifecycleNode):
         self._speed_noted = False  # the training-speed warning is logged once (diagnostics timer)
         self._slow_noted = False  # so is the input-rate warning
         self._clipped_seen = 0  # core.reference_clipped at the last diagnostics report
+        self._payload: Any = None  # the last payload accepted by ~/set_payload: re-applied at every configure
         # the hot loop's tick and the executor's stop / watchdog timer never interleave: a tick that read "active"
         # must not publish its law torque after the stop's hold torque
         self._tick_lock = threading.Lock()
@@ -109,6 +115,7 @@ class ControllerNode(LifecycleNode):
         ff = core.ff
         if ff.fallback:  # loud, once
             self.get_logger().error(f"feedforward: {ff.fallback_reason}")
+        self._restore_payload(core)
         use_sim_time = self.get_parameter("use_sim_time").value
         self._now = (lambda: self.get_clock().now().nanoseconds) if use_sim_time else time.monotonic_ns
         self._sim_time = bool(use_sim_time)
@@ -217,13 +224,30 @@ class ControllerNode(LifecycleNode):
         if self.core is None:
             raise IdynError("the controller is not configured; configure it first")
         self.core.set_payload(payload)
+        self._payload = self.core.payload
         message = f"{describe_payload(payload)} included from the next tick"
         self.get_logger().info(message)
         return message
 
+    def _restore_payload(self, core: Controller) -> None:
+        """A new core (configure) carries the payload the old one had: the other nodes still include it."""
+        if self._payload is None:
+            return
+        try:
+            core.set_payload(self._payload)
+        except IdynError as exc:  # not expected (it was accepted before); say so rather than drop it silently
+            self.get_logger().error(f"payload from before cleanup NOT included: {exc}")
+            self._payload = None
+            return
+        self.get_logger().info(f"{describe_payload(self._payload)} kept from before cleanup")
+
     # ------------------------------------------------------------------ parameters
     def _check(self, candidate: ControllerParams) -> str | None:
-        return self.core.check_params(candidate) if self.core is not None else None
+        if self.core is not None:
+            return self.core.check_params(candidate)
+        if candidate.model_path and candidate.model_path != self.params.value.model_path:
+            return _model_problem(candidate)
+        return None
 
     def _refuse_clock_change(self, params: list[Any]) -> Any:
         """use_sim_time picks the clock input ages are measured on at configure: refused while configured (it would
@@ -277,7 +301,11 @@ class ControllerNode(LifecycleNode):
         clock_ns = self.get_clock().now().nanoseconds if core.params.max_stamp_age > 0 else None
         now_ns = self._now()
         if self._sim_time and stamp_ns > now_ns:  # the hot loop reads states before the executor reads /clock:
-            now_ns = stamp_ns  # in sim time a state is never received before its stamp (else its silence looks long)
+            # in sim time a state is never received before its stamp (else its silence looks long), but no later
+            # than one stale period ahead (a stamp an hour ahead would blind the silence check for that hour)
+            now_ns = min(stamp_ns, now_ns + core.watchdog.stale_ns)
+            if clock_ns is not None:
+                clock_ns = max(clock_ns, stamp_ns)  # one source: ahead of /clock is not a clock out of sync
         tau = core.update(msg.name, msg.position, msg.velocity, msg.effort, stamp_ns, now_ns, clock_ns)
         if tau is None:
             return
@@ -360,8 +388,29 @@ class ControllerNode(LifecycleNode):
                            ticks_beyond_training_speed=str(core.ff.ticks_beyond_training_speed),
                            compute_us_max=f"{self.compute_us_max:.1f}", gain_preset=core.params.gain_preset,
                            faults=str(wd.trips), recoveries=str(wd.recoveries), input_gaps=str(core.filter.gaps),
+                           longest_input_silence_ms=f"{core.longest_silence_ns * 1e-6:.1f}",
                            references_beyond_limits=str(core.reference_clipped))
         diag.publish()
+
+
+def _model_problem(params: ControllerParams) -> str | None:
+    """None, or why the artifact at ``params.model_path`` would not load for this robot and rate (the runtime's
+    ModelArtifactError text), as configure would load it."""
+    from pathlib import Path
+
+    from idyn_ros.dynamics import RobotModel
+    from idyn_ros.runtime import ModelRuntime
+
+    path = Path(params.model_path)
+    try:
+        if not path.is_file():
+            return f"model_path {path}: file not found"
+        ModelRuntime(path, robot=RobotModel.from_robot(params.robot, prefix=params.prefix), rate_hz=params.rate_hz)
+    except IdynError as exc:
+        return f"model_path {path} rejected: {exc}"
+    except Exception as exc:  # a file onnxruntime cannot parse (truncated, still being copied)
+        return f"model_path {path} could not be loaded: {type(exc).__name__}: {exc}"
+    return None
 
 
 def main(argv: list[str] | None = None) -> int:

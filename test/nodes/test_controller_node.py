@@ -120,7 +120,8 @@ def test_bad_input_goes_safe_in_the_same_tick(rclpy_context, case):
         dq[4] = float("inf")
     cmd = rig.tick(q=q, names=names, dq=dq)
     assert cmd is not None, "the bad sample must still be answered (with the safe torque)"
-    np.testing.assert_allclose(cmd, _safe(rig, [0.1] * 7))  # damping at the last trusted dq
+    # the hold at the last trusted pose: damping on the last trusted dq, held, would be a constant push
+    np.testing.assert_allclose(cmd, _safe(rig, [0.0] * 7))
     reason = rig.ctrl.core.watchdog.reason
     expect = {"nan_position": "non-finite position", "missing_joint": "missing joint",
               "inf_velocity": "non-finite velocity"}[case]
@@ -128,7 +129,7 @@ def test_bad_input_goes_safe_in_the_same_tick(rclpy_context, case):
     rig.spin(0.1)
     assert rig.states[-1].mode == 2 and expect in rig.states[-1].mode_reason
     assert any(expect in m for m in rig.reasons())
-    # latched: a good sample afterwards still gets the safe torque until re-activation
+    # latched: a good sample afterwards still gets the safe torque (damping on its dq) until re-activation
     np.testing.assert_allclose(rig.tick(), _safe(rig, [0.1] * 7))
     rig.ctrl.trigger_deactivate()
     rig.ctrl.trigger_activate()
@@ -290,3 +291,42 @@ def test_feedforward_node_killed_goes_safe(rclpy_context):
     np.testing.assert_allclose(cmd, _safe(rig, [0.1] * 7))
     assert "feedforward missing" in rig.ctrl.core.watchdog.reason
     assert any("feedforward missing" in m for m in rig.reasons())
+
+
+def test_under_sim_time_a_state_stamped_ahead_of_clock_moves_the_receive_time_at_most_one_stale_period(
+        rclpy_context):
+    """A state stamped 1 h ahead of /clock set the receive time to its stamp: the silence check was blind for that
+    hour. A stamp a little ahead (the hot loop read it before the executor read its /clock) is no clock fault."""
+    from rclpy.parameter import Parameter
+    from rclpy.time import Time
+    from sensor_msgs.msg import JointState
+
+    from idyn_ros.nodes.controller import ControllerNode
+
+    node = ControllerNode(context=rclpy_context, parameter_overrides=[
+        Parameter("use_sim_time", value=True), Parameter("torque_rate_limit", value=-1.0)])  # max_stamp_age 0.05
+    try:
+        core, clock = node.core, node.get_clock()
+        t0 = 100 * 1_000_000_000
+        msg = JointState(name=PANDA, position=Q0, velocity=[0.0] * 7)
+
+        def state(clock_ms: int, stamp_ms: float) -> None:
+            clock.set_ros_time_override(Time(nanoseconds=t0 + clock_ms * 1_000_000))
+            msg.header.stamp.sec, msg.header.stamp.nanosec = divmod(t0 + round(stamp_ms * 1e6), 1_000_000_000)
+            node._on_joint_state(msg)
+
+        for k in range(20):
+            state(k, k + 80)  # /clock read 80 ms late, beyond max_stamp_age: one source, not unsynchronised clocks
+        assert core.mode == 1, core.reason
+        state(20, 20 + 3_600_000)  # one state stamped an hour ahead, then silence
+        assert core.last_rx_ns <= t0 + 20 * 1_000_000 + core.watchdog.stale_ns
+        fired = None
+        for k in range(21, 40):
+            clock.set_ros_time_override(Time(nanoseconds=t0 + k * 1_000_000))
+            node._on_input_check()
+            if "stale joint state" in core.reason:
+                fired = k
+                break
+        assert fired is not None and fired - 20 <= 2 * 3 + 1, fired
+    finally:
+        node.destroy_node()
