@@ -141,7 +141,7 @@ def _check_arguments(robot, declared, xacro_defaults):
                 f"xacro argument(s) {changed} describe the URDF, which nothing reads in mode {settings.mode}"
                 + (" with observer_only" if settings.observer_only else "")
                 + " (our nodes use the robot preset); a payload goes on with ~/set_payload (/controller, "
-                "/feedforward, /wrench_observer, and /plant in mode mujoco) or the payload_identifier node")
+                "/feedforward, /wrench_observer, /doomed, and /plant in mode mujoco) or the payload_identifier node")
         missing = _missing_packages(settings)
         if missing:  # refused here: launch's own "package not found" names one package and no way out
             gazebo = " and ros_gz + gz_ros2_control" if settings.mode == "gazebo" else ""

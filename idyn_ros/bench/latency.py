@@ -233,7 +233,7 @@ def measure_wrench(robot: str, force: float = 10.0, push: float = 1.0, wall_time
     return out
 
 
-def measure_doomed(robot: str, payload: float = 1.0, learning_rates: Sequence[float] = (0.0, 0.05, 5.0),
+def measure_doomed(robot: str, payload: float = 1.0, learning_rates: Sequence[float] = (0.0, 0.05, 1.0),
                    wall_timeout: float = 600.0) -> list[dict[str, Any]]:
     """Unmodelled payload (plant ~/set_payload, model does not know it): hold 1 s, 2 s move, 2 s back.
 

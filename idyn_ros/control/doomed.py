@@ -13,7 +13,8 @@ Update (momentum as exponential smoother, Eq. 20-21, with the variance metric of
 Decisions where the paper is silent or ambiguous (each tested in test/control/test_doomed.py):
 - Eq. 22 prints no eta; we use u <- u - eta A^-1 g (the summary's reading; eta is a listed parameter).
 - v = exponential running variance of the *measured* acceleration (time constant ``variance_tau`` s).
-- forgetting lambda multiplies u (the integrator), so w decays to 0 through the smoother.
+- forgetting lambda multiplies u (the integrator), so w decays to 0 through the smoother; u decays by eta lambda
+  per tick, which must stay below 1 (at 1 the integrator is wiped every tick, above it flips sign every tick).
 - eta is given per tick at ``reference_rate_hz`` (paper: 1 kHz) and scaled by reference/actual rate,
   so the continuous-time integral gain eta/dt stays the same at other control rates.
 - optional per-joint ``scale`` (e.g. diag M_hat(q)): eta_j = eta * scale_j makes eta relative to the
@@ -30,6 +31,7 @@ Decisions where the paper is silent or ambiguous (each tested in test/control/te
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 from typing import Any
@@ -51,7 +53,7 @@ class DoomedConfig:
     rate_hz: float = 1000.0  # actual update rate
     momentum: float = PAPER_GAMMA  # gamma in [0, 1)
     variance_gain: float = PAPER_ALPHA  # alpha [s^4/rad^2]
-    forgetting: float = 0.0  # lambda [1/(Nm s^2/rad)] per tick; 0 = no forgetting
+    forgetting: float = 0.0  # lambda [1/(Nm s^2/rad)]: u decays by learning_rate x forgetting per tick (< 1); 0 = none
     variance_tau: float = 0.1  # s, running variance time constant
     features: str = "constant"  # "constant": f = w;  "linear": f_j = phi_j(q,dq)^T w_j
     offset_limit: np.ndarray | float = 5.0  # Nm, per joint |f_j| bound
@@ -69,12 +71,20 @@ class DoomedConfig:
     decay_tau: float = 0.5  # s, offset decay time constant after an oscillation trip
 
     def validate(self) -> None:
+        """Refuse settings the update cannot run with (ValueError naming the parameters)."""
+        rates_ok = self.rate_hz > 0 and self.reference_rate_hz > 0
+        eta_tick = self.learning_rate * self.reference_rate_hz / self.rate_hz if rates_ok else 0.0
+        decay = eta_tick * self.forgetting
+        at_rate = "" if eta_tick == self.learning_rate else f" ({eta_tick:g} per tick at {self.rate_hz:g} Hz)"
         checks = [
             (self.learning_rate >= 0, "learning_rate must be >= 0"),
             (0.0 <= self.momentum < 1.0, "momentum (gamma) must be in [0, 1)"),
             (self.variance_gain >= 0, "variance_gain (alpha) must be >= 0"),
             (self.forgetting >= 0, "forgetting (lambda) must be >= 0"),
-            (self.rate_hz > 0 and self.reference_rate_hz > 0, "rates must be > 0"),
+            (rates_ok, "rates must be > 0"),
+            (decay < 1.0, f"learning_rate x forgetting must be < 1: it is the integrator's decay per tick "
+                          f"({self.learning_rate:g}{at_rate} x {self.forgetting:g} = {decay:g}); at 1 it forgets "
+                          f"everything every tick, above 1 it flips sign every tick"),
             (self.features in FEATURES, f"features must be one of {FEATURES}"),
             (np.all(np.asarray(self.offset_limit) > 0), "offset_limit must be > 0"),
             (self.osc_consecutive >= 1 and self.osc_history > self.osc_consecutive,
@@ -182,8 +192,8 @@ class Doomed:
         return self.eta
 
     def set_learning_rate(self, learning_rate: float) -> None:
-        self.cfg.learning_rate = float(learning_rate)
-        self.eta = self.cfg.learning_rate * self.cfg.reference_rate_hz / self.cfg.rate_hz
+        """A new eta, checked like any other setting (with forgetting, it sets the integrator's decay)."""
+        self.reconfigure(dataclasses.replace(self.cfg, learning_rate=float(learning_rate)))
 
     def reset(self) -> None:
         """w = u = 0, statistics cleared, unfrozen (the reset service)."""
@@ -359,11 +369,15 @@ class DoomedAdapter:
     controller spent in safe mode command no acceleration and are not paired (decision: DOOMED must not learn
     the safe hold's error). Neither is a state that follows a missed one (more than ``MAX_GAP_PERIODS`` control
     periods after the previous): its acceleration spans several ticks' commands, not the one it would be paired
-    with (a loaded machine dropping joint states made that error swing and trip the oscillation detector).
+    with (a loaded machine dropping joint states made that error swing and trip the oscillation detector). Nor is
+    one less than ``MIN_INTERVAL_PERIODS`` after the previous: velocity noise over microseconds is a huge
+    acceleration (2 us: |e| 1171 rad/s^2, a 3 Nm offset step); it is skipped, and the next state pairs with the
+    state before it. After ``restart`` (the joint-state stamps started over) the next state is only a baseline.
     """
 
     RING = 16  # commands kept for pairing by stamp
     MAX_GAP_PERIODS = 1.5  # a longer stamp interval means a joint state was missed: not paired
+    MIN_INTERVAL_PERIODS = 0.5  # a shorter stamp interval is an extra state, not a control period: not paired
 
     def __init__(self, learner: Doomed, model: Any = None, inertia_scaled: bool = True) -> None:
         """``model``: a ``RobotModel`` whose diag M(q) scales the step (``inertia_scaled``)."""
@@ -383,8 +397,28 @@ class DoomedAdapter:
         self.paired = 0
         self.unpaired = 0
         self.gaps = 0  # states not paired because the one before them was missed
+        self.early = 0  # states not paired because they came less than MIN_INTERVAL_PERIODS after the previous
+        self.restarts = 0  # times the stamps started over (``restart``)
         self._max_gap_ns = round(self.MAX_GAP_PERIODS * 1e9 / learner.cfg.rate_hz)
+        self._min_interval_ns = round(self.MIN_INTERVAL_PERIODS * 1e9 / learner.cfg.rate_hz)
         self.errors: list[np.ndarray] | None = None  # set to [] to keep every update's error e (rad/s^2)
+
+    def restart(self) -> None:
+        """The joint-state stamps started over (jumped back or stalled): the previous state is no baseline, so the
+        next state is not paired either."""
+        self._prev_stamp = -1
+        self.restarts += 1
+
+    def set_inertia_model(self, model: Any) -> None:
+        """The arm's inertia changed (a payload applied or removed): what was learned compensated the old dynamics
+        (it would count twice once the feedforward includes the payload), so the learner starts from zero, and the
+        step scales with the new M(q). A freeze (request, parameter, detector) stays."""
+        learner = self.learner
+        frozen, reason = learner.frozen, learner.freeze_reason
+        self.model = model
+        learner.reset()
+        if frozen:
+            learner.freeze(reason)
 
     def on_command(self, stamp_ns: int, acceleration_command: np.ndarray, active: bool = True) -> None:
         """The controller answered the state stamped ``stamp_ns`` by commanding this acceleration (rad/s^2)."""
@@ -406,7 +440,11 @@ class DoomedAdapter:
 
     def on_state(self, stamp_ns: int, q: np.ndarray, dq: np.ndarray) -> np.ndarray | None:
         """A trusted joint state; returns the new offset (Nm) when it could be paired, else None."""
-        prev, self._prev_stamp = self._prev_stamp, stamp_ns
+        prev = self._prev_stamp
+        if 0 <= prev < stamp_ns < prev + self._min_interval_ns:  # an extra state: pair the next one with prev
+            self.early += 1
+            return None
+        self._prev_stamp = stamp_ns
         dq_prev = self._dq_prev
         if prev < 0 or stamp_ns <= prev:
             dq_prev[:] = dq

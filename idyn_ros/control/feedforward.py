@@ -126,7 +126,7 @@ class FeedforwardComputer:
         if rt is None or rt.ticks_beyond_hold == 0:
             return ""
         coverage = {"ratio": rt.peak_speed_ratio, "share_beyond": rt.ticks_beyond_hold / max(rt.ticks, 1)}
-        return speed_warning("the robot", coverage, rt.joint_names) or ""
+        return speed_warning("the robot", coverage, rt.joint_names, held=rt.velocity_hold is not None) or ""
 
     def feedback_model(self) -> Any:
         """The ``RobotModel`` whose M(q) the controller's feedback and the observers use: this artifact's identified

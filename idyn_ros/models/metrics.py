@@ -135,13 +135,21 @@ def speed_coverage(dq_hold: Any, recs: Any) -> dict[str, Any]:
     return {"ratio": (dq.max(0) / hold).tolist(), "share_beyond": float(np.mean(np.any(dq > hold, axis=1)))}
 
 
-def speed_warning(what: str, coverage: dict[str, Any], joint_names: Any) -> str | None:
-    """The user-facing warning for ``speed_coverage`` beyond ``SPEED_WARNING``, else None."""
-    ratio = np.asarray(coverage["ratio"])
-    fast = [f"{joint_names[j]} {ratio[j]:.1f}x" for j in np.argsort(-ratio) if ratio[j] > SPEED_WARNING]
-    if not fast:
+def speed_warning(what: str, coverage: dict[str, Any], joint_names: Any, held: bool = True) -> str | None:
+    """The user-facing warning for ``speed_coverage`` beyond ``SPEED_WARNING``, else None. A ratio of inf is a joint
+    that moved where the training data never did; ``held``: the model holds friction and residual at the training
+    speed (kinds without an RBD part do not: they extrapolate)."""
+    ratio = np.asarray(coverage["ratio"], dtype=np.float64)
+    order = np.argsort(-ratio)
+    fast = [f"{joint_names[j]} {ratio[j]:.1f}x" for j in order if SPEED_WARNING < ratio[j] < np.inf]
+    never = [str(joint_names[j]) for j in order if ratio[j] == np.inf]
+    if not fast and not never:
         return None
-    return (f"{what} runs faster than the training data ({', '.join(fast)} its largest speed; "
-            f"{coverage['share_beyond']:.0%} of the samples beyond it). The model holds friction and residual at the "
-            f"training speed there (closed-loop safety: unheld, a fitted residual ran a joint into its limit), so "
+    beyond = ([f"{', '.join(fast)} its largest speed"] if fast else []) + (
+        [f"{', '.join(never)} beyond a training range of 0 rad/s"] if never else [])
+    there = ("The model holds friction and residual at the training speed there (closed-loop safety: unheld, a fitted "
+             "residual ran a joint into its limit)" if held else
+             "This model kind has no rigid-body part to hold at the training speed: it extrapolates there")
+    return (f"{what} runs faster than the training data ({', '.join(beyond)}; "
+            f"{coverage['share_beyond']:.0%} of the samples beyond it). {there}, so "
             f"expect a larger error on those samples; record training data that covers the speeds the robot will run")

@@ -4,8 +4,13 @@ Glue around ``idyn_ros.control.doomed.DoomedAdapter`` (the pairing of each measu
 command that caused it, and the learner), which the simulator loop runs too. The controller publishes
 ControllerState stamped with the joint-state stamp it answered (acceleration_command = ddq_d + feedback
 acceleration, mode); each /joint_states sample then pairs with the command stamped at the previous sample.
-Publishes AdaptationState (offset, acceleration error, variance, frozen + reason) every paired tick; the
-controller adds ``offset`` one tick later. Services: ~/freeze, ~/unfreeze, ~/reset (std_srvs/Trigger).
+Publishes AdaptationState (offset, acceleration error, the measured acceleration's variance, frozen + reason) every
+paired tick; the controller adds ``offset`` one tick later. ``enabled: false`` publishes a zero offset and resets
+the learner (re-enabling starts from zero). Services: ~/freeze, ~/unfreeze, ~/reset (std_srvs/Trigger) and
+~/set_payload (idyn_ros/SetPayload: the step's inertia includes the payload, the learner starts from zero).
+The step scales with the inertia of ``model_path`` (its ``fallback`` applies: a rejected model is an ERROR in the
+log and a WARN on /diagnostics, ``none`` refuses to start). A joint-state filter restart (stamps jumped back or
+stalled) is not paired, nor is the state after it; it and rejected samples are reported once per kind.
 """
 
 from __future__ import annotations
@@ -20,10 +25,20 @@ from idyn_ros.control.controller import MODE_ACTIVE, NameMap
 from idyn_ros.control.doomed import Doomed, DoomedAdapter, config_from_params
 from idyn_ros.control.feedforward import FeedforwardComputer
 from idyn_ros.nodes import hot_loop
-from idyn_ros.nodes.common import HOT_IN, Diagnostics, declare_and_load, field_view, stamp_to_ns
+from idyn_ros.nodes.common import (
+    HOT_IN,
+    Diagnostics,
+    JointStateProblems,
+    declare_and_load,
+    describe_payload,
+    field_view,
+    payload_service,
+    stamp_to_ns,
+)
 from idyn_ros.parameters import DoomedParams
 
 DISABLED = "disabled by parameter 'enabled'"  # the freeze reason the parameter sets (and lifts again)
+FROZEN_BY_REQUEST = "frozen by ~/freeze"
 
 
 def _settings_problem(v: DoomedParams) -> str | None:
@@ -49,12 +64,24 @@ class DoomedNode(Node):
         n = self.n = self.robot.n
         self.params.on_change.append(self._on_params)
         learner = Doomed(n, config_from_params(v, self.robot.effort_limit))
-        # the step scales with the controller's feedback inertia: the model's identified M(q) when it has one
-        inertia = FeedforwardComputer(self.robot, v.model_path or None, "rbd", v.rate_hz, 0).feedback_model()
-        self.adapter = DoomedAdapter(learner, inertia, v.inertia_scaled)
+        self.diag = Diagnostics(self, f"idyn: {self.get_name()}", v.robot)
+        # the step scales with the controller's feedback inertia: the model's identified M(q) when it has one;
+        # fallback 'none' raises here (refuses to start), like the feedforward node
+        ff = FeedforwardComputer(self.robot, v.model_path or None, v.fallback, v.rate_hz, 0)
+        self.model_id = ff.model_id
+        self.model_problem = ff.fallback_reason if ff.fallback and v.model_path else ""
+        if self.model_problem:
+            self.get_logger().error(f"doomed: {self.model_problem}; the step scales with the nominal URDF's inertia")
+        self._inertia_bare = ff.feedback_model()
+        self.payload: Any = None  # the payload the step's inertia includes (~/set_payload)
+        self.adapter = DoomedAdapter(learner, self._inertia_bare, v.inertia_scaled)
+        self._enabled = v.enabled
+        self._reported = ""  # the freeze reason last logged
         if not v.enabled:
             learner.freeze(DISABLED)
+            self._reported = DISABLED
         self.filter = se.JointStateFilter(self.robot.joint_names, v.rate_hz)
+        self.problems = JointStateProblems(self, self.diag, self.filter)
         self._cs_map = NameMap(self.robot.joint_names)
         self._acc_tmp = np.zeros(n)
         self.out = AdaptationState(joint_names=list(self.robot.joint_names))
@@ -66,21 +93,40 @@ class DoomedNode(Node):
         self.create_service(Trigger, "~/freeze", self._srv_freeze)
         self.create_service(Trigger, "~/unfreeze", self._srv_unfreeze)
         self.create_service(Trigger, "~/reset", self._srv_reset)
-        self.diag = Diagnostics(self, f"idyn: {self.get_name()}", v.robot)
+        payload_service(self, self._set_payload)
+        self._paired_reported = 0  # adapter.paired at the last diagnostics report
         self.create_timer(v.diagnostics_period, self._on_diagnostics)
-        self._reported = ""
+        self._on_diagnostics()
 
     @property
     def learner(self) -> Doomed:
         return self.adapter.learner
 
     def _on_params(self, v: DoomedParams) -> None:
-        self.learner.reconfigure(config_from_params(v, self.robot.effort_limit))  # every run-time parameter
+        L = self.learner
+        L.reconfigure(config_from_params(v, self.robot.effort_limit))  # every run-time parameter
         self.adapter.inertia_scaled = v.inertia_scaled
-        if not v.enabled and not self.learner.frozen:
-            self.learner.freeze(DISABLED)
-        elif v.enabled and self.learner.frozen and self.learner.freeze_reason == DISABLED:
-            self.learner.unfreeze()  # enabled again (a freeze by ~/freeze or the detector stays)
+        self._enabled = v.enabled
+        if not v.enabled and L.freeze_reason != DISABLED:
+            # decision: disabling forgets what was learned; an offset learned before is not trusted after re-enabling
+            L.reset()
+            L.freeze(DISABLED)
+            self._reported = DISABLED
+            self.get_logger().info("adaptation disabled by parameter 'enabled': offset reset, publishing zero")
+        elif v.enabled and L.frozen and L.freeze_reason == DISABLED:
+            L.reset()  # enabled again, from zero (again: a tick racing the reset above may have moved w)
+            self._reported = ""
+
+    def _set_payload(self, payload: Any) -> str:
+        """What DOOMED learned compensated the arm without this payload: kept, it would count twice once the
+        feedforward includes the payload (payload_identifier applies it to both)."""
+        if payload == self.payload:
+            return f"{describe_payload(payload)} already in DOOMED's inertia; offset kept"
+        model = self._inertia_bare if payload is None else self._inertia_bare.with_payload(payload)
+        self.adapter.set_inertia_model(model)
+        self.payload = payload
+        self.get_logger().info(f"{describe_payload(payload)} in DOOMED's inertia; offset reset to zero")
+        return f"{describe_payload(payload)} in DOOMED's inertia; offset reset to zero"
 
     def _on_controller_state(self, msg: Any) -> None:
         if self._cs_map.resolve(msg.joint_names) and self._cs_map.take(msg.acceleration_command, self._acc_tmp):
@@ -89,7 +135,13 @@ class DoomedNode(Node):
 
     def _on_joint_state(self, msg: Any) -> None:
         f = self.filter
-        if f.update(msg.name, msg.position, msg.velocity, msg.effort, stamp_to_ns(msg.header.stamp)) != se.OK:
+        status = f.update(msg.name, msg.position, msg.velocity, msg.effort, stamp_to_ns(msg.header.stamp))
+        if status != se.OK:
+            if status == se.DUPLICATE:
+                return
+            self.problems.report(status)
+            if status in se.RESTARTS:  # the stamps started over: this state and the next are no pair
+                self.adapter.restart()
             return
         offset = self.adapter.on_state(f.stamp_ns, f.q, f.dq)
         if offset is None:
@@ -97,21 +149,24 @@ class DoomedNode(Node):
         L = self.learner
         o = self.out
         o.header.stamp = msg.header.stamp
-        self._offset[:] = offset
+        if self._enabled:
+            self._offset[:] = offset
+        else:
+            self._offset.fill(0.0)  # what 'enabled: false' promises, whatever the learner holds
         np.negative(L.error, out=self._acc_error)  # msg convention: measured - commanded
-        self._error_variance[:] = L.var_acc
+        self._error_variance[:] = L.var_acc  # Eq. 22's v: the measured acceleration's variance (AdaptationState.msg)
         o.learning_rate = L.learning_rate
         o.frozen = L.frozen
         o.freeze_reason = L.freeze_reason
         self.pub.publish(o)
         if L.frozen and L.freeze_reason != self._reported:
             self._reported = L.freeze_reason
-            asked = L.freeze_reason in ("frozen by ~/freeze", DISABLED)  # requested (service, parameter): not a fault
+            asked = L.freeze_reason in (FROZEN_BY_REQUEST, DISABLED)  # requested (service, parameter): not a fault
             (self.get_logger().info if asked else self.get_logger().error)(f"adaptation frozen: {L.freeze_reason}")
             self.diag.set(Diagnostics.WARN, f"frozen: {L.freeze_reason}", publish=True)
 
     def _srv_freeze(self, request: Any, response: Any) -> Any:
-        self.learner.freeze("frozen by ~/freeze")
+        self.learner.freeze(FROZEN_BY_REQUEST)
         response.success, response.message = True, "learning frozen, offset kept"
         return response
 
@@ -130,17 +185,29 @@ class DoomedNode(Node):
         self._reported = ""
         if not self.params.value.enabled:
             self.learner.freeze(DISABLED)
+            self._reported = DISABLED
         response.success, response.message = True, "offset and statistics reset to zero"
         return response
 
     def _on_diagnostics(self) -> None:
-        L = self.learner
-        if not L.frozen:
-            self.diag.set(Diagnostics.OK, "adapting")
-        self.diag.values.update(paired=str(self.adapter.paired), unpaired=str(self.adapter.unpaired),
-                                gaps=str(self.adapter.gaps),
-                                max_abs_offset=f"{np.abs(L.offset).max():.3f}")
-        self.diag.publish()
+        """Level and message from the learner's state each period, so no earlier report can outlive its cause."""
+        L, a = self.learner, self.adapter
+        paired = a.paired - self._paired_reported
+        self._paired_reported = a.paired
+        if L.frozen:
+            level, message = Diagnostics.WARN, f"frozen: {L.freeze_reason}"
+        elif paired == 0:
+            level, message = Diagnostics.OK, (f"waiting for the controller: nothing paired in the last "
+                                              f"{self.params.value.diagnostics_period:g} s (controller not active, "
+                                              f"in safe mode or recovering, or no joint states)")
+        else:
+            level, message = Diagnostics.OK, "adapting"
+        if self.model_problem:
+            level, message = Diagnostics.WARN, f"{message}; step scaled with the nominal URDF: {self.model_problem}"
+        self.diag.set(level, message, model_id=self.model_id, paired=a.paired, unpaired=a.unpaired, gaps=a.gaps,
+                      early=a.early, restarts=a.restarts, max_abs_offset=f"{np.abs(L.offset).max():.3f}",
+                      payload=describe_payload(self.payload))
+        self.problems.publish()
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -6,7 +6,9 @@ joint torque) until it has played, and then either keep the run as the bare-arm 
 nothing attached) or identify the payload against that reference (or, without one, against the bare-arm model in
 ``model_path``), reply with the result, its standard deviations and the vendor forms (Franka SetLoad, UR
 set_target_payload, KUKA load data, xacro arguments), write ``result_path``, and with ``apply`` send it to every
-``set_payload_services`` entry (controller, feedforward, wrench observer) so they include it at once.
+``set_payload_services`` entry (controller, feedforward, wrench observer, doomed) so they include it at once.
+A joint-state filter restart (stamps jumped back or stalled) during the excitation abandons the call with the reason
+(the recording's time axis broke); it and rejected samples are reported once per kind (log, /diagnostics).
 
 Decisions: the service callback is a coroutine (rclpy awaits it) in a reentrant callback group, so the executor
 keeps serving the joint states, the clients and other services while the excitation plays; the solve itself (a
@@ -33,7 +35,15 @@ from idyn_ros.control import payload as cp
 from idyn_ros.control import state_estimation as se
 from idyn_ros.errors import IdynError
 from idyn_ros.nodes import hot_loop
-from idyn_ros.nodes.common import HOT_IN, MONITOR, Diagnostics, declare_and_load, describe_payload, stamp_to_ns
+from idyn_ros.nodes.common import (
+    HOT_IN,
+    MONITOR,
+    Diagnostics,
+    JointStateProblems,
+    declare_and_load,
+    describe_payload,
+    stamp_to_ns,
+)
 from idyn_ros.parameters import PayloadIdentifierParams
 
 RECORD_MARGIN_S = 0.5  # s recorded after the plan should have ended (the reference starts one state late)
@@ -55,6 +65,7 @@ class PayloadIdentifierNode(Node):
         v = self.params.value
         self.diag = Diagnostics(self, f"idyn: {self.get_name()}", v.robot)
         self.filter = se.JointStateFilter(self.robot.joint_names, v.rate_hz)
+        self.problems = JointStateProblems(self, self.diag, self.filter)
         from idyn_ros.data.trajectories import JointLimits
 
         self.limits = JointLimits.from_model(self.robot)
@@ -81,7 +92,7 @@ class PayloadIdentifierNode(Node):
         # would keep its own wake-up timer and the set_payload replies from ever running
         self.group = ReentrantCallbackGroup()
         self.create_service(IdentifyPayload, "~/identify_payload", self._srv_identify, callback_group=self.group)
-        self.create_timer(v.diagnostics_period, self.diag.publish)
+        self.create_timer(v.diagnostics_period, self.problems.publish)
         self.diag.set(Diagnostics.OK, "ready" if self.excitation is not None else "designing the excitation",
                       publish=True)
 
@@ -135,7 +146,16 @@ class PayloadIdentifierNode(Node):
     # ------------------------------------------------------------------ recording
     def _on_joint_state(self, msg: Any) -> None:
         f = self.filter
-        if f.update(msg.name, msg.position, msg.velocity, msg.effort, stamp_to_ns(msg.header.stamp)) != se.OK:
+        status = f.update(msg.name, msg.position, msg.velocity, msg.effort, stamp_to_ns(msg.header.stamp))
+        if status != se.OK:
+            if status == se.DUPLICATE:
+                return
+            self.problems.report(status)
+            if status in se.RESTARTS and self._until_ns >= 0:  # recording: its time axis broke
+                self._until_ns = -1
+                self._done.set_exception(IdynError(
+                    f"the joint-state stamps started over during the excitation ({f.reason}): the recording is "
+                    "unusable; call again"))
             return
         log = self.log
         if log is None or self._until_ns < 0:
@@ -206,6 +226,7 @@ class PayloadIdentifierNode(Node):
             if time.monotonic() - started > v.wall_timeout:
                 raise IdynError(f"the excitation did not finish within wall_timeout={v.wall_timeout:g} s")
             await _yield_once(self)
+        self._done.result()  # raises why the recording was abandoned
         rec = self.log.recording(f"live:{v.joint_states_topic}")
         if not np.all(np.isfinite(rec.tau)):
             raise IdynError(f"the joint states on {v.joint_states_topic} carry no effort (joint torque): nothing to "

@@ -13,6 +13,8 @@ Velocity range: for kinds with an RBD part, friction and residual are evaluated 
 (``TorqueModel.set_velocity_hold``): training's scores, the exported graph (both backends) and this split path all
 hold it the same way; the split path clips here too, for artifacts exported before the graph held it. Kinds
 without inertial parameters (lstm, delan, GP) run unheld: their physics-like parts need the measured velocity.
+Every kind whose metadata records ``fit_dq_abs_max`` counts the ticks beyond it (``ticks_beyond_hold``,
+``peak_speed_ratio``), held or not: the unheld kinds extrapolate worst.
 """
 
 from __future__ import annotations
@@ -101,6 +103,9 @@ class ModelRuntime:
         # what the training data's effort was: {"kind": "torque"} or {"kind": "current", "torque_constants": k Nm/A,
         # ...} (models.current_gains); artifacts from before this entry were trained on torques
         self.effort = meta.get("effort") or {"kind": "torque", "unit": "Nm"}
+        if self.effort.get("kind") not in ("torque", "current"):  # anything else would be taken as torque
+            raise ModelArtifactError(f"{self.path.name}: its effort kind {self.effort.get('kind')!r} is neither "
+                                     f"'torque' nor 'current'; re-export it")
         self.torque_constants = None
         if self.effort.get("kind") == "current":
             k = np.asarray(self.effort.get("torque_constants") or (), dtype=np.float64)
@@ -155,16 +160,21 @@ class ModelRuntime:
         # Decision: friction and residual see |dq| held to the training data's largest (RBD the measured dq): fits do
         # not extrapolate (unheld, a residual fitted on slow data ran a joint into its limit: studies/velocity_hold).
         lim = meta.get("fit_dq_abs_max")
+        # (n,) rad/s, the training data's largest |dq| per joint (None: not recorded); the speed diagnostics use it
+        self.training_speed = None if lim is None else np.asarray(lim, dtype=np.float64)
         # (n,) rad/s the model holds friction and residual to (both backends), or None (kinds without RBD: unheld)
-        self.velocity_hold = None if lim is None or self.inertial is None else np.asarray(lim, dtype=np.float64)
+        self.velocity_hold = None if self.inertial is None else self.training_speed
         self.dq_fit_limit = None if self._pin is None else self.velocity_hold  # the split path clips here as well
         self._dq_fit_low = None if self.dq_fit_limit is None else -self.dq_fit_limit  # no negation per tick
         self._dq_fit = np.zeros(n)
-        # diagnostics: ticks stepped, ticks with some joint beyond the hold, each joint's largest |dq| / hold
+        # diagnostics: ticks stepped, ticks with some joint beyond the training speed, each joint's largest
+        # |dq| / training speed (``peak_speed_ratio``)
         self.ticks = 0
         self.ticks_beyond_hold = 0
-        self.peak_speed_ratio = np.zeros(n)
-        self._inv_hold = None if self.velocity_hold is None else 1.0 / np.maximum(self.velocity_hold, 1e-9)
+        self._peak_ratio = np.zeros(n)
+        speed = self.training_speed
+        self._inv_hold = None if speed is None else 1.0 / np.maximum(speed, 1e-9)
+        self._never_moved = np.zeros(n, dtype=bool) if speed is None else speed <= 0.0  # no ratio to a range of 0
         self._abs_dq = np.zeros(n)
         self._beyond = np.zeros(n, dtype=bool)
         self._fric_in_graph = self._sess is not None and "tau_friction" in self._outb
@@ -240,11 +250,11 @@ class ModelRuntime:
         dq_fit = dq
         if self._inv_hold is not None:  # ~1 us: two ufuncs into buffers; the peak only on ticks beyond
             self.ticks += 1
-            np.greater(np.abs(dq, out=self._abs_dq), self.velocity_hold, out=self._beyond)
+            np.greater(np.abs(dq, out=self._abs_dq), self.training_speed, out=self._beyond)
             if self._beyond.any():
                 self.ticks_beyond_hold += 1
                 np.multiply(self._abs_dq, self._inv_hold, out=self._abs_dq)
-                np.maximum(self.peak_speed_ratio, self._abs_dq, out=self.peak_speed_ratio)
+                np.maximum(self._peak_ratio, self._abs_dq, out=self._peak_ratio)
         if self.dq_fit_limit is not None:
             dq_fit = np.clip(dq, self._dq_fit_low, self.dq_fit_limit, out=self._dq_fit)
         if self._sess is not None:
@@ -269,6 +279,14 @@ class ModelRuntime:
         np.add(out.rbd, out.friction, out=out.total)
         np.add(out.total, out.residual, out=out.total)
         return out
+
+    @property
+    def peak_speed_ratio(self) -> np.ndarray:
+        """(n,) each joint's largest |dq| over its training speed so far; inf for a joint that moved although it
+        never moved in the training data (a range of 0 rad/s has no ratio)."""
+        ratio = self._peak_ratio.copy()
+        ratio[self._never_moved & (ratio > 0.0)] = np.inf
+        return ratio
 
     def reset(self) -> None:
         """Zero the recurrent state (start of a new, unrelated motion)."""

@@ -186,3 +186,73 @@ def test_reconfigure_applies_new_settings_and_keeps_what_was_learned():
         learner.reconfigure(dataclasses.replace(cfg, features="linear"))
     with pytest.raises(ValueError, match="osc_consecutive"):
         learner.reconfigure(dataclasses.replace(cfg, osc_consecutive=50))
+
+
+def test_adapter_does_not_pair_a_state_less_than_half_a_period_after_the_previous():
+    """Velocity noise over 2 us is a huge acceleration (|e| 1171 rad/s^2, a 3 Nm offset step with variance_gain 0):
+    the extra state is skipped and the next regular one pairs with the state before it, over the full period."""
+    learner = Doomed(1, DoomedConfig(learning_rate=0.0, rate_hz=1000.0))
+    adapter = DoomedAdapter(learner, inertia_scaled=False)
+    adapter.on_state(0, np.zeros(1), np.zeros(1))
+    adapter.on_command(0, np.array([2.0]))
+    assert adapter.on_state(2_000, np.zeros(1), np.array([0.5])) is None  # 2 us later, noisy velocity
+    adapter.on_command(2_000, np.array([7.0]))  # the controller answered it too
+    assert adapter.on_state(1_000_000, np.zeros(1), np.array([0.001])) is not None
+    np.testing.assert_allclose(learner.error, [2.0 - 1.0])  # paired with stamp 0 over 1 ms, not over 0.998 ms
+    assert (adapter.paired, adapter.early, adapter.gaps) == (1, 1, 0)
+
+
+def test_adapter_restart_makes_the_next_state_a_baseline_only():
+    """After the joint-state stamps started over (jumped back or stalled) the previous state belongs to another
+    time line: the next state is not paired, the one after it is."""
+    learner = Doomed(1, DoomedConfig(learning_rate=0.0, rate_hz=1000.0))
+    adapter = DoomedAdapter(learner, inertia_scaled=False)
+    adapter.on_state(5_000_000, np.zeros(1), np.zeros(1))
+    adapter.on_command(5_000_000, np.array([1.0]))
+    adapter.restart()
+    for k in range(3):
+        adapter.on_command(k * 1_000_000, np.array([1.0]))
+    assert adapter.on_state(1_000_000, np.zeros(1), np.array([0.5])) is None
+    assert adapter.on_state(2_000_000, np.zeros(1), np.array([0.5])) is not None
+    np.testing.assert_allclose(learner.error, [1.0])  # (0.5 - 0.5) / 1 ms measured, 1 commanded
+    assert (adapter.paired, adapter.restarts) == (1, 1)
+
+
+def test_a_new_inertia_model_resets_what_was_learned_and_scales_the_step():
+    """A payload applied to the feedforward makes the offset learned for it count twice: the learner starts from
+    zero, the step follows the new M_jj, and a freeze stays."""
+    from idyn_ros.dynamics import RobotModel
+    from idyn_ros.robots.spec import Payload
+
+    bare = RobotModel.from_robot("panda")
+    loaded = bare.with_payload(Payload(2.0, (0.0, 0.0, 0.08), (4e-3, 0.0, 0.0, 4e-3, 0.0, 2e-3)))
+    learner = Doomed(7, DoomedConfig(learning_rate=0.05))
+    adapter = DoomedAdapter(learner, bare)
+    q = np.array([0.0, -0.3, 0.0, -1.8, 0.0, 1.5, 0.785])
+    for k in range(50):
+        adapter.on_command(k * 1_000_000, np.ones(7))
+        adapter.on_state(k * 1_000_000, q, np.zeros(7))
+    assert np.all(learner.offset > 0)
+    adapter.set_inertia_model(loaded)
+    assert adapter.model is loaded and np.all(learner.offset == 0) and np.all(learner.w == 0)
+    assert adapter.on_state(50_000_000, q, np.zeros(7)) is not None  # paired with the command stamped 49 ms
+    step = learner.offset.copy()  # first update from zero: proportional to the step scale M_jj
+    np.testing.assert_allclose(step / step[0], np.diag(loaded.mass_matrix(q)) / loaded.mass_matrix(q)[0, 0])
+    learner.freeze("frozen by ~/freeze")
+    adapter.set_inertia_model(bare)
+    assert learner.frozen and learner.freeze_reason == "frozen by ~/freeze" and np.all(learner.offset == 0)
+
+
+def test_a_forgetting_factor_that_wipes_or_flips_the_integrator_is_refused():
+    """u decays by learning_rate x forgetting per tick: at 1 it is wiped every tick (the offset stayed at 0.1 of
+    2 Nm), above 1 it flips sign every tick (the offset chattered at the limit until the detector froze it)."""
+    Doomed(1, DoomedConfig(learning_rate=0.05, forgetting=19.0))
+    for forgetting in (20.0, 60.0, 1000.0):
+        with pytest.raises(ValueError, match="learning_rate x forgetting must be < 1"):
+            Doomed(1, DoomedConfig(learning_rate=0.05, forgetting=forgetting))
+    with pytest.raises(ValueError, match=r"0\.05 \(0\.1 per tick at 500 Hz\) x 10"):  # per tick at the actual rate
+        Doomed(1, DoomedConfig(learning_rate=0.05, rate_hz=500.0, forgetting=10.0))
+    learner = Doomed(1, DoomedConfig(learning_rate=0.05, forgetting=10.0))
+    with pytest.raises(ValueError, match="learning_rate x forgetting"):
+        learner.set_learning_rate(0.1)
+    assert learner.learning_rate == pytest.approx(0.05)

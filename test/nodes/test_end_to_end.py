@@ -19,7 +19,7 @@ def test_feedforward_improves_tracking_of_a_min_jerk_move():
 def test_doomed_compensates_a_payload_and_catches_oscillation():
     from idyn_ros.bench.latency import measure_doomed
 
-    off, on, wild = measure_doomed("panda", learning_rates=(0.0, 0.05, 5.0))
+    off, on, wild = measure_doomed("panda", learning_rates=(0.0, 0.05, 1.0))  # 1.0: the parameter's bound
     assert on["move_rmse_deg"] < 0.5 * off["move_rmse_deg"]
     # over DDS the ratio varies run to run with message timing (0.28-0.50 in five runs): 0.6 still fails without DOOMED
     assert on["mean_abs_acc_error"] < 0.6 * off["mean_abs_acc_error"] and not on["oscillation_caught"]
