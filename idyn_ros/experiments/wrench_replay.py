@@ -200,7 +200,10 @@ def replay(model_path: str | Path, source: str | Path, robot: Any = None, rate_h
         if k in restart:
             observer.reset()
         tau = conv.torque(effort[k], out=out.tau_measured[k])
-        if not observer.update(int(t_ns[k]), q[k], dq[k], tau):
+        if not observer.update(int(t_ns[k]), q[k], dq[k], tau):  # (re)starting: the trust stages too, as in the node
+            trust.restart()
+            if direct_trust is not None:
+                direct_trust.restart()
             continue
         tau_ext = observer.tau_momentum if primary == "momentum" else observer.tau_direct
         est = trust.update(int(t_ns[k]), q[k], dq[k], tau_ext)

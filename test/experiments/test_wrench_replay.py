@@ -349,6 +349,22 @@ def test_a_pause_is_not_interpolated_through_and_a_stray_stamp_is_dropped(record
     assert np.isnan(rep.wrench[after, 0]) and np.isfinite(rep.wrench[after + 5, 0])  # started over, then estimates
 
 
+def test_the_trust_stages_start_over_with_the_observer_after_a_pause(recorded, tmp_path, monkeypatch):
+    """The node restarts its rest and bias windows when the observer restarts; the replay restarted the observer
+    only, so its rest detector counted the 2 s nobody watched as time at rest."""
+    from idyn_ros.control.wrench_trust import TrustedWrench
+    from idyn_ros.experiments import wrench_replay as wr
+
+    restarts = []
+    original = TrustedWrench.restart
+    monkeypatch.setattr(TrustedWrench, "restart", lambda self: (restarts.append(id(self)), original(self)))
+    bag, model, stamps = recorded
+    _with_gap_and_stray(bag, tmp_path / "paused", stamps, gap_after=400)
+    wr.replay(model, tmp_path / "paused")
+    assert len(set(restarts)) == 2  # the primary's and the direct residual's trust stage
+    assert len(restarts) >= 4  # each at the start and again after the pause
+
+
 def test_a_bias_window_longer_than_the_rest_is_refused():
     from idyn_ros.errors import ParameterError
     from idyn_ros.experiments.wrench_replay import Replay, _bias_window
