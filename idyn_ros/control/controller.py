@@ -107,7 +107,8 @@ class Controller:
             robot, params.model_path or None, params.fallback, params.rate_hz, params.warmup_ticks)
         self.feedback_model = feedback_model if feedback_model is not None else self.ff.feedback_model()
         self._feedback_bare, self._hold_model = self.feedback_model, robot  # without a payload (set_payload)
-        self.filter = se.JointStateFilter(self.joint_names, params.rate_hz, max_gap_periods=params.stale_periods)
+        self.filter = se.JointStateFilter(self.joint_names, params.rate_hz, max_gap_periods=params.stale_periods,
+                                          estimate_acceleration=False)  # the law reads q and dq only
         self.watchdog = Watchdog(self.period)
         self.limiter = law.TorqueLimiter(robot.effort_limit, -1.0, self.period)
         z = np.zeros
@@ -438,8 +439,9 @@ class Controller:
             self.offset_applied[:] = self.offset
         else:
             self.offset_applied[:] = 0.0
-        if not (wd.check_finite("reference q_d", self.q_d) and wd.check_finite("reference dq_d", self.dq_d)
-                and wd.check_finite("reference ddq_d", self.ddq_d) and wd.check_finite("feedforward", self.tau_ff)
+        # q_d, dq_d, ddq_d need no check here (3 us a tick): set_reference refuses a non-finite reference, and
+        # _start_hold writes them from the filter's q, which is finite
+        if not (wd.check_finite("feedforward", self.tau_ff)
                 and wd.check_finite("adaptation offset", self.offset_applied)):
             return False
         M = self.feedback_model.mass_matrix(q, out=self._M) if p.feedback_space == "acceleration" else None
@@ -473,7 +475,7 @@ class Controller:
         at_limit = np.greater_equal(np.abs(tau, out=self._abs), self.limiter.limit_near, out=self._at_limit)
         self._at_limit_ticks += at_limit
         self._at_limit_ticks *= at_limit
-        if not self._saturation_ticks or self.watchdog.latched:
+        if not self._saturation_ticks or self.watchdog.latched or not at_limit.any():  # (no argmax on most ticks)
             return False
         j = int(np.argmax(self._at_limit_ticks))
         if self._at_limit_ticks[j] <= self._saturation_ticks:

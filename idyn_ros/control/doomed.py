@@ -39,6 +39,7 @@ from typing import Any
 import numpy as np
 
 FEATURES = ("constant", "linear")
+_ADD = np.add.reduce  # one reduction per finiteness check (control/watchdog.py): a NaN/Inf makes the sum non-finite
 # Ratliff 2016 sec. 3c/3d: alpha 0-0.5, gamma 0.9/0.95, eta 0.01-0.1 per tick at 1 kHz.
 PAPER_ALPHA = 0.5
 PAPER_GAMMA = 0.9
@@ -140,6 +141,10 @@ class Doomed:
         self.phi = np.ones((n, k))
         self.offset = np.zeros(n)  # Nm, f_offset(w) for the last features
         self.limit = np.zeros(n)
+        # -limit, set with limit (reconfigure): the clips below negated a fresh copy each tick (~3 us with np.clip's
+        # dispatch); the (n, 1) views bound each joint's weights
+        self._neg_limit = np.zeros(n)
+        self._limit_col, self._neg_limit_col = self.limit[:, None], self._neg_limit[:, None]
         self.mean_acc = np.zeros(n)
         self.var_acc = np.zeros(n)
         self.error = np.zeros(n)  # last e = ddq_cmd - ddq_meas
@@ -167,6 +172,7 @@ class Doomed:
         dt = 1.0 / config.rate_hz
         self.eta = config.learning_rate * config.reference_rate_hz / config.rate_hz
         self.limit[:] = np.broadcast_to(np.asarray(config.offset_limit, dtype=float), (n,))
+        np.negative(self.limit, out=self._neg_limit)
         self._beta_var = min(1.0, dt / config.variance_tau)
         self._decay = math.exp(-dt / config.decay_tau)
         win, nw = max(1, round(config.osc_window * config.rate_hz)), config.osc_tv_windows
@@ -241,7 +247,8 @@ class Doomed:
             np.einsum("jk,jk->j", self.phi, self.w, out=self.offset)
         else:
             self.offset[:] = self.w[:, 0]
-        np.clip(self.offset, -self.limit, self.limit, out=self.offset)
+        np.maximum(self.offset, self._neg_limit, out=self.offset)  # = np.clip(offset, -limit, limit)
+        np.minimum(self.offset, self.limit, out=self.offset)
         return self.offset
 
     def update(
@@ -258,7 +265,7 @@ class Doomed:
         self.ticks += 1
         e = self.error
         np.subtract(ddq_cmd, ddq_meas, out=e)
-        if not (np.all(np.isfinite(e))):
+        if not math.isfinite(_ADD(e)) and not np.all(np.isfinite(e)):  # the sum first: 2 us against 5 us
             self.freeze("non-finite acceleration error", decay=False)
             return self.evaluate(q, dq)
         # running variance of the measured acceleration (Eq. 22's v)
@@ -298,9 +305,9 @@ class Doomed:
         np.multiply(self.u, 1.0 - gamma, out=self._tmp_nk)
         self.w += self._tmp_nk
         # saturation (anti-windup on u as well); for linear features bound each weight by limit
-        lim = self.limit[:, None]
-        np.clip(self.u, -lim, lim, out=self.u)
-        np.clip(self.w, -lim, lim, out=self.w)
+        for weights in (self.u, self.w):  # = np.clip(weights, -limit, limit) per joint
+            np.maximum(weights, self._neg_limit_col, out=weights)
+            np.minimum(weights, self._limit_col, out=weights)
         return self.evaluate(q, dq)
 
     def _detect_oscillation(self, e: np.ndarray) -> None:

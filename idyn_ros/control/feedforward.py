@@ -173,11 +173,11 @@ class FeedforwardComputer:
     def compute(self, q: np.ndarray, dq: np.ndarray, ddq_d: np.ndarray) -> np.ndarray:
         """Evaluate at (q rad, dq rad/s, ddq_d rad/s^2); returns ``self.total`` (Nm), parts in attributes."""
         if self.runtime is not None:
-            pred = self.runtime.step(q, dq, ddq_d)
-            self.total[:] = np.reshape(pred.total, -1)
-            self.rbd_part[:] = np.reshape(pred.rbd, -1)
-            self.friction[:] = np.reshape(pred.friction, -1)
-            self.residual[:] = np.reshape(pred.residual, -1)
+            pred = self.runtime.step(q, dq, ddq_d)  # parts (n,): plain copies (np.reshape cost ~1 us each)
+            self.total[:] = pred.total
+            self.rbd_part[:] = pred.rbd
+            self.friction[:] = pred.friction
+            self.residual[:] = pred.residual
         else:
             if self.fallback_kind == "rbd":
                 self.rbd_part[:] = self.robot.rnea(q, dq, ddq_d)

@@ -44,10 +44,17 @@ class MinJerkMove:
         self.durations = [float(d) for d in durations]
         self.starts = np.concatenate([[0.0], np.cumsum(self.durations)])
         self.duration = float(self.starts[-1])
+        # the rest at the end, computed once: hold (the reference node's default) samples it every tick, and min_jerk
+        # built three new arrays each time (~6 us); read-only, since every sample returns these same arrays
+        self._rest = min_jerk(self.points[-1], self.points[-1], 0.0, 0.0)
+        for a in self._rest:
+            a.flags.writeable = False
 
     def sample(self, t: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(q, dq, ddq) at t s. At and after the end, the same read-only arrays every call (callers copy them:
+        the reference node into its message and q_last, the simulator loop into the controller and its record)."""
         if t >= self.duration or not self.durations:
-            return min_jerk(self.points[-1], self.points[-1], 0.0, 0.0)
+            return self._rest
         i = int(np.searchsorted(self.starts, t, side="right") - 1)
         return min_jerk(self.points[i], self.points[i + 1], self.durations[i], t - self.starts[i])
 

@@ -80,7 +80,8 @@ class DoomedNode(Node):
         if not v.enabled:
             learner.freeze(DISABLED)
             self._reported = DISABLED
-        self.filter = se.JointStateFilter(self.robot.joint_names, v.rate_hz)
+        # DoomedAdapter differences dq itself: the filter's ddq is not read
+        self.filter = se.JointStateFilter(self.robot.joint_names, v.rate_hz, estimate_acceleration=False)
         self.problems = JointStateProblems(self, self.diag, self.filter)
         self._cs_map = NameMap(self.robot.joint_names)
         self._acc_tmp = np.zeros(n)

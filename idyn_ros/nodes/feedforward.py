@@ -57,7 +57,7 @@ class FeedforwardNode(Node):
             self.diag.set(Diagnostics.ERROR, self.ff.fallback_reason, publish=True, model_id=self.ff.model_id)
         else:
             self.diag.set(Diagnostics.OK, f"model {self.ff.model_id}", publish=True, model_id=self.ff.model_id)
-        self.filter = se.JointStateFilter(self.robot.joint_names, v.rate_hz)
+        self.filter = se.JointStateFilter(self.robot.joint_names, v.rate_hz, estimate_acceleration=False)  # q, dq
         self.problems = JointStateProblems(self, self.diag, self.filter)
         self.ddq_d = np.zeros(n)
         self._ref = NameMap(self.robot.joint_names)

@@ -51,7 +51,7 @@ class GripperCompensationNode(Node):
         self.comp = GripperCompensation(self.robot, v.rate_hz, gripper_model, arm_model, gripper, v.pinv_damping,
                                         v.accel_cutoff_hz)
         self.params.on_change.append(lambda p: setattr(self.comp, "damping", p.pinv_damping))
-        self.filter = se.JointStateFilter(self.robot.joint_names, v.rate_hz)
+        self.filter = se.JointStateFilter(self.robot.joint_names, v.rate_hz, estimate_acceleration=False)  # q, dq
         self.problems = JointStateProblems(self, self.diag, self.filter)
         self.reading = np.zeros(6)
         self.frame = ""

@@ -64,7 +64,7 @@ class PayloadIdentifierNode(Node):
         self.params.on_change.append(self._on_params)
         v = self.params.value
         self.diag = Diagnostics(self, f"idyn: {self.get_name()}", v.robot)
-        self.filter = se.JointStateFilter(self.robot.joint_names, v.rate_hz)
+        self.filter = se.JointStateFilter(self.robot.joint_names, v.rate_hz, estimate_acceleration=False)  # q, dq
         self.problems = JointStateProblems(self, self.diag, self.filter)
         from idyn_ros.data.trajectories import JointLimits
 

@@ -110,7 +110,7 @@ class ReferenceNode(Node):
         self.move_acceleration = planning_acceleration_limits(self.spec.name, self.n)  # the node's own moves, timed
         self.params.on_change.append(self._restart)
         self.diag = Diagnostics(self, f"idyn: {self.get_name()}", v.robot)
-        self.filter = se.JointStateFilter(self.robot.joint_names, v.rate_hz)
+        self.filter = se.JointStateFilter(self.robot.joint_names, v.rate_hz, estimate_acceleration=False)  # reads q
         self.problems = JointStateProblems(self, self.diag, self.filter)
         self.source: Any = None
         # the executor's swaps (a trajectory, a parameter change) and the hot loop's tick never interleave: a tick

@@ -103,7 +103,8 @@ class WrenchObserverNode(Node):
         self.get_logger().info(self.trust.describe())
         self._apply_tunables(v)
         self.params.on_change.append(self._apply_tunables)
-        self.filter = se.JointStateFilter(self.robot.joint_names, v.rate_hz)
+        # the observer differences dq itself: the filter's ddq is not read
+        self.filter = se.JointStateFilter(self.robot.joint_names, v.rate_hz, estimate_acceleration=False)
         self.observer.max_gap_ns = self.filter.max_gap_ns  # both restart past the same gap
         self.problems = JointStateProblems(self, self.diag, self.filter)
         self.tau_cmd = np.zeros(n)

@@ -23,8 +23,15 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 import numpy as np
+import pinocchio
 
-from idyn_ros.dynamics.friction import friction_torque, n_columns, static_friction_level
+from idyn_ros.dynamics.friction import (
+    DEFAULT_KINDS,
+    default_friction_into,
+    friction_torque,
+    n_columns,
+    static_friction_level,
+)
 from idyn_ros.errors import ModelArtifactError
 from idyn_ros.models.artifact import load_artifact, read_metadata, require_keys, same_rate  # torch-free
 
@@ -157,6 +164,11 @@ class ModelRuntime:
             self._sess = ort.InferenceSession(graph.SerializeToString(), so, providers=["CPUExecutionProvider"])
             self._setup_binding()
         self._out = TorquePrediction(*(np.zeros(n) for _ in range(4)))
+        # friction in numpy (no ORT session) of the default kinds: their coefficient columns, evaluated in place
+        self._default_friction_columns = None
+        if self._sess is None and self._kinds == DEFAULT_KINDS:
+            self._default_friction_columns = tuple(self._fric[:, i].copy() for i in range(3))
+        self._friction_tmp = np.zeros(n)
         # Decision: friction and residual see |dq| held to the training data's largest (RBD the measured dq): fits do
         # not extrapolate (unheld, a residual fitted on slow data ran a joint into its limit: studies/velocity_hold).
         lim = meta.get("fit_dq_abs_max")
@@ -243,10 +255,10 @@ class ModelRuntime:
 
     # ---- per tick ----
     def step(self, q: np.ndarray, dq: np.ndarray, ddq: np.ndarray) -> TorquePrediction:
-        """Torques for one tick (q rad, dq rad/s, ddq rad/s^2, each (n,)), advancing the state."""
+        """Torques for one tick (q rad, dq rad/s, ddq rad/s^2, each an (n,) array), advancing the state."""
         out = self._out
-        if self._pin is not None:
-            out.rbd[:] = self._pin.rnea(q, dq, ddq)
+        if self._pin is not None:  # pinocchio itself: RobotModel.rnea's input checks cost ~1.3 us per call
+            out.rbd[:] = pinocchio.rnea(self._pin.pin_model, self._pin.data, q, dq, ddq)  # (this thread's Data)
         dq_fit = dq
         if self._inv_hold is not None:  # ~1 us: two ufuncs into buffers; the peak only on ticks beyond
             self.ticks += 1
@@ -255,8 +267,9 @@ class ModelRuntime:
                 self.ticks_beyond_hold += 1
                 np.multiply(self._abs_dq, self._inv_hold, out=self._abs_dq)
                 np.maximum(self._peak_ratio, self._abs_dq, out=self._peak_ratio)
-        if self.dq_fit_limit is not None:
-            dq_fit = np.clip(dq, self._dq_fit_low, self.dq_fit_limit, out=self._dq_fit)
+        if self.dq_fit_limit is not None:  # np.clip's dispatch costs ~1 us more than the two ufuncs it runs
+            dq_fit = np.maximum(dq, self._dq_fit_low, out=self._dq_fit)
+            np.minimum(dq_fit, self.dq_fit_limit, out=dq_fit)
         if self._sess is not None:
             self._q_in[:] = q
             self._dq_in[:] = dq_fit
@@ -264,8 +277,8 @@ class ModelRuntime:
                 self._ddq_in[:] = ddq
             if self._rbd_in is not None:
                 self._rbd_in[:] = out.rbd
-            for pin, buf in self._base_in:
-                buf[:] = pin.rnea(q, dq, ddq)
+            for base, buf in self._base_in:
+                buf[:] = base.rnea(q, dq, ddq)
             self._sess.run_with_iobinding(self._bind)
             for buf, new in self._copies:
                 np.copyto(buf, new)
@@ -274,6 +287,8 @@ class ModelRuntime:
                 out.friction[:] = self._fric_out
             if self.backend == "onnx":
                 out.rbd[:] = self._rbd_out
+        elif self._default_friction_columns is not None:
+            default_friction_into(dq_fit, self._default_friction_columns, out.friction, self._friction_tmp)
         elif self._kinds:
             out.friction[:] = friction_torque(dq_fit, self._fric, self._kinds)
         np.add(out.rbd, out.friction, out=out.total)

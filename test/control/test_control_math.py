@@ -173,6 +173,23 @@ def test_min_jerk_is_rest_to_rest_and_consistent():
     np.testing.assert_allclose(move.sample(10.0)[0], q0)
 
 
+def test_a_hold_returns_the_same_read_only_rest_every_tick():
+    """In hold and past a move's end, sample gives what min_jerk gives at rest (to the bit), as the same read-only
+    arrays each call (computed once: the reference node's default mode samples it every tick)."""
+    q0 = np.array([-0.0, 0.3, -1.2, 2.0])
+    hold = reference.MinJerkMove(q0, [], [])
+    move = reference.MinJerkMove(q0, [q0 + 0.2], [1.0])
+    rest = reference.min_jerk(q0, q0, 0.0, 0.0)
+    for t in (0.0, 2.5):
+        for got, want in zip(hold.sample(t), rest, strict=True):
+            np.testing.assert_array_equal(got, want)
+            np.testing.assert_array_equal(np.signbit(got), np.signbit(want))
+            assert not got.flags.writeable
+    assert hold.sample(1.0)[0] is hold.sample(2.0)[0]
+    np.testing.assert_array_equal(move.sample(1.5)[0], reference.min_jerk(q0 + 0.2, q0 + 0.2, 0.0, 0.0)[0])
+    assert move.sample(0.5)[0].flags.writeable  # moving: new arrays, as before
+
+
 def test_sampled_trajectory_and_npz(tmp_path):
     t = np.linspace(0, 1, 1001)
     q = np.stack([np.sin(2 * np.pi * t), np.cos(2 * np.pi * t)], axis=1)

@@ -131,6 +131,30 @@ def test_saturation_reset_freeze_and_rate_scaling():
     assert learner.frozen and "non-finite" in learner.freeze_reason
 
 
+def test_offsets_and_weights_stay_within_their_limits_on_both_sides_and_only_a_non_finite_error_freezes():
+    """The clips (np.maximum/np.minimum against precomputed -limit/limit) equal np.clip: every offset and weight is
+    the unclipped value held to +-limit per joint, also after the limits change; an error whose sum overflows
+    (1e308 twice) is finite and learned from (the finiteness check sums first, then looks closer)."""
+    limit = np.array([0.5, 2.0, 1.0])
+    learner = Doomed(3, DoomedConfig(learning_rate=0.5, offset_limit=limit, momentum=0.5, features="linear"))
+    rng = np.random.default_rng(2)
+    at_limit = np.zeros(3, dtype=bool)
+    for k in range(400):
+        if k == 200:
+            limit = np.array([0.2, 3.0, 0.7])
+            learner.reconfigure(DoomedConfig(learning_rate=0.5, offset_limit=limit, momentum=0.5, features="linear"))
+        offset = learner.update(50 * rng.normal(size=3), np.zeros(3), rng.normal(size=3), rng.normal(size=3))
+        np.testing.assert_array_equal(offset, np.clip(offset, -limit, limit))
+        for weights in (learner.u, learner.w):
+            np.testing.assert_array_equal(weights, np.clip(weights, -limit[:, None], limit[:, None]))
+        at_limit |= np.abs(learner.w[:, 0]) == limit
+    assert at_limit.all() and not learner.frozen  # every joint's clip acted
+    huge = Doomed(2, DoomedConfig(learning_rate=0.05))
+    with np.errstate(over="ignore"):  # the sum overflows: that is the point
+        huge.update(np.array([1e308, 1e308]), np.zeros(2))
+    assert not huge.frozen and np.all(huge.offset > 0)
+
+
 def test_a_slow_wander_of_the_offset_is_not_taken_for_an_oscillation():
     """A 2 Hz error moves the offset back and forth over 0.5 s: a long path against its net change, but only twice
     its range (an oscillation reverses many times). Freezing on that cost 10x in tracking on the plant."""

@@ -170,3 +170,34 @@ def test_model_without_rbd_part_keeps_nominal_momentum_terms(panda):
     assert extra_m is None
     tau = np.full(7, 1.0)
     np.testing.assert_allclose(DirectResidual(rbd).update(q, np.zeros(7), np.zeros(7), tau, extra_d), 0.5, atol=1e-9)
+
+
+@pytest.mark.parametrize("lowpass_alpha, deadband", [(1.0, 0.0), (0.3, 0.5)])
+def test_both_wrenches_from_one_jacobian_equal_each_mapper_on_its_own(panda, lowpass_alpha, deadband):
+    """WrenchObserver.wrenches computes the Jacobian and the damped pseudo-inverse once for both mappers: the same
+    base and tool wrenches, to the bit, as each WrenchMapper.update computing its own."""
+    from idyn_ros.control.wrench import WrenchObserver
+
+    obs = WrenchObserver(panda, 1000.0)
+    obs.set_tunables(50.0, 0.01, deadband, deadband / 5, lowpass_alpha)
+    alone_direct, alone_momentum = WrenchMapper(panda), WrenchMapper(panda)
+    for mapper in (alone_direct, alone_momentum):
+        mapper.damping, mapper.deadband[:3], mapper.deadband[3:], mapper.alpha = 0.01, deadband, deadband / 5, \
+            lowpass_alpha
+    rng = np.random.default_rng(4)
+    q0 = np.array([0.0, -0.785, 0.0, -2.356, 0.0, 1.571, 0.785])
+    for k in range(400):
+        q = q0 + 0.3 * np.sin(0.01 * k + np.arange(7))
+        dq = 0.3 * np.cos(0.01 * k + np.arange(7))
+        obs.update((k + 1) * 1_000_000, q, dq, panda.rnea(q, dq, 0.1 * dq) + rng.normal(size=7))
+        if k % 4:
+            continue
+        base_direct, base_momentum = obs.wrenches(q)
+        expected_direct, tool_direct = alone_direct.update(q, obs.tau_direct)
+        expected_momentum, tool_momentum = alone_momentum.update(q, obs.tau_momentum)
+        np.testing.assert_array_equal(base_direct, expected_direct)
+        np.testing.assert_array_equal(base_momentum, expected_momentum)
+        np.testing.assert_array_equal(obs.map_direct.tool, tool_direct)
+        np.testing.assert_array_equal(obs.map_momentum.tool, tool_momentum)
+    obs.map_momentum.damping = alone_momentum.damping = 0.05  # mappers set apart: each its own pseudo-inverse
+    np.testing.assert_array_equal(obs.wrenches(q)[1], alone_momentum.update(q, obs.tau_momentum)[0])

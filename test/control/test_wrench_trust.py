@@ -58,6 +58,42 @@ def test_mahalanobis_is_the_pseudo_inverse_distance_also_where_the_covariance_is
         assert mahalanobis(x, cov) == pytest.approx(expected, rel=1e-9, abs=1e-12)
 
 
+def _mahalanobis_by_eigh(x: np.ndarray, cov: np.ndarray, rcond: float = 1e-9) -> float:
+    """The eigen-decomposition version of ``mahalanobis`` (the one it had before its 3x3 Cholesky shortcut)."""
+    w, v = np.linalg.eigh(cov)
+    keep = np.abs(w) > rcond * np.abs(w).max()
+    proj = v.T @ x
+    return float(np.sqrt(max(float(np.sum(proj[keep] ** 2 / w[keep])), 0.0)))
+
+
+def test_the_3x3_mahalanobis_distance_equals_the_eigen_decomposition_version(ur5):
+    """The contact detector's force covariances (at random poses, both contact models) and random SPD matrices with
+    condition numbers up to ~1e12: within 1e-12 relative where the Cholesky shortcut answers, identical where the
+    covariance is too badly conditioned for it (near a singularity) and eigh answers as before."""
+    from idyn_ros.control.wrench_trust import _mahalanobis_3x3, mahalanobis
+
+    rng = np.random.default_rng(5)
+    cases = []
+    for contact_model in ("wrench", "point"):
+        mapper = ContactWrenchMapper(ur5, TrustSettings(contact_model=contact_model))
+        for _ in range(300):
+            q = ur5.lower + (ur5.upper - ur5.lower) * rng.uniform(size=6)
+            mapper.map(q, rng.normal(size=6) * 5, np.abs(rng.normal(size=6)) + 0.05)
+            cases.append((mapper._f[:3] * 10 ** rng.uniform(-3, 3), mapper.cov[:3, :3].copy()))
+    for _ in range(3000):
+        a = rng.normal(size=(3, 3)) * 10 ** rng.uniform(-3, 3, size=3)
+        cases.append((rng.normal(size=3), a @ a.T))
+    shortcut = 0
+    for x, cov in cases:
+        expected = _mahalanobis_by_eigh(x, cov)
+        if _mahalanobis_3x3(x, cov) is None:
+            assert mahalanobis(x, cov) == expected
+        else:
+            shortcut += 1
+            assert mahalanobis(x, cov) == pytest.approx(expected, rel=1e-12, abs=0.0)
+    assert 100 < shortcut < len(cases) - 100  # both paths taken
+
+
 def test_mapper_recovers_a_wrench_and_says_where_it_is_blind(ur5):
     F = np.array([3.0, -2.0, 5.0, 0.4, -0.3, 0.2])
     sigma = np.array([2.0, 2.0, 1.5, 0.5, 0.5, 0.5])

@@ -57,3 +57,18 @@ def test_static_friction_level_is_the_break_away_torque_of_each_kind():
     coeffs = np.array([[2.0, 5.0, 1.0, 3.0, 0.5, -4.0],  # 2 + max(1, 3) + 0.5; viscous and offset do not count
                        [-1.0, 5.0, 0.0, 0.0, 0.0, 9.0]])  # a negative Coulomb fit is unphysical: no band
     np.testing.assert_allclose(static_friction_level(coeffs, kinds), [5.5, 0.0])
+
+
+def test_the_allocation_free_default_friction_equals_the_general_form():
+    """The runtime's in-place path for the default kinds (coulomb, viscous, offset) is the same formula."""
+    import numpy as np
+
+    from idyn_ros.dynamics.friction import DEFAULT_KINDS, default_friction_into, friction_torque
+
+    rng = np.random.default_rng(3)
+    coeffs = rng.normal(size=(7, 3))
+    columns = tuple(coeffs[:, i].copy() for i in range(3))
+    out, scratch = np.zeros(7), np.zeros(7)
+    for dq in (rng.normal(scale=0.01, size=7), rng.normal(scale=2.0, size=7), np.zeros(7)):
+        np.testing.assert_allclose(default_friction_into(dq, columns, out, scratch),
+                                   friction_torque(dq, coeffs, DEFAULT_KINDS), rtol=1e-13, atol=1e-15)

@@ -148,6 +148,34 @@ def test_fitted_parts_are_held_to_the_training_velocity_range(robot, tmp_path):
     np.testing.assert_allclose(rt.peak_speed_ratio, 3.0)
 
 
+def test_step_of_an_rbd_friction_model_is_rnea_plus_friction_torque_at_the_held_velocity(robot, tmp_path):
+    """step calls pinocchio directly, holds dq with np.maximum/np.minimum and evaluates the default friction kinds
+    with in-place ufuncs: RBD identical to RobotModel.rnea, friction within 1e-12 of friction_torque (the formula
+    training uses) at np.clip(dq, -hold, hold), inside and beyond the training speed."""
+    from idyn_ros.dynamics.friction import DEFAULT_KINDS
+    from idyn_ros.models import export as ex
+    from idyn_ros.models.synthetic import fourier_recording, make_true_robot
+    from idyn_ros.models.training import fit
+    from idyn_ros.models.zoo import ModelConfig
+
+    rec = fourier_recording(robot.pin_model, make_true_robot(robot.pin_model), duration=2.0, rate_hz=1000.0)
+    res = fit(ModelConfig(kind="rbd-friction", id_method="ols"), robot, [rec], progress=False)
+    path = tmp_path / "model.onnx"
+    ex.export_onnx(res.model, robot, path, ex.build_metadata(res.model, robot, dq_abs_max=res.dq_abs_max))
+    rt = ModelRuntime(path, robot)
+    assert tuple(rt.meta["parameters"]["friction_kinds"]) == DEFAULT_KINDS
+    rbd = robot.with_identified(rt.inertial, rt.armature)
+    rng = np.random.default_rng(3)
+    for _ in range(300):
+        q, ddq = rng.normal(size=(2, robot.n))
+        dq = rng.normal(size=robot.n) * rt.dq_fit_limit * rng.choice([0.01, 0.5, 3.0])
+        p = rt.step(q, dq, ddq)
+        np.testing.assert_array_equal(p.rbd, rbd.rnea(q, dq, ddq))
+        expected = robot_friction(rt, np.clip(dq, -rt.dq_fit_limit, rt.dq_fit_limit))
+        np.testing.assert_allclose(p.friction, expected, rtol=1e-12, atol=1e-12 * np.abs(expected).max())
+        np.testing.assert_array_equal(p.total, p.rbd + p.friction)
+
+
 def test_the_feedforward_says_when_the_robot_outruns_the_training_data(robot, tmp_path):
     """The controller node logs this line once and counts the ticks on /diagnostics."""
     from idyn_ros.control.feedforward import FeedforwardComputer

@@ -1,0 +1,98 @@
+"""JointStateFilter's shortcuts give the estimate its general path gives: a sender already in the configured joint
+order (a copy instead of a gather), and a filter that does not estimate the acceleration."""
+
+from __future__ import annotations
+
+import array
+import math
+
+import numpy as np
+import pytest
+
+from idyn_ros.control import state_estimation as se
+
+NAMES = ["j1", "j2", "j3", "j4", "j5"]
+OTHER_ORDER = [3, 0, 4, 1, 2]  # a sender listing the joints as j4, j1, j5, j2, j3
+MS = 1_000_000
+
+
+def _messages(count: int, seed: int = 0) -> list[tuple]:
+    """A moving arm at 1 kHz as rclpy delivers it (array.array fields), with the faults the filter handles: a
+    re-sent and a late sample, a gap, a stamp jump back, a stalled stamp, a NaN, samples without velocity."""
+    rng = np.random.default_rng(seed)
+    out = []
+    stamp = 1_700_000_000 * 1_000_000_000
+    for k in range(count):
+        t = k * 1e-3
+        q = 0.3 * np.sin(2 * np.pi * 0.7 * t + np.arange(5)) + 1e-5 * rng.normal(size=5)
+        dq = 0.3 * 2 * np.pi * 0.7 * np.cos(2 * np.pi * 0.7 * t + np.arange(5))
+        effort = 4.0 * np.sin(t + np.arange(5))
+        stamp += MS
+        sent = stamp
+        r = k % 101
+        if r == 10:
+            sent = stamp - MS  # the last stamp again
+        elif r == 20:
+            sent = stamp - 2 * MS  # late
+        elif r == 30:
+            stamp += 7 * MS  # a gap
+            sent = stamp
+        elif r == 40:
+            stamp -= 50 * MS  # jumped back
+            sent = stamp
+        elif r == 50:
+            q[2] = math.nan
+        elif 60 <= r < 70:
+            dq = np.zeros(0)  # no velocity in the message
+        out.append((q, dq, effort, sent))
+    return out
+
+
+def _send(f: se.JointStateFilter, q, dq, effort, stamp_ns: int, order: list[int] | None) -> int:
+    names = NAMES if order is None else [NAMES[i] for i in order]
+    pick = (lambda a: a) if order is None else (lambda a: a[order] if len(a) else a)
+    return f.update(names, array.array("d", pick(q)), array.array("d", pick(dq)), array.array("d", pick(effort)),
+                    stamp_ns)
+
+
+def _state(f: se.JointStateFilter) -> list:
+    return [f.q, f.dq, f.ddq, f.effort, f.estimate.r,
+            (f.stamp_ns, f.samples, f.gaps, f.dropped, f.ddq_restarted, f.reason)]
+
+
+@pytest.mark.parametrize("options", [{}, {"track_rotational_displacement": True}, {"use_measured_velocity": False}])
+def test_a_sender_in_our_joint_order_gets_exactly_the_estimate_of_one_in_another_order(options):
+    """The joint order the robot is configured in is copied (out[:] = values), any other gathered (np.take)."""
+    same_order = se.JointStateFilter(NAMES, 1000.0, **options)
+    other_order = se.JointStateFilter(NAMES, 1000.0, **options)
+    statuses = set()
+    for q, dq, effort, stamp in _messages(3000):
+        status = _send(same_order, q, dq, effort, stamp, None)
+        assert _send(other_order, q, dq, effort, stamp, OTHER_ORDER) == status
+        statuses.add(status)
+        for a, b in zip(_state(same_order), _state(other_order), strict=True):
+            if isinstance(a, tuple):
+                assert a == b
+            else:
+                np.testing.assert_array_equal(a, b)
+    assert statuses >= {se.OK, se.DUPLICATE, se.RESTART_BACKWARDS, se.RESTART_STALLED, se.REJECT_NONFINITE}
+    assert same_order._identity and not other_order._identity
+
+
+def test_a_filter_without_the_acceleration_estimate_gives_the_same_state_with_ddq_zero():
+    """estimate_acceleration=False (every user but the joint-state buffer): the same statuses, reasons, q, dq, effort
+    and counters; ddq stays 0."""
+    full = se.JointStateFilter(NAMES, 1000.0)
+    lean = se.JointStateFilter(NAMES, 1000.0, estimate_acceleration=False)
+    moved = False
+    for q, dq, effort, stamp in _messages(3000, seed=1):
+        assert _send(full, q, dq, effort, stamp, None) == _send(lean, q, dq, effort, stamp, None)
+        a, b = _state(full), _state(lean)
+        for i in (0, 1, 3, 4):
+            np.testing.assert_array_equal(a[i], b[i])
+        assert a[5] == b[5]
+        assert not lean.ddq.any()
+        moved |= bool(full.ddq.any())
+    assert moved  # the full filter did estimate one
+    with pytest.raises(ValueError, match="estimate_acceleration"):
+        se.JointStateFilter(NAMES, 1000.0, history_length=10, estimate_acceleration=False)
