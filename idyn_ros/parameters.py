@@ -396,8 +396,9 @@ class WrenchObserverParams(CommonParams):
                               "/direct and /momentum (raw, base axes)", read_only=True)
     external_torque_topic: str = param("/idyn/external_torque", "sensor_msgs/JointState, effort = tau_ext",
                                        read_only=True)
-    publish_divider: int = param(4, "publish the estimates every k-th state (the observers still update every "
-                                 "tick; 4 = 250 Hz at 1 kHz)", lo=1, hi=1000)
+    publish_divider: int = param(0, "publish the estimates every k-th state (the observers still update every "
+                                 "tick; the trust stage runs on published states); 0 = auto: about 250 Hz, k = "
+                                 "round(rate_hz / 250), at least 1 (4 at 1 kHz, 1 at 125 Hz)", lo=0, hi=1000)
 
 
 @dataclass(frozen=True)

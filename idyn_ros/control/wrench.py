@@ -48,6 +48,15 @@ def observer_model(robot: RobotModel, inertial_parameters: np.ndarray | None = N
 
 
 
+PUBLISH_RATE_HZ = 250.0  # the estimates' publishing rate when publish_divider is 0 (auto): every 4th state at 1 kHz
+
+
+def publish_every(divider: int, rate_hz: float) -> int:
+    """Every how many states the wrench observer maps and publishes its estimate (the trust stage runs then too):
+    ``divider`` when set, else (0) the states come at about ``PUBLISH_RATE_HZ`` or slower: 4 at 1 kHz, 2 at 500 Hz,
+    1 at a CB3's 125 Hz (a fixed 4 published a 125 Hz robot's estimate at 31 Hz)."""
+    return divider if divider > 0 else max(1, round(rate_hz / PUBLISH_RATE_HZ))
+
 class LearnedModelTerms:
     """The learned model's torque beyond the observers' RBD terms, into preallocated buffers (Nm).
 

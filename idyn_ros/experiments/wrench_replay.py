@@ -117,7 +117,7 @@ def replay(model_path: str | Path, source: str | Path, robot: Any = None, rate_h
     Unset tunables take the wrench_observer node's defaults (``WrenchObserverParams``, ``TrustSettings``)."""
     from idyn_ros.control.effort import EffortToTorque
     from idyn_ros.control.feedforward import FeedforwardComputer
-    from idyn_ros.control.wrench import WrenchObserver
+    from idyn_ros.control.wrench import WrenchObserver, publish_every
     from idyn_ros.control.wrench_trust import TrustedWrench, TrustSettings
     from idyn_ros.data import importers as imp
     from idyn_ros.data.wrenches import read_joint_states
@@ -196,6 +196,11 @@ def replay(model_path: str | Path, source: str | Path, robot: Any = None, rate_h
     out.dq, out.tau_measured, out.effort_to_torque = dq, np.zeros((N, n)), conv
     observer.warm_up(q[0])
     restart = set(starts.tolist())
+    every = publish_every(node.publish_divider, rate)  # the node's cadence: the trust stage runs on published states
+    if every > 1:
+        notes.append(f"the estimate is updated once every {every} states ({rate / every:.4g} Hz), as the node "
+                     "publishes it; in between it holds, as a subscriber sees it")
+    published = -1
     for k in range(N):
         if k in restart:
             observer.reset()
@@ -204,7 +209,13 @@ def replay(model_path: str | Path, source: str | Path, robot: Any = None, rate_h
             trust.restart()
             if direct_trust is not None:
                 direct_trust.restart()
+            published = -1
             continue
+        if observer.updates % every:
+            if published >= 0:
+                _hold(out, published, k)
+            continue
+        published = k
         tau_ext = observer.tau_momentum if primary == "momentum" else observer.tau_direct
         est = trust.update(int(t_ns[k]), q[k], dq[k], tau_ext)
         out.wrench[k], out.wrench_base[k], out.sigma[k] = est.tool, est.base, est.sigma_tool
@@ -214,6 +225,13 @@ def replay(model_path: str | Path, source: str | Path, robot: Any = None, rate_h
         out.direct[k] = est.tool if direct_trust is None else direct_trust.update(int(t_ns[k]), q[k], dq[k],
                                                                                     observer.tau_direct).tool
     return out
+
+
+def _hold(out: Replay, last: int, k: int) -> None:
+    """Row ``k`` of the estimates = row ``last``: a state the node does not publish on."""
+    for series in (out.wrench, out.wrench_base, out.sigma, out.contact, out.contact_score, out.rank, out.at_rest,
+                   out.rezeroed, out.tau_ext, out.hidden, out.direct):
+        series[k] = series[last]
 
 
 def _in_flange_axes(w: np.ndarray, frame_id: str, rep: Replay, robot_model: Any) -> tuple[np.ndarray, str]:

@@ -36,7 +36,7 @@ from rclpy.node import Node
 from idyn_ros.control import state_estimation as se
 from idyn_ros.control.effort import EffortToTorque
 from idyn_ros.control.feedforward import FeedforwardComputer
-from idyn_ros.control.wrench import WrenchObserver
+from idyn_ros.control.wrench import WrenchObserver, publish_every
 from idyn_ros.control.wrench_trust import TrustedWrench, TrustSettings
 from idyn_ros.nodes import hot_loop
 from idyn_ros.nodes.common import (
@@ -185,7 +185,7 @@ class WrenchObserverNode(Node):
         if not obs.update(f.stamp_ns, f.q, f.dq, self.tau_applied):  # (re)starting: a gap, a restart, the first
             self.trust.restart()
             return
-        if obs.updates % v.publish_divider:  # observers updated; Cartesian mapping only when published
+        if obs.updates % publish_every(v.publish_divider, v.rate_hz):  # observers updated; mapping when published
             return
         q = f.q
         base_d, base_m = obs.wrenches(q)

@@ -169,6 +169,24 @@ def test_rate_resamples_for_a_model_without_recurrent_state(recorded, tmp_path, 
     assert "--observer-gain=-5.0 is below its minimum" in capsys.readouterr().err  # the node's bound, the option's name
 
 
+def test_the_replay_updates_its_estimate_as_often_as_the_node_publishes_it(recorded):
+    """The node maps and runs the trust stage every publish_every-th state (4 at 1 kHz); the replay ran it on every
+    state, so `idyn wrench` scored a faster estimate than the node gives. At 500 Hz (every 2nd) it now holds."""
+    from idyn_ros.control.wrench import publish_every
+    from idyn_ros.experiments import wrench_replay as wr
+
+    assert [publish_every(0, r) for r in (1000.0, 500.0, 250.0, 125.0)] == [4, 2, 1, 1]
+    assert publish_every(3, 1000.0) == 3  # a divider the user sets wins
+    bag, model, _ = recorded
+    rep = wr.replay(model, bag, rate_hz=500.0)
+    assert any("updated once every 2 states (250 Hz)" in note for note in rep.notes)
+    estimated = np.flatnonzero(np.isfinite(rep.wrench[:, 0]))
+    w = rep.wrench[estimated[0]:]
+    changed = np.flatnonzero(np.any(w[1:] != w[:-1], axis=1)) + 1  # rows where the estimate moved
+    assert changed.size > 10 and np.all(np.diff(changed) % 2 == 0)  # only on every 2nd state
+    assert len(wr.replay(model, bag).notes) < len(rep.notes)  # at the recording's 250 Hz: every state, no note
+
+
 def test_a_twin_run_of_the_same_motion_is_a_reference_without_a_sensor(recorded, tmp_path, capsys):
     """The same motion twice, pushed in the second, the twin logged 0.3 s later and with its clock elsewhere: the
     twin is aligned by its positions, its torque minus the pushed one is the push's joint torque where the joints
