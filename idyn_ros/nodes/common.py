@@ -127,6 +127,20 @@ class JointStateProblems:
         self.restarts = 0
         self.rejected = 0
 
+    def update(self, msg: Any) -> int | None:
+        """Feed one sensor_msgs/JointState to the filter: None when the node skips it (a duplicate or a late sample,
+        dropped; a rejection, reported), else ``OK`` or a ``RESTART_*`` code (reported: the filter holds the live
+        sample, and the node resets what it keeps over time)."""
+        from idyn_ros.control import state_estimation as se
+
+        status = self.filter.update(msg.name, msg.position, msg.velocity, msg.effort, stamp_to_ns(msg.header.stamp))
+        if status == se.OK:
+            return status
+        if status == se.DUPLICATE:
+            return None
+        self.report(status)
+        return status if status in se.RESTARTS else None
+
     def report(self, status: int) -> None:
         from idyn_ros.control import state_estimation as se
 

@@ -136,12 +136,9 @@ class DoomedNode(Node):
 
     def _on_joint_state(self, msg: Any) -> None:
         f = self.filter
-        status = f.update(msg.name, msg.position, msg.velocity, msg.effort, stamp_to_ns(msg.header.stamp))
+        status = self.problems.update(msg)
         if status != se.OK:
-            if status == se.DUPLICATE:
-                return
-            self.problems.report(status)
-            if status in se.RESTARTS:  # the stamps started over: this state and the next are no pair
+            if status is not None:  # the stamps started over: this state and the next are no pair
                 self.adapter.restart()
             return
         offset = self.adapter.on_state(f.stamp_ns, f.q, f.dq)

@@ -32,7 +32,6 @@ from idyn_ros.nodes.common import (
     describe_payload,
     field_view,
     payload_service,
-    stamp_to_ns,
 )
 from idyn_ros.nodes.controller import controller_in_process
 from idyn_ros.parameters import FeedforwardParams
@@ -84,13 +83,10 @@ class FeedforwardNode(Node):
 
     def _on_joint_state(self, msg: Any) -> None:
         f = self.filter
-        status = f.update(msg.name, msg.position, msg.velocity, msg.effort, stamp_to_ns(msg.header.stamp))
-        if status != se.OK:
-            if status == se.DUPLICATE:
-                return
-            self.problems.report(status)
-            if status not in se.RESTARTS:
-                return
+        status = self.problems.update(msg)
+        if status is None:
+            return
+        if status != se.OK:  # a restart
             self._warm = False  # a recurrent state built on the old history: warm up again at the live state
         o = self.out
         ff = self._controllers_computation(f.stamp_ns)

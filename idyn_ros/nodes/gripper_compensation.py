@@ -23,7 +23,7 @@ from rclpy.node import Node
 from idyn_ros.control import state_estimation as se
 from idyn_ros.control.gripper import GripperCompensation
 from idyn_ros.nodes import hot_loop
-from idyn_ros.nodes.common import HOT_IN, MONITOR, Diagnostics, JointStateProblems, declare_and_load, stamp_to_ns
+from idyn_ros.nodes.common import HOT_IN, MONITOR, Diagnostics, JointStateProblems, declare_and_load
 from idyn_ros.parameters import GripperCompensationParams
 
 STALE_READING_S = 0.1  # s without a new F/T reading: the compensation stops instead of reusing the last one
@@ -83,13 +83,9 @@ class GripperCompensationNode(Node):
     def _on_joint_state(self, msg: Any) -> None:
         f = self.filter
         gaps = f.gaps
-        status = f.update(msg.name, msg.position, msg.velocity, msg.effort, stamp_to_ns(msg.header.stamp))
-        if status != se.OK:
-            if status == se.DUPLICATE:
-                return
-            self.problems.report(status)
-            if status not in se.RESTARTS:
-                return
+        status = self.problems.update(msg)
+        if status is None:
+            return
         if status != se.OK or f.gaps != gaps:  # no acceleration across a gap or a restart
             self.comp.reset()
         if not self._have_reading:

@@ -19,7 +19,7 @@ from rclpy.node import Node
 
 from idyn_ros.control import state_estimation as se
 from idyn_ros.nodes import hot_loop
-from idyn_ros.nodes.common import HOT_IN, Diagnostics, JointStateProblems, declare_and_load, field_view, stamp_to_ns
+from idyn_ros.nodes.common import HOT_IN, Diagnostics, JointStateProblems, declare_and_load, field_view
 from idyn_ros.parameters import JointStateBufferParams
 
 
@@ -47,23 +47,21 @@ class JointStateBufferNode(Node):
         self.diag = Diagnostics(self, f"idyn: {self.get_name()}", v.robot)
         self.create_timer(v.diagnostics_period, self._on_diagnostics)
         self._last_rx = -1
-        self.rejected = 0
         self.accepted = 0
         self.problems = JointStateProblems(self, self.diag, self.filter)  # logged once per status code, not reason
+
+    @property
+    def rejected(self) -> int:
+        """Samples refused (not finite, a missing joint, a negative stamp; restarts and drops are counted apart)."""
+        return self.problems.rejected
 
     def _on_joint_state(self, msg: Any) -> None:
         self._last_rx = time.monotonic_ns()
         f = self.filter
         prev_ns = f.stamp_ns
         self._dq_prev[:] = f.dq
-        status = f.update(msg.name, msg.position, msg.velocity, msg.effort, stamp_to_ns(msg.header.stamp))
-        if status != se.OK:
-            if status == se.DUPLICATE:
-                return
-            self.problems.report(status)
-            if status not in se.RESTARTS:
-                self.rejected += 1
-                return
+        if self.problems.update(msg) is None:
+            return
         self.accepted += 1
         if not f.ddq_restarted:  # the raw difference restarts where the filtered one does (gaps, restarts)
             np.subtract(f.dq, self._dq_prev, out=self.ddq_raw)

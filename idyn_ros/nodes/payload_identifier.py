@@ -42,7 +42,6 @@ from idyn_ros.nodes.common import (
     JointStateProblems,
     declare_and_load,
     describe_payload,
-    stamp_to_ns,
 )
 from idyn_ros.parameters import PayloadIdentifierParams
 
@@ -146,12 +145,9 @@ class PayloadIdentifierNode(Node):
     # ------------------------------------------------------------------ recording
     def _on_joint_state(self, msg: Any) -> None:
         f = self.filter
-        status = f.update(msg.name, msg.position, msg.velocity, msg.effort, stamp_to_ns(msg.header.stamp))
+        status = self.problems.update(msg)
         if status != se.OK:
-            if status == se.DUPLICATE:
-                return
-            self.problems.report(status)
-            if status in se.RESTARTS and self._until_ns >= 0:  # recording: its time axis broke
+            if status is not None and self._until_ns >= 0:  # a restart while recording: its time axis broke
                 self._until_ns = -1
                 self._done.set_exception(IdynError(
                     f"the joint-state stamps started over during the excitation ({f.reason}): the recording is "

@@ -213,6 +213,7 @@ class ReferenceNode(Node):
     def _on_joint_state(self, msg: Any) -> None:
         f = self.filter
         prev_ns, gaps = f.stamp_ns, f.gaps
+        # not problems.update: a restart is reported after the rebuild below, whose OK it would otherwise hide
         status = f.update(msg.name, msg.position, msg.velocity, msg.effort, stamp_to_ns(msg.header.stamp))
         if status != se.OK and status not in se.RESTARTS:
             if status != se.DUPLICATE:

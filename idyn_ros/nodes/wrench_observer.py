@@ -50,7 +50,6 @@ from idyn_ros.nodes.common import (
     describe_payload,
     field_view,
     payload_service,
-    stamp_to_ns,
 )
 from idyn_ros.parameters import WrenchObserverParams
 from idyn_ros.robots.drives import torque_constants
@@ -160,13 +159,10 @@ class WrenchObserverNode(Node):
 
     def _on_joint_state(self, msg: Any) -> None:
         f = self.filter
-        status = f.update(msg.name, msg.position, msg.velocity, msg.effort, stamp_to_ns(msg.header.stamp))
-        if status != se.OK:
-            if status == se.DUPLICATE:
-                return
-            self.problems.report(status)
-            if status not in se.RESTARTS:
-                return
+        status = self.problems.update(msg)
+        if status is None:
+            return
+        if status != se.OK:  # a restart
             self.observer.reset()  # the observers start over on this live state
             self._warm = False  # and a learned model's recurrent state with them
         v = self.params.value
