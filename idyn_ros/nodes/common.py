@@ -17,6 +17,8 @@ from typing import Any
 import numpy as np
 from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
 
+from idyn_ros.control import state_estimation as se  # per tick in JointStateProblems.update: imported once here
+
 HOT_IN = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=1, reliability=ReliabilityPolicy.BEST_EFFORT)
 COMMAND_OUT = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=1, reliability=ReliabilityPolicy.RELIABLE)
 MONITOR = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=10, reliability=ReliabilityPolicy.RELIABLE)
@@ -131,8 +133,6 @@ class JointStateProblems:
         """Feed one sensor_msgs/JointState to the filter: None when the node skips it (a duplicate or a late sample,
         dropped; a rejection, reported), else ``OK`` or a ``RESTART_*`` code (reported: the filter holds the live
         sample, and the node resets what it keeps over time)."""
-        from idyn_ros.control import state_estimation as se
-
         status = self.filter.update(msg.name, msg.position, msg.velocity, msg.effort, stamp_to_ns(msg.header.stamp))
         if status == se.OK:
             return status
@@ -142,8 +142,6 @@ class JointStateProblems:
         return status if status in se.RESTARTS else None
 
     def report(self, status: int) -> None:
-        from idyn_ros.control import state_estimation as se
-
         seen = self.counts.get(status, 0)
         self.counts[status] = seen + 1
         restart = status in se.RESTARTS

@@ -144,6 +144,7 @@ class WrenchObserverNode(Node):
         self.observer.set_tunables(v.observer_gain, v.pinv_damping, v.deadband_force, v.deadband_torque, alpha)
         self.trust.set_settings(TrustSettings.from_params(v))
         self.trust.bias.contact_expected = v.contact_expected
+        self.publish_every = publish_every(v.publish_divider, v.rate_hz)  # read per tick, set on each parameter change
 
     def _srv_rezero(self, _request: Any, response: Any) -> Any:
         self.trust.rezero()
@@ -181,7 +182,7 @@ class WrenchObserverNode(Node):
         if not obs.update(f.stamp_ns, f.q, f.dq, self.tau_applied):  # (re)starting: a gap, a restart, the first
             self.trust.restart()
             return
-        if obs.updates % publish_every(v.publish_divider, v.rate_hz):  # observers updated; mapping when published
+        if obs.updates % self.publish_every:  # observers updated; Cartesian mapping only when published
             return
         q = f.q
         base_d, base_m = obs.wrenches(q)
