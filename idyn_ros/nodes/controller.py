@@ -57,6 +57,8 @@ SATURATION_WARN_S = 0.05  # diagnostics WARN when a joint's command has sat at i
 _IN_PROCESS: dict[int, Controller] = {}  # rclpy context id -> the configured controller core of this process
 
 
+SIM_CLOCK_LAG_NS = 1_000_000_000  # a state stamped further ahead of /clock than this is not /clock lagging
+
 def _fault_kind(reason: str) -> str:
     """What a watchdog reason is about, without its measured values ("stale joint state: none for 4.1 ms ...")."""
     return reason.split(":", 1)[0]
@@ -305,9 +307,10 @@ class ControllerNode(LifecycleNode):
             # Time (4-6 us on the state -> command path)
             clock_ns = now_ns if self._sim_time else time.time_ns()
         if self._sim_time and stamp_ns > now_ns:  # the hot loop reads states before the executor reads /clock:
-            # in sim time a state is never received before its stamp (else its silence looks long), but no later
-            # than one stale period ahead (a stamp an hour ahead would blind the silence check for that hour)
-            now_ns = min(stamp_ns, now_ns + core.watchdog.stale_ns)
+            # in sim time a state is never received before its stamp (else, once /clock catches up, its silence looks
+            # long: a capped receive time tripped the stale check in lockstep), unless it is far ahead of any /clock
+            # lag: then one stale period on (a stamp an hour ahead would blind the silence check for that hour)
+            now_ns = stamp_ns if stamp_ns - now_ns <= SIM_CLOCK_LAG_NS else now_ns + core.watchdog.stale_ns
             if clock_ns is not None:
                 clock_ns = max(clock_ns, stamp_ns)  # one source: ahead of /clock is not a clock out of sync
         tau = core.update(msg.name, msg.position, msg.velocity, msg.effort, stamp_ns, now_ns, clock_ns)
