@@ -127,6 +127,7 @@ class Controller:
         self.active = False
         self.ticks = 0
         self.last_rx_ns = -1
+        self._last_check_ns = -1  # check_input's previous clock reading (a clock that steps back)
         self.longest_silence_ns = 0  # the longest wait for a joint state since activation (max_recovery_silence)
         self._ff_rx_ns = self._ff_stamp_ns = self._off_rx_ns = -1
         self._have_ref = self._holding = self._first_command = self._restart_silence_clock = False
@@ -386,10 +387,15 @@ class Controller:
     def check_input(self, now_ns: int) -> np.ndarray | None:
         """The watchdog timer (every period): while the joint state is silent, the command one rate-limited step
         closer to the hold torque (``hold_torque``) each period until it is there; else None (``update`` commands)."""
+        # the clock went back (simulator reset, clock step): silence counts from the jump. Judged against the clock's
+        # previous reading, not the last receive time: under sim time that can be a state's stamp ahead of a lagging
+        # /clock, and clamping it to the lagging reading tripped "stale joint state" once /clock caught up
+        stepped_back = now_ns < self._last_check_ns
+        self._last_check_ns = now_ns
         if not self.active or self.last_rx_ns < 0 or self.filter.samples == 0:
             return None
-        # the clock went back (simulator reset, clock step): silence counts from the jump
-        self.last_rx_ns = min(self.last_rx_ns, now_ns)
+        if stepped_back:
+            self.last_rx_ns = min(self.last_rx_ns, now_ns)
         if self._restart_silence_clock:
             self._restart_silence_clock = False
             self.last_rx_ns = max(self.last_rx_ns, now_ns)

@@ -164,10 +164,24 @@ def test_a_clock_that_went_back_does_not_blind_the_silence_check():
     c = _core()
     for k in range(10_000):
         _tick(c, k)
+        assert c.check_input(NOW + k * MS) is None  # the node's watchdog check runs every period
     back = 10_000 - 9_000  # the clock now reads 1 s, the last state was received at 10 s
     first = _first_command_of_the_check(c, back, back + 100)
     assert first is not None and first - back <= 3 + 1, first
     assert "stale joint state" in c.reason
+
+
+def test_a_clock_lagging_behind_the_stamps_is_not_silence():
+    """Under sim time the node takes a state stamped ahead of a lagging /clock as received at its stamp; the check
+    then read the lagging clock as a clock that went back, and tripped "stale joint state: none for 4 ms" in a
+    lockstep launch once /clock caught up, though every state had been answered."""
+    c = _core()
+    for k in range(100):
+        _tick(c, k)
+        assert c.check_input(NOW + (k - 3) * MS) is None  # /clock read 3 periods behind the state just answered
+    for k in range(96, 101):  # /clock catches up, and reads the plant's next period before its state is read
+        assert c.check_input(NOW + k * MS) is None, k
+    assert c.mode == MODE_ACTIVE
 
 
 def test_a_stamp_ahead_of_the_clock_is_late_input_that_says_the_clocks_are_not_synchronised():
