@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import os
 import sys
+import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -46,6 +48,42 @@ def rclpy_context():
     finally:
         if context.ok():
             rclpy.shutdown(context=context)
+
+
+class LogRecorder:
+    """Stands in for a node's logger: what it was told, as (level, text) in order."""
+
+    def __init__(self) -> None:
+        self.lines: list[tuple[str, str]] = []
+
+    def __getattr__(self, level: str):
+        return lambda text, *_args, **_kwargs: self.lines.append((level, text))
+
+
+@pytest.fixture()
+def log_recorder() -> LogRecorder:
+    """A fresh stand-in logger (``node.get_logger = lambda: log``)."""
+    return LogRecorder()
+
+
+def _call_service(executor: Any, client: Any, request: Any, timeout: float = 10.0) -> Any:
+    """Call a service, spinning ``executor`` until it is available and has answered (asserting within ``timeout``)."""
+    deadline = time.monotonic() + timeout
+    while not client.wait_for_service(timeout_sec=0.01):
+        executor.spin_once(timeout_sec=0.01)
+        assert time.monotonic() < deadline, f"{client.srv_name} not available"
+    future = client.call_async(request)
+    while not future.done():
+        executor.spin_once(timeout_sec=0.01)
+        assert time.monotonic() < deadline, f"{client.srv_name} did not answer"
+    return future.result()
+
+
+@pytest.fixture()
+def call_service():
+    """``call_service(executor, client, request, timeout=10.0)``: the service's answer (tests import nothing from
+    each other under --import-mode=importlib, so shared helpers are fixtures)."""
+    return _call_service
 
 
 class GraphProbe:

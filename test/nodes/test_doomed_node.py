@@ -3,7 +3,6 @@ restarts. Its callbacks are called directly with messages (the pairing logic, no
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 import numpy as np
@@ -38,14 +37,6 @@ def _command(ns: int, acceleration):
     return msg
 
 
-class Recorder:
-    """Stands in for a node's logger and collects what the node publishes on a publisher."""
-
-    def __init__(self) -> None:
-        self.lines: list[tuple[str, str]] = []
-
-    def __getattr__(self, level: str):
-        return lambda text, *a, **k: self.lines.append((level, text))
 
 
 def _tick(node, ns: int, acceleration=None, dq=None) -> None:
@@ -185,14 +176,14 @@ def test_error_variance_is_the_measured_accelerations_and_the_msg_says_so(rclpy_
     assert "MEASURED acceleration" in comment and "not of acceleration_error" in comment
 
 
-def test_joint_state_restarts_are_not_paired_and_said_once_per_kind(rclpy_context):
+def test_joint_state_restarts_are_not_paired_and_said_once_per_kind(rclpy_context, log_recorder):
     """A filter restart (stamps jumped back) is a live state on another time line: neither it nor the next state is
     paired; restarts and rejections are logged and put on /diagnostics once per kind, never per sample."""
     from idyn_ros.nodes.doomed import DoomedNode
 
     node = DoomedNode(context=rclpy_context)
     try:
-        log = Recorder()
+        log = log_recorder
         node.get_logger = lambda: log
         reports: list = []
         node.diag.publish = lambda: reports.append((node.diag.level, node.diag.message))
@@ -217,19 +208,9 @@ def test_joint_state_restarts_are_not_paired_and_said_once_per_kind(rclpy_contex
         node.destroy_node()
 
 
-def _call(exe, client, request, timeout: float = 5.0):
-    deadline = time.monotonic() + timeout
-    while not client.wait_for_service(timeout_sec=0.01):
-        exe.spin_once(timeout_sec=0.01)
-        assert time.monotonic() < deadline, f"{client.srv_name} not available"
-    future = client.call_async(request)
-    while not future.done():
-        exe.spin_once(timeout_sec=0.01)
-        assert time.monotonic() < deadline, f"{client.srv_name} did not answer"
-    return future.result()
 
 
-def test_set_payload_resets_the_offset_and_scales_the_step_with_the_payload(rclpy_context):
+def test_set_payload_resets_the_offset_and_scales_the_step_with_the_payload(rclpy_context, call_service):
     """The offset DOOMED learned for a payload counted twice once payload_identifier applied it to the feedforward
     (1.62 deg vs 0.80 before, on the plant): doomed takes the payload too, and payload_identifier sends it there."""
     import rclpy
@@ -252,14 +233,14 @@ def test_set_payload_resets_the_offset_and_scales_the_step_with_the_payload(rclp
         bare = node.adapter.model.mass_matrix(Q0).copy()
         request = SetPayload.Request(mass=2.0, inertia=[4e-3, 0.0, 0.0, 4e-3, 0.0, 2e-3])
         request.com.z = 0.08
-        reply = _call(exe, caller.create_client(SetPayload, "/doomed/set_payload"), request)
+        reply = call_service(exe, caller.create_client(SetPayload, "/doomed/set_payload"), request)
         assert reply.success and "2.000 kg" in reply.message and "offset reset" in reply.message
         assert np.all(node.learner.offset == 0.0)
         assert node.adapter.model.mass_matrix(Q0)[6, 6] > bare[6, 6]  # the step scales with the payload's inertia
-        again = _call(exe, caller.create_client(SetPayload, "/doomed/set_payload"), request)
+        again = call_service(exe, caller.create_client(SetPayload, "/doomed/set_payload"), request)
         assert again.success and "offset kept" in again.message
         bad = SetPayload.Request(mass=1.0, inertia=[1.0, 0.0, 0.0, 0.1, 0.0, 0.1])  # not physically consistent
-        assert not _call(exe, caller.create_client(SetPayload, "/doomed/set_payload"), bad).success
+        assert not call_service(exe, caller.create_client(SetPayload, "/doomed/set_payload"), bad).success
         assert node.payload.mass == 2.0
     finally:
         node.destroy_node()

@@ -21,17 +21,9 @@ def _state(ns: int, q=None):
     return msg
 
 
-class Recorder:
-    """Stands in for the node's logger."""
-
-    def __init__(self) -> None:
-        self.lines: list[tuple[str, str]] = []
-
-    def __getattr__(self, level: str):
-        return lambda text, *a, **k: self.lines.append((level, text))
 
 
-def test_a_restart_during_the_excitation_abandons_the_call_and_is_said_once(rclpy_context):
+def test_a_restart_during_the_excitation_abandons_the_call_and_is_said_once(rclpy_context, log_recorder):
     """Stamps jumping back mid-recording broke the recording's time axis: the old node dropped the restarted samples
     in silence and waited out the plan's end on the old time line (wall_timeout, 600 s)."""
     from rclpy.parameter import Parameter
@@ -43,7 +35,7 @@ def test_a_restart_during_the_excitation_abandons_the_call_and_is_said_once(rclp
 
     node = PayloadIdentifierNode(context=rclpy_context, parameter_overrides=[Parameter("design_budget", value=1.0)])
     try:
-        log = Recorder()
+        log = log_recorder
         node.get_logger = lambda: log
         reports: list = []
         node.diag.publish = lambda: reports.append((node.diag.level, node.diag.message))

@@ -11,19 +11,9 @@ import pytest
 pytestmark = pytest.mark.ros
 
 
-def _call(exe, client, request, timeout: float = 10.0):
-    deadline = time.monotonic() + timeout
-    while not client.wait_for_service(timeout_sec=0.01):
-        exe.spin_once(timeout_sec=0.01)
-        assert time.monotonic() < deadline, f"{client.srv_name} not available"
-    future = client.call_async(request)
-    while not future.done():
-        exe.spin_once(timeout_sec=0.01)
-        assert time.monotonic() < deadline, f"{client.srv_name} did not answer"
-    return future.result()
 
 
-def test_set_payload_services_reach_the_cores(rclpy_context):
+def test_set_payload_services_reach_the_cores(rclpy_context, call_service):
     import rclpy
     from rclpy.executors import SingleThreadedExecutor
     from rclpy.parameter import Parameter
@@ -46,15 +36,16 @@ def test_set_payload_services_reach_the_cores(rclpy_context):
     request = SetPayload.Request(mass=truth.mass, inertia=list(truth.inertia))
     request.com.x, request.com.y, request.com.z = truth.com
     for name in ("/controller/set_payload", "/feedforward/set_payload", "/wrench_observer/set_payload"):
-        reply = _call(exe, caller.create_client(SetPayload, name), request)
+        reply = call_service(exe, caller.create_client(SetPayload, name), request)
         assert reply.success, reply.message
         assert "1.200 kg" in reply.message
     assert controller.core.payload == truth and feedforward.ff.payload == truth and observer.observer.payload == truth
     bad = SetPayload.Request(mass=1.0, inertia=[1.0, 0.0, 0.0, 0.1, 0.0, 0.1])  # triangle inequality violated
-    reply = _call(exe, caller.create_client(SetPayload, "/controller/set_payload"), bad)
+    reply = call_service(exe, caller.create_client(SetPayload, "/controller/set_payload"), bad)
     assert not reply.success and "not physically consistent" in reply.message
     assert controller.core.payload == truth  # a refused payload changes nothing
-    remove = _call(exe, caller.create_client(SetPayload, "/feedforward/set_payload"), SetPayload.Request(mass=0.0))
+    remove = call_service(exe, caller.create_client(SetPayload, "/feedforward/set_payload"),
+                          SetPayload.Request(mass=0.0))
     assert remove.success and feedforward.ff.payload is None
     for node in (controller, feedforward, observer, caller):
         node.destroy_node()
