@@ -141,7 +141,11 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="hybrid training: end to end or two-stage (default: e2e; auto fits both)")
     parser.add_argument("--id-method", default="sdp",
                         choices=["nominal", "ols", "wls", "sdp", "diffbary", "logchol"],
-                        help="identification of the RBD part for rbd*, mlp-hybrid and 2s models (default: sdp)")
+                        help="identification of the RBD part for rbd*, mlp-hybrid and 2s models (default: sdp; ols and "
+                             "wls are unconstrained: a fit that makes a body physically inconsistent is not exported)")
+    parser.add_argument("--allow-inconsistent", action="store_true",
+                        help="export a fit with physically inconsistent bodies anyway (analysis only: its M(q) can be "
+                             "indefinite, so a controller must not run it)")
     parser.add_argument("--friction", default="coulomb,viscous,offset",
                         help="friction kinds, comma separated or 'none' (coulomb = Reuss Eq. 13 with "
                              "dq_lim 0.02 rad/s; also viscous, asymmetric, stribeck, sigmoid, offset)")
@@ -238,7 +242,7 @@ def _run(args: argparse.Namespace) -> int:
     res, metrics = train_run(cfg, robot, train, val, test, args.out, args.max_minutes, args.resume,
                              progress=not args.no_progress, resume_on_new_data=args.resume_on_new_data,
                              effort=effort, validation_note=note,
-                             refit=refit)
+                             refit=refit, allow_inconsistent=args.allow_inconsistent)
     if "candidates" in metrics:
         from idyn_ros.models.auto import format_candidates
 

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from idyn_ros.data.atomic import atomic_write_text
-from idyn_ros.errors import ModelArtifactError, ParameterError
+from idyn_ros.errors import ModelArtifactError, ParameterError, TrainingError
 from idyn_ros.models import checkpoint
 from idyn_ros.models import export as ex
 from idyn_ros.models.features import R_FEATURE_VERSION
@@ -154,6 +154,42 @@ def _short_source(source: str, index: int) -> str:
     return Path(source.split(":/", maxsplit=1)[0]).name or f"recording {index + 1}"
 
 
+# Decision: a kind without an identified physics part whose validation mean nMSE exceeds 100 % (worse than predicting
+# each joint's mean torque) is refused, as a GP is (models.gp.train.HELDOUT_MAX_NMSE_PERCENT); a hybrid's residual gate
+# already keeps it at least as good as its physics on validation
+NO_PHYSICS_KINDS = ("lstm", "delan", "delan-lstm")
+HELDOUT_MAX_NMSE = 1.0
+
+
+def export_problem(model: TorqueModel, kind: str, robot: Any, val_metrics: dict[str, Any] | None,
+                   allow_inconsistent: bool = False) -> str | None:
+    """Why a trained model must not be exported, or None: bodies the fit made physically inconsistent (consistent in
+    the URDF, not in the fit: M(q) can be indefinite, and a computed-torque controller inverts it), or a kind without
+    physics that validates worse than the mean torque."""
+    if model.inertial is not None and not allow_inconsistent:
+        import torch
+
+        from idyn_ros.dynamics.inertia import check_physical_consistency
+
+        with torch.no_grad():
+            pi = model.pi().double().numpy().reshape(-1, 10)
+        nominal = np.asarray(robot.inertial_parameters(), dtype=np.float64).reshape(-1, 10)
+        broken = []
+        for name, fitted, urdf in zip(robot.joint_names, pi, nominal, strict=True):
+            problems = check_physical_consistency(fitted, names=[f"body of {name}"])
+            if problems and not check_physical_consistency(urdf):
+                broken.append(problems[0])
+        if broken:
+            return (f"the fit made {len(broken)} bod{'y' if len(broken) == 1 else 'ies'} physically inconsistent "
+                    f"({'; '.join(broken[:3])}), so M(q) can be indefinite. Identify with --id-method sdp (the "
+                    "default), diffbary or logchol; --allow-inconsistent exports it anyway, for analysis only")
+    held = None if val_metrics is None else val_metrics.get("nmse_mean")
+    if kind in NO_PHYSICS_KINDS and held is not None and not held <= HELDOUT_MAX_NMSE:  # NaN too
+        return (f"the {kind} fit is worse than predicting the mean torque on validation (mean nMSE {100 * held:.4g} "
+                "%); give it more or other data, or use a kind with physics (idyn train --model auto)")
+    return None
+
+
 def train_run(
     cfg: ModelConfig,
     robot: Any,
@@ -169,6 +205,7 @@ def train_run(
     validation_note: str = "",
     refit: bool = False,
     choose_on_uncovered: bool = False,
+    allow_inconsistent: bool = False,
 ) -> tuple[TrainResult, dict[str, Any]]:
     """Fit, compute train/val/test metrics, and (with ``out_dir``) save model.pt/model.onnx/metrics.json.
 
@@ -183,6 +220,9 @@ def train_run(
     when ``val`` repeats the training states, choose on the training recording the others cover least instead
     (``_uncovered_recording``), then refit the winner on all of ``train`` (and on ``val`` too with ``refit``);
     ``metrics["val"]`` is then that recording's score, ``metrics["val_given"]`` the one of ``val``.
+    With ``out_dir``, ``export_problem`` refuses (TrainingError, nothing written) a fit that made a body physically
+    inconsistent (unless ``allow_inconsistent``: baselines in a comparison) or, without a physics part, one that is
+    worse than the mean torque on validation.
     """
     if out_dir is not None:
         Path(out_dir).mkdir(parents=True, exist_ok=True)
@@ -262,6 +302,9 @@ def train_run(
             if split in metrics:  # nMSE is the same in A and in Nm (a per-joint constant gain cancels)
                 metrics[split]["rmse_current_a"] = (np.asarray(metrics[split]["rmse_nm"]) / gains).tolist()
     if out_dir is not None:
+        problem = export_problem(res.model, res.cfg.kind, robot, metrics.get("val"), allow_inconsistent)
+        if problem:
+            raise TrainingError(f"{problem}; not exported (nothing written to {out_dir})")
         out = Path(out_dir)
         pi0 = res.model.pi().detach().numpy() if res.model.inertial is not None else np.zeros((res.model.n, 10))
         save_model(out / "model.pt", res, pi0, metrics, effort, uncertainty, robot)

@@ -55,3 +55,22 @@ def test_hybrid_e2e_meets_the_target(kuka):
                      max_minutes=4, progress=False)
     nmse = np.asarray(m["test"]["nmse"])
     assert nmse.mean() <= 0.30 and nmse.max() < 1.0, nmse
+
+
+def test_an_ols_fit_that_breaks_a_body_is_not_exported_unless_asked(kuka, tmp_path):
+    """`idyn train --id-method ols` exported a model whose M(q) is indefinite on every sample of file 3, silently;
+    `idyn identify --method ols` already refused its URDF."""
+    from idyn_ros.errors import TrainingError
+    from idyn_ros.models.pipeline import train_run
+    from idyn_ros.models.zoo import ModelConfig
+
+    robot, (train, val, _) = kuka
+    cfg = ModelConfig(kind="rbd", id_method="ols", friction_kinds=())
+    with pytest.raises(TrainingError, match=r"physically inconsistent.*--id-method sdp"):
+        train_run(cfg, robot, [train], [val], (), tmp_path / "refused", progress=False)
+    assert not (tmp_path / "refused" / "model.onnx").exists()
+    train_run(cfg, robot, [train], [val], (), tmp_path / "asked", progress=False, allow_inconsistent=True)
+    assert (tmp_path / "asked" / "model.onnx").is_file()
+    sdp = ModelConfig(kind="rbd", id_method="sdp", friction_kinds=())
+    train_run(sdp, robot, [train], [val], (), tmp_path / "sdp", progress=False)  # consistent: exported as before
+    assert (tmp_path / "sdp" / "model.onnx").is_file()

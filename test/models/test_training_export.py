@@ -198,3 +198,17 @@ def test_delan_lstm_trains_in_two_stages_and_exports(iiwa, synth, tmp_path):
     rt = ModelRuntime(tmp_path / "model.onnx", iiwa)
     got = np.array([rt.step(rec.q[t], rec.dq[t], rec.ddq[t]).total.copy() for t in range(rec.n_samples)])
     assert np.abs(got - ref["tau"]).max() < 1e-4 * max(np.abs(ref["tau"]).max(), 1.0)
+
+
+def test_a_kind_without_physics_worse_than_the_mean_torque_is_not_exported():
+    """DeLaN validating at 169 % mean nMSE on KUKA was exported without a word, while a GP that bad is refused."""
+    from idyn_ros.dynamics import RobotModel
+    from idyn_ros.models.pipeline import export_problem
+    from idyn_ros.models.zoo import ModelConfig, TorqueModel
+
+    robot = RobotModel.from_robot("panda")
+    model = TorqueModel(ModelConfig(kind="delan"), robot.n, robot.inertial_parameters())
+    assert "worse than predicting the mean torque" in export_problem(model, "delan", robot, {"nmse_mean": 1.69})
+    assert "worse than predicting" in export_problem(model, "delan", robot, {"nmse_mean": float("nan")})
+    assert export_problem(model, "delan", robot, {"nmse_mean": 0.4}) is None
+    assert export_problem(model, "delan", robot, None) is None  # nothing held out: nothing to judge on
