@@ -448,7 +448,7 @@ def fit(
             result.stopped = f"early stop at epoch {epoch} (no val improvement for {cfg.patience})"
             break
         if max_minutes is not None and time.perf_counter() - t0 > 60 * max_minutes:
-            result.stopped = f"time budget of {max_minutes} min reached at epoch {epoch}"
+            result.stopped = f"time budget of {max_minutes:.3g} min reached at epoch {epoch}"
             break
     else:
         result.stopped = f"max epochs ({cfg.epochs})"
