@@ -35,28 +35,31 @@ def _number(kind: type, accept: Callable[[float], bool], what: str) -> Callable[
     return parse
 
 
-def writable_output(text: str, option: str, inputs: Sequence[str | Path] = ()) -> Path:
-    """``text`` as a file to write, checked before the work: not a folder, none of ``inputs``, in a writable place."""
+def writable_output(text: str, option: str, inputs: Sequence[str | Path] = (), folder: bool = False) -> Path:
+    """``text`` as a file to write (``folder``: a folder to write files in), checked before the work: not a folder
+    (``folder``: not a file), none of ``inputs``, in a writable place."""
     import tempfile
 
     from idyn_ros.errors import ParameterError
 
     path = Path(text)
-    if path.is_dir():
+    if folder and path.exists() and not path.is_dir():
+        raise ParameterError(f"{option} {text} is a file; give a folder (it is created when missing)")
+    if not folder and path.is_dir():
         raise ParameterError(f"{option} {text} is a folder; give a file name in it")
     for given in inputs:
         if path.resolve() == Path(given).resolve():
             raise ParameterError(f"{option} {text} is also an input; writing it would destroy that input, "
                                  f"choose another {option}")
-    folder = path.absolute().parent
-    while not folder.exists():  # the write creates missing folders: check the place it would create them in
-        folder = folder.parent
-    if not folder.is_dir():
-        raise ParameterError(f"{option} {text}: {folder} is a file, not a folder; choose another {option}")
+    place = path.absolute() if folder else path.absolute().parent
+    while not place.exists():  # the write creates missing folders: check the place it would create them in
+        place = place.parent
+    if not place.is_dir():
+        raise ParameterError(f"{option} {text}: {place} is a file, not a folder; choose another {option}")
     try:  # the write goes through a temp file in that folder (data.atomic): try exactly that
-        with tempfile.TemporaryFile(dir=folder):
+        with tempfile.TemporaryFile(dir=place):
             pass
     except OSError as exc:
-        raise ParameterError(f"{option} {text}: cannot write in {folder} ({exc.strerror or exc}); "
+        raise ParameterError(f"{option} {text}: cannot write in {place} ({exc.strerror or exc}); "
                              f"choose another {option}") from None
     return path

@@ -95,6 +95,10 @@ def run(args: argparse.Namespace) -> int:
 
     if not args.duration >= 0.0:  # also NaN
         raise ParameterError(f"--duration must be >= 0 s (0: until Ctrl-C or SIGTERM), got {args.duration:g}")
+    if args.log_dir:  # before any process starts
+        from idyn_ros.commands import writable_output
+
+        writable_output(args.log_dir, "--log-dir", folder=True)
     overrides: dict[str, object] = {}
     for item in args.set:
         if "=" not in item:

@@ -14,6 +14,8 @@ from __future__ import annotations
 import argparse
 import json
 
+from idyn_ros.commands import positive
+
 HELP = "import recordings (rosbag2, CSV, NPZ) into the dataset .npz contract; inspect and plot datasets"
 
 _EPILOG_IMPORT = """\
@@ -64,7 +66,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help="rename joints before matching; repeatable or comma-separated; a prefix form "
         "such as arm_=panda_ renames every arm_* joint (--robot panda reads franka_ros2's fer_* without it)",
     )
-    imp.add_argument("--rate", type=float, help="output sample rate in Hz (default: 1 / median sample spacing)")
+    imp.add_argument("--rate", type=positive(float), help="output sample rate in Hz, at most 10x the source's "
+                     "(default: 1 / median sample spacing)")
     imp.add_argument(
         "--effort-kind",
         choices=("torque", "current"),
@@ -75,7 +78,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "--torque-constants",
         metavar="K1,..,Kn",
         help="the efforts are motor currents [A]: store torques k_j * i_j [Nm] with these per-joint gains "
-        "[Nm/A] (output joint order), or a robot's data (ur5); without it, `idyn train` identifies the gains",
+        "[Nm/A], each > 0 (output joint order), or a robot's data (ur5); without it, `idyn train` identifies the "
+        "gains. A value that starts with '-' is read as an option: write it --torque-constants=VALUE",
     )
     imp.add_argument("--topic", help="joint-state or JointTrajectory topic in a bag (default /joint_states, else "
                      "the bag's only JointState topic, else its only JointTrajectory topic)")
@@ -138,17 +142,62 @@ def _options(args: argparse.Namespace) -> dict:
     }
 
 
+def _targets(args: argparse.Namespace) -> list:
+    """The file each source is written to (``Dataset.save`` gives it the suffix .npz), each checked now: before
+    the first import, not after it."""
+    from pathlib import Path
+
+    from idyn_ros.commands import writable_output
+
+    out = Path(args.output)
+    many = len(args.sources) > 1
+    targets = [out.with_name(f"{out.stem}_{i}{out.suffix or '.npz'}") if many else out
+               for i in range(len(args.sources))]
+    targets = [t if t.suffix == ".npz" else t.with_suffix(".npz") for t in targets]
+    for target in targets:
+        writable_output(str(target), "-o", args.sources)
+    return targets
+
+
+def _check_source_options(args: argparse.Namespace, sources: list[str]) -> None:
+    """Refuse an option that none of ``sources`` can use: bags carry their own stamps, files have no topics."""
+    from idyn_ros.data.bag import is_bag
+    from idyn_ros.errors import ParameterError
+
+    bags = [src for src in sources if is_bag(src)]
+    files = [src for src in sources if src not in bags]
+    if args.time_unit != "auto" and bags:
+        raise ParameterError(f"--time-unit sets the unit of a CSV / NPZ time column, but {bags[0]} is a rosbag2 bag, "
+                             f"whose stamps are nanoseconds; drop --time-unit")
+    bag_only = [flag for flag, given in (("--topic", getattr(args, "topic", None)),
+                                         ("--wrench-topic", getattr(args, "wrench_topic", None)),
+                                         ("--recover", args.recover)) if given]
+    if bag_only and files:
+        raise ParameterError(f"{' and '.join(bag_only)} appl{'ies' if len(bag_only) == 1 else 'y'} to rosbag2 bags, "
+                             f"but {files[0]} is not one; drop {' '.join(bag_only)}")
+
+
+def _check_positions_by_column(dataset, robot: str, source: str) -> None:
+    """Columns without joint names assigned to ``robot``'s joints by position: refused when they leave its joint
+    limits, by the check `idyn train` applies to such data (``models.sources.check_positions``)."""
+    from idyn_ros.data.importers import UNNAMED_NOTE
+    from idyn_ros.models.sources import check_positions, load_robot
+
+    if any(note.startswith(UNNAMED_NOTE) for note in dataset.notes):
+        check_positions(dataset.q, load_robot(robot), source, unnamed=True, joints=dataset.joint_names)
+
+
 def _run_import(args: argparse.Namespace) -> int:
     import warnings
-    from pathlib import Path
 
     from tqdm import tqdm
 
     from idyn_ros.data.importers import import_source
 
-    out = Path(args.output)
+    targets = _targets(args)
+    _check_source_options(args, args.sources)
     many = len(args.sources) > 1
-    for i, src in enumerate(tqdm(args.sources, desc="import", unit="file", disable=not many)):
+    for src, target in zip(tqdm(args.sources, desc="import", unit="file", disable=not many), targets, strict=True):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # the report lists them
             dataset, report = import_source(
@@ -161,7 +210,8 @@ def _run_import(args: argparse.Namespace) -> int:
                 torque_constants=args.torque_constants,
                 **_options(args),
             )
-        target = out.with_name(f"{out.stem}_{i}{out.suffix or '.npz'}") if many else out
+        if args.robot:
+            _check_positions_by_column(dataset, args.robot, src)
         path = dataset.save(target)
         for line in report.lines():
             print(line)
@@ -177,6 +227,11 @@ def _run_info(args: argparse.Namespace) -> int:
 
     from idyn_ros.data.importers import import_source
 
+    if args.plot:  # checked before the import, which can take a while on a large bag
+        from idyn_ros.commands import writable_output
+
+        writable_output(args.plot, "--plot", [args.file])
+    _check_source_options(args, [args.file])
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         dataset, report = import_source(args.file, **_options(args))

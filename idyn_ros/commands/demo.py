@@ -60,10 +60,14 @@ def configure(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     import json
 
+    from idyn_ros.commands import writable_output
     from idyn_ros.experiments import dds
     from idyn_ros.experiments.demo import run_demo
     from idyn_ros.experiments.tracking import format_table
 
+    for option, folder in (("--out", args.out), ("--work", args.work)):
+        if folder:  # checked before the recording and the training, which take minutes
+            writable_output(folder, option, folder=True)
     dds.ensure_ros_env()
     s = run_demo(args.robot, args.out, args.minutes, args.work, n_moves=args.moves, skip_dds=args.skip_dds,
                  progress=not args.quiet)

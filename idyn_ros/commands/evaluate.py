@@ -27,7 +27,8 @@ EPILOG = """examples:
 
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.epilog = EPILOG
-    parser.add_argument("--model", required=True, metavar="ONNX", help="the model artifact (DIR/model.onnx)")
+    parser.add_argument("--model", required=True, metavar="ONNX",
+                        help="the model artifact, or the run directory DIR of `idyn train` (its DIR/model.onnx)")
     parser.add_argument("--data", nargs="+", required=True, metavar="F",
                         help="recordings (rosbag2 folder, .db3, .mcap, .npz, .csv)")
     parser.add_argument("--effort-kind", choices=("torque", "current"), default=None,
@@ -51,6 +52,7 @@ def _run(args: argparse.Namespace) -> int:
     import math
     import sys
     import warnings
+    from pathlib import Path
 
     import numpy as np
 
@@ -62,6 +64,8 @@ def _run(args: argparse.Namespace) -> int:
     from idyn_ros.models.sources import load_recordings
     from idyn_ros.runtime import ModelRuntime, read_metadata
 
+    if Path(args.model).is_dir() and (Path(args.model) / "model.onnx").is_file():  # a run directory
+        args.model = str(Path(args.model) / "model.onnx")
     meta = read_metadata(args.model)
     require_keys(meta, ("model_kind", "urdf"), args.model)
     robot = RobotModel.from_urdf(meta["urdf"], name=meta["robot"])

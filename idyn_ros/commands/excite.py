@@ -94,12 +94,13 @@ def run(args: argparse.Namespace) -> int:
     import numpy as np
     from tqdm import tqdm
 
+    from idyn_ros.commands import writable_output
     from idyn_ros.data.trajectories import JointLimits, check_limits, fine_motion, optimize_excitation
     from idyn_ros.dynamics import RobotModel
     from idyn_ros.errors import ParameterError
 
     _check_options(args)
-    output = _output_path(args.output)
+    output = writable_output(str(_output_path(args.output)), "-o", [args.robot])  # before the optimiser's budget
     model = RobotModel.from_robot(args.robot)
     acc = np.array(args.accel_limit, dtype=float) if args.accel_limit else None
     if acc is not None and acc.size not in (1, model.n):

@@ -78,12 +78,16 @@ def run(args: argparse.Namespace) -> int:
 def _identify(args: argparse.Namespace) -> int:
     import json
 
+    from idyn_ros.commands import writable_output
     from idyn_ros.control import payload as cp
     from idyn_ros.dynamics.friction import parse_kinds
     from idyn_ros.dynamics.payload import vendor_formats
     from idyn_ros.models.sources import load_recordings, load_robot
 
     _check_options(args)
+    if args.vendor_out:  # checked before the identification
+        writable_output(args.vendor_out, "--vendor-out",
+                        [args.robot, *args.data, *(args.reference or []), *([args.model] if args.model else [])])
     robot = load_robot(args.robot)
     with_payload = load_recordings(args.data, robot)
     reference = load_recordings(args.reference, robot) if args.reference else []

@@ -34,8 +34,11 @@ def configure(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
+    from idyn_ros.commands import writable_output
     from idyn_ros.nodes.recorder import run_recorder
 
+    if args.output:  # else the ROS parameter output:= names it (the recorder checks that one)
+        writable_output(args.output, "-o", folder=True)
     bar = tqdm(desc="recorded", unit="msg", disable=args.quiet)
 
     def progress(counts: dict[str, int]) -> None:

@@ -103,6 +103,30 @@ EPILOG = """examples:
 """
 
 
+LSTM_KINDS = ("auto", "hybrid", "hybrid-r", "lstm", "delan-lstm")  # an LSTM residual (auto: hybrid and hybrid-r)
+RBD_KINDS = ("auto", "rbd", "rbd-friction", "hybrid", "hybrid-r", "hybrid-j", "mlp-hybrid")  # a rigid-body part
+FRICTION_KINDS = ("auto", "rbd-friction", "hybrid", "hybrid-r", "hybrid-j", "mlp-hybrid", "delan", "delan-lstm")
+LEARNED_KINDS = tuple(k for k in NN_KINDS if k not in PHYSICS_KINDS)  # trained by gradient steps
+#: option -> (dest, default, the kinds it applies to, what it sets): an option given for another kind is refused
+#: (it would be ignored); unset, it takes the default.
+KIND_OPTIONS: dict[str, tuple[str, object, tuple[str, ...], str]] = {
+    "--mode": ("mode", "e2e", ("hybrid", "hybrid-r", "hybrid-j"),
+               "training a hybrid's physics part with its residual or before it (auto fits both, mlp-hybrid is always "
+               "before it)"),
+    "--id-method": ("id_method", "sdp", RBD_KINDS, "the identification of a rigid-body part"),
+    "--friction": ("friction", "coulomb,viscous,offset", FRICTION_KINDS, "a friction model"),
+    "--epochs": ("epochs", 300, LEARNED_KINDS, "gradient training"),
+    "--patience": ("patience", 30, LEARNED_KINDS, "gradient training"),
+    "--lr": ("lr", None, LEARNED_KINDS, "gradient training"),
+    "--window": ("window", 100, LEARNED_KINDS, "gradient training"),
+    "--stride": ("stride", None, LEARNED_KINDS, "gradient training"),
+    "--hidden": ("hidden", 50, LSTM_KINDS, "an LSTM residual"),
+    "--max-samples": ("max_samples", 500, GP_KINDS, "a Gaussian process"),
+    "--gp-noise": ("gp_noise", "per-joint", GP_KINDS, "a Gaussian process"),
+    "--gp-refine": ("gp_refine", 0, GP_KINDS, "a Gaussian process"),
+}
+
+
 #: The largest random seed: numpy's legacy seeding (``np.random.seed``) takes 32 bits.
 SEED_MAX = 2**32 - 1
 
@@ -137,44 +161,44 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         choices=[*NN_KINDS, *GP_KINDS],
                         help="model kind (see above; default: auto)")
     parser.add_argument("-o", "--out", required=True, metavar="DIR", help="output directory")
-    parser.add_argument("--mode", choices=["e2e", "2s"], default="e2e",
+    parser.add_argument("--mode", choices=["e2e", "2s"], default=None,
                         help="hybrid training: end to end or two-stage (default: e2e; auto fits both)")
-    parser.add_argument("--id-method", default="sdp",
+    parser.add_argument("--id-method", default=None,
                         choices=["nominal", "ols", "wls", "sdp", "diffbary", "logchol"],
                         help="identification of the RBD part for rbd*, mlp-hybrid and 2s models (default: sdp; ols and "
                              "wls are unconstrained: a fit that makes a body physically inconsistent is not exported)")
     parser.add_argument("--allow-inconsistent", action="store_true",
                         help="export a fit with physically inconsistent bodies anyway (analysis only: its M(q) can be "
                              "indefinite, so a controller must not run it)")
-    parser.add_argument("--friction", default="coulomb,viscous,offset",
+    parser.add_argument("--friction", default=None,
                         help="friction kinds, comma separated or 'none' (coulomb = Reuss Eq. 13 with "
                              "dq_lim 0.02 rad/s; also viscous, asymmetric, stribeck, sigmoid, offset)")
     add_prior_arguments(parser)
     parser.add_argument("--seed", type=non_negative(int, SEED_MAX), default=0,
                         help=f"random seed, 0..{SEED_MAX} (default: 0)")
-    parser.add_argument("--epochs", type=positive(int), default=300, help="maximum epochs (default: 300)")
+    parser.add_argument("--epochs", type=positive(int), default=None, help="maximum epochs (default: 300)")
     parser.add_argument("--max-minutes", type=positive(float), default=None, metavar="M",
                         help="wall-clock budget for the training loop in minutes, > 0 (default: none; GP kinds: 10)")
-    parser.add_argument("--patience", type=positive(int), default=30,
+    parser.add_argument("--patience", type=positive(int), default=None,
                         help="early-stopping patience in epochs (default: 30)")
     parser.add_argument("--lr", type=positive(float), default=None,
                         help="Adam learning rate (default: 4e-3; DeLaN: at most 1e-3)")
-    parser.add_argument("--window", type=positive(int), default=100,
+    parser.add_argument("--window", type=positive(int), default=None,
                         help="training window length in samples (default: 100)")
     parser.add_argument("--stride", type=positive(int), default=None,
                         help="window stride in samples (default: = window, non-overlapping)")
-    parser.add_argument("--hidden", type=positive(int), default=50, help="LSTM hidden size (default: 50)")
+    parser.add_argument("--hidden", type=positive(int), default=None, help="LSTM hidden size (default: 50)")
     parser.add_argument("--resume", action="store_true",
                         help="continue from DIR/checkpoint.pt (same model options and data; none: from scratch)")
     parser.add_argument("--resume-on-new-data", action="store_true",
                         help="with --resume: accept a checkpoint trained on other --data/--val and fine-tune it")
-    parser.add_argument("--max-samples", type=positive(int), default=500,
+    parser.add_argument("--max-samples", type=positive(int), default=None,
                         help="GP kinds: training samples kept (seeded random subset; default: 500)")
-    parser.add_argument("--gp-noise", choices=("per-joint", "shared"), default="per-joint",
+    parser.add_argument("--gp-noise", choices=("per-joint", "shared"), default=None,
                         help="GP kinds: one noise std per joint (default; real sensors differ per joint) or one "
                              "shared std (i.i.d. noise, e.g. simulation: keeps a joint whose torque is mostly "
                              "noise from interpolating it)")
-    parser.add_argument("--gp-refine", type=non_negative(int), default=0, metavar="N",
+    parser.add_argument("--gp-refine", type=non_negative(int), default=None, metavar="N",
                         help="GP kinds: after the noise starts are compared (50 L-BFGS iterations each), run N "
                              "more on the kept fit only (default: 0). Slow joints gain most: on the 7-DoF "
                              "Panda, joint 7 needs ~150 iterations (studies/gp_lip/README.md); each iteration "
@@ -188,7 +212,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
                              "are resampled to it (default: the rate most of the training time was recorded at)")
     parser.add_argument("--torque-constants", metavar="K1,..,Kn", default=None,
                         help="current data: use these gains [Nm/A] (robot joint order, or a robot's data: ur5) "
-                             "instead of identifying them")
+                             "instead of identifying them; each > 0. A value that starts with '-' is read as an "
+                             "option: write it --torque-constants=VALUE")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
 
 
@@ -198,6 +223,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
+    from idyn_ros.commands import writable_output
     from idyn_ros.dynamics.friction import parse_kinds
     from idyn_ros.errors import ParameterError
     from idyn_ros.models.pipeline import train_run
@@ -212,6 +238,8 @@ def _run(args: argparse.Namespace) -> int:
     if args.no_refit and (args.model != "auto" or args.val):
         raise ParameterError("--no-refit applies to auto without --val (only then is the chosen model refitted on "
                              "the held-out tail of the training data)")
+    _refuse_options_of_other_kinds(args)
+    writable_output(args.out, "--out", folder=True)  # before any loading or training, which can take minutes
     robot = load_robot(args.robot)
     train, val, test, rate = load_split(args.data, args.val, args.test, robot, args.effort_kind, args.rate,
                                         say=lambda line: print(f"idyn train: {line}"))
@@ -261,6 +289,27 @@ def _run(args: argparse.Namespace) -> int:
               + " ".join(f"{v:.2f}" for v in m["rmse_nm"]) + " Nm")
     print(f"wrote {args.out}/model.onnx (id {metrics.get('model_id')}) and {args.out}/metrics.json")
     return 0
+
+
+def _refuse_options_of_other_kinds(args: argparse.Namespace) -> None:
+    """Refuse the options of ``KIND_OPTIONS`` given for a kind that would ignore them; fill in the unset ones."""
+    from idyn_ros.errors import ParameterError
+
+    moot: dict[tuple[tuple[str, ...], str], list[str]] = {}  # (kinds, what) -> the flags given
+    for flag, (dest, _, kinds, what) in KIND_OPTIONS.items():
+        if getattr(args, dest) is not None and args.model not in kinds \
+                and not (flag == "--mode" and args.model == "mlp-hybrid" and args.mode == "2s"):
+            moot.setdefault((kinds, what), []).append(flag)
+    if moot:
+        flags = [flag for group in moot.values() for flag in group]
+        them = "it" if len(flags) == 1 else "them"
+        why = "; ".join(f"{', '.join(group)} {'is' if len(group) == 1 else 'are'} for {what}: {', '.join(kinds)}"
+                        for (kinds, what), group in moot.items())
+        raise ParameterError(f"--model {args.model} does not use {', '.join(flags)} ({why}); drop {them}, or pick a "
+                             f"kind that uses {them}")
+    for dest, default, _, _ in KIND_OPTIONS.values():
+        if getattr(args, dest) is None:
+            setattr(args, dest, default)
 
 
 def _currents_to_torque(args: argparse.Namespace, robot, kinds: tuple[str, ...], train: list, val: list,

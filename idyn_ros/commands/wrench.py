@@ -82,15 +82,17 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--contact-model", choices=CONTACT_MODELS, default=d.contact_model,
                         help="wrench: any wrench at the flange; point: a contact near the flange (little moment, "
                              "forces estimated with redundancy)")
-    parser.add_argument("--point-moment", type=float, default=d.point_moment_nm, metavar="NM",
-                        help="point contact: 1-sigma moment it transmits at the flange [Nm]")
+    parser.add_argument("--point-moment", type=float, default=None, metavar="NM",
+                        help=f"with --contact-model point: 1-sigma moment the contact transmits at the flange [Nm] "
+                             f"(default {d.point_moment_nm:g}, the node's)")
     parser.add_argument("--no-auto-rezero", action="store_true", help="no automatic re-zero at rest")
     parser.add_argument("--no-stiction-band", action="store_true",
                         help="report the raw residual at standstill (default: per joint the external torque closest "
                              "to zero that the model's break-away friction allows)")
     parser.add_argument("--ft-topic", help="WrenchStamped topic of an F/T sensor to score against")
-    parser.add_argument("--ft-sign", type=float, choices=(1.0, -1.0), default=1.0,
-                        help="+1 (default): the sensor reports the wrench applied to it (environment on robot)")
+    parser.add_argument("--ft-sign", type=float, choices=(1.0, -1.0), default=None,
+                        help="with --ft-topic: +1 (default) if the sensor reports the wrench applied to it "
+                             "(environment on robot), -1 if the one it applies")
     parser.add_argument("--vendor-topic", default=None, help=f"the vendor's estimate (default {VENDOR_TOPIC} when "
                         "the bag has it; '' for none; a topic named here must be in the bag)")
     parser.add_argument("--vendor-sign", type=float, choices=(1.0, -1.0), default=-1.0,
@@ -107,6 +109,34 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print the summary as JSON")
 
 
+def _check_options(args: argparse.Namespace) -> None:
+    """Refuse an option that the other options make moot, and outputs that cannot be written: before the replay."""
+    from idyn_ros.commands import writable_output
+    from idyn_ros.control.wrench_trust import TrustSettings
+    from idyn_ros.errors import ParameterError
+
+    if args.point_moment is not None and args.contact_model != "point":
+        raise ParameterError(f"--point-moment applies to a point contact; add --contact-model point, or drop "
+                             f"--point-moment (--contact-model {args.contact_model} estimates any flange moment)")
+    if args.point_moment is None:
+        args.point_moment = TrustSettings().point_moment_nm
+    if args.ft_sign is not None and not args.ft_topic:
+        raise ParameterError("--ft-sign is the sign of the F/T sensor of --ft-topic; add --ft-topic, or drop --ft-sign")
+    if args.ft_sign is None:
+        args.ft_sign = 1.0
+    inputs = [args.model, args.data, *([args.twin] if args.twin else [])]
+    writable_output(args.output, "-o", inputs)
+    if args.plot:
+        writable_output(args.plot, "--plot", inputs)
+        if args.twin:
+            writable_output(str(_twin_png(args.plot)), "--plot", inputs)
+
+
+def _twin_png(plot: str) -> Path:
+    """P_twin.png next to --plot P.png."""
+    return Path(plot).with_name(Path(plot).stem + "_twin.png")
+
+
 def run(args: argparse.Namespace) -> int:
     from idyn_ros.control.wrench_trust import TrustSettings
     from idyn_ros.errors import ParameterError
@@ -114,6 +144,7 @@ def run(args: argparse.Namespace) -> int:
     from idyn_ros.models.artifact import read_metadata
     from idyn_ros.parameters import WrenchObserverParams
 
+    _check_options(args)
     robot = wr.robot_for(read_metadata(args.model), args.robot)  # a damaged or foreign file stops here, said once
     try:  # checked as the node checks its parameters, refused in the words of this command
         node = WrenchObserverParams().replace(robot.n, observer_gain=args.observer_gain,
@@ -142,7 +173,7 @@ def run(args: argparse.Namespace) -> int:
     if args.plot:
         summary["plot"] = str(wr.plot(rep, summary, arrays, args.plot, bias_window_s=args.bias_window))
         if reference is not None:
-            twin_png = Path(args.plot).with_name(Path(args.plot).stem + "_twin.png")
+            twin_png = _twin_png(args.plot)
             summary["plot_twin"] = str(wr.plot_twin(rep, summary["twin"], reference, robot.joint_names, twin_png))
     if args.json:
         print(json.dumps(summary, indent=2, default=float))

@@ -135,7 +135,8 @@ class Dataset:
             bad = int(np.argmin(np.diff(self.t) > 0))
             raise DatasetError(
                 f"dataset {self.source!r}: t is not strictly increasing at sample {bad} "
-                f"({self.t[bad]!r} -> {self.t[bad + 1]!r}); re-import the source to sort and de-duplicate"
+                f"({float(self.t[bad]):g} -> {float(self.t[bad + 1]):g} s); re-import the source to sort and "
+                f"de-duplicate"
             )
         starts = self.segment_starts
         if starts[0] != 0 or np.any(np.diff(starts) <= 0) or (n_samples and starts[-1] >= max(n_samples, 1)):

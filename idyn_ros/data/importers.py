@@ -49,8 +49,17 @@ EFFORT_UNSTATED_NOTE = "effort_kind not stated by the source: torque assumed"
 IRREGULAR_SPREAD = 0.5
 #: Start of the note on a dataset whose source stamps were irregular (``models.sources`` reads it).
 IRREGULAR_NOTE = "irregular stamps"
+#: Largest output rate as a multiple of the source's own (median spacing): beyond 10x, the added samples only lie
+#: on straight lines between recorded ones, and the file and memory grow with them (--rate 1e9 asked for 187 GiB).
+MAX_UPSAMPLING = 10.0
+#: Most samples an import writes: 2.8 h at 1 kHz, ~2 GB of float64 arrays for a 7-joint arm; more is a wrong --rate
+#: or time unit, not a recording.
+MAX_SAMPLES = 10_000_000
 #: Start of the note on a dataset put on a grid at a requested rate (``rate=``), not at its own spacing.
 RESAMPLED_NOTE = "resampled linearly"
+#: Start of the note on a dataset whose unnamed columns were assigned to joints by position (``models.sources``
+#: and `idyn dataset import --robot` check such data against the robot's joint limits).
+UNNAMED_NOTE = "columns carry no joint names"
 #: Message types a bag's wrench topic may have (``--wrench-topic``).
 WRENCH_TYPES = ("geometry_msgs/msg/WrenchStamped", "idyn_ros/msg/PlantGroundTruth")
 #: Start of the note on a dataset whose motor currents were turned into torques (so a second conversion is refused).
@@ -235,7 +244,7 @@ def to_dataset(
     if raw.stamps_ns.size == 0:
         raise DatasetError(f"{raw.source}: no samples found")
     if rate is not None and not (math.isfinite(rate) and rate > 0):
-        raise DatasetError(f"the output rate must be a positive number of Hz, got {rate!r}")
+        raise DatasetError(f"the output rate must be a positive number of Hz, got {rate}")
     target, robot_label = resolve_robot_joints(robot)
     if joint_names:
         target = tuple(robot_joint_order(joint_names, target, robot_label))
@@ -259,7 +268,7 @@ def to_dataset(
                 + option_hint("--joints", ",".join(f"J{i + 1}" for i in range(len(names))), keyword="joint_names=[...]")
             )
         names = list(target) if target is not None else [f"joint{i + 1}" for i in range(len(names))]
-        report.notes.append("columns carry no joint names: assigned by position to " + ", ".join(names))
+        report.notes.append(f"{UNNAMED_NOTE}: assigned by position to " + ", ".join(names))
     if target is None:
         target = tuple(names)
     names, note = read_as_robot(names, target)
@@ -323,6 +332,18 @@ def to_dataset(
     irregular = irregularity(stamps, own_period)
     if irregular:
         report.notes.append(f"{IRREGULAR_NOTE} ({irregular}): interpolated linearly onto a uniform grid")
+    if rate and rate > MAX_UPSAMPLING * 1e9 / own_period:
+        raise DatasetError(
+            f"{raw.source}: an output rate of {rate:g} Hz is {rate * own_period / 1e9:.3g} times the recording's "
+            f"own {1e9 / own_period:.4g} Hz (median stamp spacing); above {MAX_UPSAMPLING:g}x the added samples only "
+            f"interpolate straight lines between recorded ones: choose --rate {MAX_UPSAMPLING * 1e9 / own_period:.4g} "
+            f"or less")
+    samples = grid_size(stamps, gap_idx, period)
+    if samples > MAX_SAMPLES:
+        raise DatasetError(
+            f"{raw.source}: {(int(stamps[-1]) - int(stamps[0])) / 1e9:.6g} s at {1e9 / period:.6g} Hz would be "
+            f"{samples:,} samples, more than the {MAX_SAMPLES:,} an import writes; choose a lower --rate, check the "
+            f"time unit (--time-unit), or split the recording")
     if rate and period != own_period:
         report.notes.append(f"{RESAMPLED_NOTE} from {1e9 / own_period:.4g} Hz (median stamp spacing) to {rate:g} Hz")
     t0 = int(stamps[0])
@@ -382,7 +403,7 @@ def to_dataset(
     if effort_kind and raw.effort_hint and effort_kind != raw.effort_hint:
         report.notes.append(f"effort_kind {raw.effort_hint} stated by the source overridden: {effort_kind} "
                             f"(--effort-kind)")
-    if kind == "current":
+    if kind == "current" and not any(note.startswith("effort_kind=current") for note in report.notes):
         report.notes.append("effort_kind=current: efforts are motor-current based (e.g. UR drivers), not joint torques")
     if report.duplicates_dropped:
         report.notes.append(f"{report.duplicates_dropped} duplicate stamps dropped")
@@ -507,6 +528,13 @@ def segment_grid(stamps: np.ndarray, starts: np.ndarray, period: int) -> tuple[n
         firsts.append(sum(x.size for x in parts))
         parts.append(s0 + period * np.arange(k + 1, dtype=np.int64))
     return np.concatenate(parts), firsts
+
+
+def grid_size(stamps: np.ndarray, starts: np.ndarray, period: int) -> int:
+    """The number of samples :func:`segment_grid` would make, without making them."""
+    bounds = [0, *np.asarray(starts).tolist(), stamps.size]
+    return sum(int(np.floor((int(stamps[b - 1]) - int(stamps[a])) / period + 0.5)) + 1 if b - a > 1 else 1
+               for a, b in itertools.pairwise(bounds))
 
 
 def resample_segments(stamps: np.ndarray, starts: np.ndarray, values: np.ndarray, grid: np.ndarray,
@@ -749,7 +777,7 @@ def _import_source(
                 dataset.effort_kind = effort_kind
             if rate is not None:
                 if not (math.isfinite(rate) and rate > 0):
-                    raise DatasetError(f"the output rate must be a positive number of Hz, got {rate!r}")
+                    raise DatasetError(f"the output rate must be a positive number of Hz, got {rate}")
                 dataset, regrid = resample(dataset, rate)
                 report.samples_out, report.period_ns = len(dataset), regrid.period_ns
                 report.notes += [x for x in regrid.notes if x not in report.notes]

@@ -229,7 +229,8 @@ def currents_to_torque(robot: Any, train: Sequence[Recording], val: Sequence[Rec
     train_kinds = {r.effort_kind for r in train}
     if len(train_kinds) > 1:
         raise ParameterError("the training recordings mix torque and motor-current efforts; train on one kind "
-                             "(or convert the currents when importing: `idyn dataset import --torque-constants`)")
+                             "(or convert the currents when importing: `idyn dataset import SRC --torque-constants "
+                             "K1,..,Kn -o OUT.npz`)")
     if "current" not in train_kinds and not any(r.effort_kind == "current" for r in (*val, *test)):
         if torque_constants:
             raise ParameterError("--torque-constants applies to motor-current data; these recordings hold torques "

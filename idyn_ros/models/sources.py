@@ -31,14 +31,14 @@ from typing import Any
 
 import numpy as np
 
-from idyn_ros.data.importers import EFFORT_UNSTATED_NOTE, IRREGULAR_NOTE
+from idyn_ros.data.hints import option_hint
+from idyn_ros.data.importers import EFFORT_UNSTATED_NOTE, IRREGULAR_NOTE, UNNAMED_NOTE
 from idyn_ros.errors import DatasetError
 from idyn_ros.models.artifact import same_rate
 from idyn_ros.robots.drives import is_ur_arm
 
 # Decision: calibration offsets and overshoot stay within a few degrees; another robot's data lands tens of degrees out
 LIMIT_MARGIN = math.radians(5.0)
-_UNNAMED_NOTE = "columns carry no joint names"  # the importer's note for position-assigned columns
 
 
 class TrainingWarning(UserWarning):
@@ -95,15 +95,15 @@ def to_recording(ds: Any, robot: Any, source: str = "") -> Recording:
     """Reorder a ``Dataset`` to the robot's joint order and check it (names, NaNs, shapes)."""
     effort_kind = getattr(ds, "effort_kind", "torque")
     names = list(getattr(ds, "joint_names", []) or [])
-    unnamed = any(note.startswith(_UNNAMED_NOTE) for note in getattr(ds, "notes", ()))
+    unnamed = any(note.startswith(UNNAMED_NOTE) for note in getattr(ds, "notes", ()))
     q = np.asarray(ds.q, dtype=np.float64)
     if names:
         missing = [j for j in robot.joint_names if j not in names]
         if missing:
             raise DatasetError(
                 f"{source or 'dataset'}: joints {missing} of robot '{robot.name}' are not in the data "
-                f"(data has {names}); pick the right --robot or rename the joints when importing "
-                f"(`idyn dataset --joint-map old=new`)"
+                f"(data has {names}); pick the right --robot or rename the joints: "
+                + option_hint("--joint-map", "old=new", keyword="joint_map='old=new'")
             )
         idx = np.array([names.index(j) for j in robot.joint_names])
     elif q.shape[1] == robot.n:
@@ -124,10 +124,10 @@ def to_recording(ds: Any, robot: Any, source: str = "") -> Recording:
             rows = np.flatnonzero(bad.reshape(len(arr), -1).any(1))
             raise DatasetError(
                 f"{source or 'dataset'}: {int(bad.sum())} NaN/inf values in '{field}' (first at sample "
-                f"{rows[0]} of {len(arr)}); clean or cut the recording first "
-                f"(e.g. `idyn dataset --drop-nonfinite`), or re-record"
+                f"{rows[0]} of {len(arr)}); remove those samples from the recording (no idyn option drops "
+                f"them), or re-record"
             )
-    _check_positions(rec.q, robot, source or "dataset", unnamed)
+    check_positions(rec.q, robot, source or "dataset", unnamed)
     if effort_kind == "torque" and EFFORT_UNSTATED_NOTE in getattr(ds, "notes", ()) and is_ur_arm(robot.joint_names):
         warnings.warn(f"{source or 'dataset'}: the recording does not say whether its effort is joint torque or motor "
                       f"current, and UR drivers publish currents unless run with use_currents_as_efforts:=false; "
@@ -140,10 +140,15 @@ def to_recording(ds: Any, robot: Any, source: str = "") -> Recording:
     return rec
 
 
-def _check_positions(q: np.ndarray, robot: Any, source: str, unnamed: bool) -> None:
-    """The joint-limit rule of the module doc (robots without limits, e.g. continuous joints, pass)."""
-    lower = np.asarray(getattr(robot, "lower", np.full(q.shape[1], -np.inf)), dtype=np.float64)
-    upper = np.asarray(getattr(robot, "upper", np.full(q.shape[1], np.inf)), dtype=np.float64)
+def check_positions(q: np.ndarray, robot: Any, source: str, unnamed: bool,
+                    joints: Sequence[str] | None = None) -> None:
+    """The joint-limit rule of the module doc (robots without limits, e.g. continuous joints, pass): ``q``'s columns
+    are the robot's ``joints`` (default: all of them, in its order). `idyn dataset import` applies it too when it
+    assigns unnamed columns to a robot by position."""
+    names = list(robot.joint_names)
+    idx = np.arange(len(names)) if joints is None else np.array([names.index(j) for j in joints], dtype=int)
+    lower = np.asarray(getattr(robot, "lower", np.full(len(names), -np.inf)), dtype=np.float64)[idx]
+    upper = np.asarray(getattr(robot, "upper", np.full(len(names), np.inf)), dtype=np.float64)[idx]
     lo, hi = q.min(0), q.max(0)
     with np.errstate(invalid="ignore"):
         beyond = np.fmax(np.where(np.isfinite(lower), lower - lo, 0.0), np.where(np.isfinite(upper), hi - upper, 0.0))
@@ -151,13 +156,15 @@ def _check_positions(q: np.ndarray, robot: Any, source: str, unnamed: bool) -> N
     if not out.size:
         return
     j = int(out[np.argmax(beyond[out])])
-    detail = (f"{robot.joint_names[j]} spans [{lo[j]:.2f}, {hi[j]:.2f}] rad, limits [{lower[j]:.2f}, {upper[j]:.2f}]"
+    detail = (f"{names[idx[j]]} spans [{lo[j]:.2f}, {hi[j]:.2f}] rad, limits [{lower[j]:.2f}, {upper[j]:.2f}]"
               + (f"; {out.size} joints out" if out.size > 1 else ""))
     what = (f"{source}: joint positions leave the limits of robot '{robot.name}' by up to "
             f"{math.degrees(beyond[j]):.0f} deg ({detail})")
     if unnamed:
-        raise DatasetError(f"{what} and the file has no joint names, so it is likely another robot's data; pick the "
-                           f"right --robot, or name its joints (`idyn dataset import FILE --robot ROBOT -o OUT.npz`)")
+        raise DatasetError(f"{what} and the file has no joint names, so it is likely another robot's data: pick the "
+                           f"robot it was recorded on (--robot); if it is this robot's with its columns in another "
+                           f"order, name them in the recorded order (`idyn dataset import FILE --robot "
+                           f"ROBOT --joints J1,..,J{len(names)} -o OUT.npz`)")
     warnings.warn(f"{what}; check joint offsets and units (rad)", TrainingWarning, stacklevel=4)
 
 
@@ -198,7 +205,7 @@ def model_rate(recs: Sequence[Recording], requested: float | None = None) -> tup
     """
     if requested is not None:
         if not (math.isfinite(requested) and requested > 0):
-            raise DatasetError(f"--rate must be a positive number of Hz, got {requested!r}")
+            raise DatasetError(f"--rate must be a positive number of Hz, got {requested}")
         return float(requested), "--rate"
     groups: list[list[Recording]] = []
     for r in sorted((r for r in recs if r.n_samples > 1), key=lambda r: -r.rate_hz):

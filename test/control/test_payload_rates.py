@@ -105,3 +105,22 @@ def test_cli_says_when_there_is_no_payload_to_identify(tmp_path: Path, panda: Ro
                    robot="panda").save(tmp_path / "bare.npz")
     assert main(["payload", "identify", "--robot", "panda", "--data", data, "--reference", str(bare)]) == 0
     assert "no payload detected" not in capsys.readouterr().out
+
+
+def test_cli_refuses_a_vendor_out_it_cannot_write_before_identifying(tmp_path: Path, panda: RobotModel,
+                                                                     capsys: pytest.CaptureFixture[str],
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    from idyn_ros.cli import main
+    from idyn_ros.models import sources
+
+    data = _write(tmp_path, panda)
+
+    def never(*args, **kwargs):
+        raise AssertionError("loaded the recordings before checking --vendor-out")
+
+    monkeypatch.setattr(sources, "load_recordings", never)
+    for out, said in (("/proc/load.json", "cannot write in /proc"), (data, "also an input")):
+        code = main(["payload", "identify", "--robot", "panda", "--data", data, "--reference", data,
+                     "--vendor-out", out])
+        err = capsys.readouterr().err.strip()
+        assert code == 2 and err.count("\n") == 0 and f"--vendor-out {out}" in err and said in err, err

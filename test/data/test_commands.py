@@ -62,3 +62,103 @@ def test_output_into_a_closed_pipe_ends_quietly() -> None:
     proc.stdout.close()  # the reader is gone before the first line
     assert proc.wait(timeout=60) == 141 and proc.stderr.read() == b""
     proc.stderr.close()
+
+
+def _one_line(capsys: pytest.CaptureFixture[str]) -> str:
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "Traceback" not in err, err
+    return err
+
+
+def _unnamed_npz(path: Path, q: np.ndarray, rate: float = 200.0) -> Path:
+    """A foreign npz without joint names (FloBaRoID-like columns), as the KUKA recordings are."""
+    t = np.arange(len(q)) / rate
+    np.savez(path, times=t, positions=q, velocities=np.gradient(q, t, axis=0), torques=np.ones_like(q))
+    return path
+
+
+def test_outputs_that_cannot_be_written_are_refused_before_the_work(tmp_path: Path,
+                                                                   capsys: pytest.CaptureFixture[str],
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each used to end in a FileNotFoundError traceback, excite only after its whole optimisation budget."""
+    from idyn_ros.data import importers, trajectories
+
+    write_joint_state_bag(tmp_path / "bag", "mcap", 50)
+    (tmp_path / "afile").write_text("")
+    ds = tmp_path / "ds.npz"
+    assert main(["dataset", "import", str(tmp_path / "bag"), "-o", str(ds)]) == 0
+
+    def never(*args, **kwargs):
+        raise AssertionError("worked before checking the output")
+
+    monkeypatch.setattr(importers, "import_source", never)
+    monkeypatch.setattr(trajectories, "optimize_excitation", never)
+    cases = [["dataset", "import", str(tmp_path / "bag"), "-o", "/proc/x.npz"],
+             ["dataset", "import", str(tmp_path / "bag"), "-o", str(tmp_path / "afile" / "x.npz")],
+             ["dataset", "import", str(tmp_path / "bag"), str(ds), "-o", "/proc/x.npz"],  # OUT_0, OUT_1
+             ["dataset", "info", str(ds), "--plot", "/proc/x.png"],
+             ["excite", "--robot", "ur5", "--budget", "600", "-o", "/proc/x.npz"]]
+    for argv in cases:
+        assert main(argv) == 2, argv
+        err = _one_line(capsys)
+        assert ("cannot write in /proc" in err or "is a file, not a folder" in err), err
+    assert not (tmp_path / "afile").is_dir()
+
+
+def test_a_rate_far_above_the_recordings_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """--rate 1e9 on a 200 Hz recording tried to allocate 187 GiB; --rate 1e6 wrote 10 GB."""
+    from idyn_ros.data import importers
+
+    src = _unnamed_npz(tmp_path / "src.npz", np.linspace(0, 1, 400)[:, None] * np.ones((1, 3)))
+    out = tmp_path / "y.npz"
+    for rate in ("2001", "1e6", "1e9"):  # the old code wrote the first, and tried to allocate GBs for the others
+        assert main(["dataset", "import", str(src), "-o", str(out), "--rate", rate]) == 2
+        err = _one_line(capsys)
+        assert "times the recording's own 200 Hz" in err and "choose --rate 2000 or less" in err, err
+    assert not out.exists()
+    assert main(["dataset", "import", str(src), "-o", str(out), "--rate", "2000"]) == 0
+    assert "3991 samples" in capsys.readouterr().out
+    monkeypatch.setattr(importers, "MAX_SAMPLES", 1000)  # any rate: more samples than an import writes
+    assert main(["dataset", "import", str(src), "-o", str(tmp_path / "z.npz"), "--rate", "1000"]) == 2
+    assert "1,996 samples, more than the 1,000" in _one_line(capsys)
+
+
+def test_options_a_source_cannot_use_are_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """--time-unit on a bag (stamps in ns) and the bag-only options on a file were ignored without a word."""
+    write_joint_state_bag(tmp_path / "bag", "mcap", 50)
+    src = _unnamed_npz(tmp_path / "src.npz", np.zeros((50, 7)))
+    out = str(tmp_path / "o.npz")
+    assert main(["dataset", "import", str(tmp_path / "bag"), "--time-unit", "ms", "-o", out]) == 2
+    assert "--time-unit" in (err := _one_line(capsys)) and "rosbag2 bag" in err
+    assert main(["dataset", "info", str(tmp_path / "bag"), "--time-unit", "s"]) == 2
+    assert "--time-unit" in _one_line(capsys)
+    for extra in (["--topic", "/joint_states"], ["--recover"], ["--wrench-topic", "/ft"]):
+        assert main(["dataset", "import", str(src), *extra, "-o", out]) == 2
+        err = _one_line(capsys)
+        assert extra[0] in err and "applies to rosbag2 bags" in err
+    # the defaults trigger nothing
+    assert main(["dataset", "import", str(tmp_path / "bag"), "--time-unit", "auto", "-o", out]) == 0
+
+
+def test_unnamed_columns_outside_the_robots_limits_are_refused_on_import(tmp_path: Path,
+                                                                         capsys: pytest.CaptureFixture[str]) -> None:
+    """Imported by position as a Panda, a KUKA recording was written, and `idyn train` then refused it, advising
+    the very import that had written it."""
+    from idyn_ros.dynamics import RobotModel
+
+    panda = RobotModel.from_robot("panda")
+    inside = 0.5 * (np.clip(panda.lower, -3, 3) + np.clip(panda.upper, -3, 3))
+    q = inside + 0.1 * np.sin(np.linspace(0, 6, 400))[:, None]
+    fits = _unnamed_npz(tmp_path / "fits.npz", q)
+    out = tmp_path / "kp.npz"
+    assert main(["dataset", "import", str(fits), "--robot", "panda", "-o", str(out)]) == 0
+    capsys.readouterr()
+    q[:, 5] -= 1.9  # panda_joint6 down to -0.02 - 1.8 rad: another arm's range
+    other = _unnamed_npz(tmp_path / "other.npz", q)
+    assert main(["dataset", "import", str(other), "--robot", "panda", "-o", str(tmp_path / "no.npz")]) == 2
+    err = _one_line(capsys)
+    assert "leave the limits of robot 'panda'" in err and "panda_joint6" in err and "no joint names" in err
+    assert "--joints" in err and not (tmp_path / "no.npz").exists()
+    # without --robot the columns get no robot's names and nothing is checked
+    assert main(["dataset", "import", str(other), "-o", str(tmp_path / "anon.npz")]) == 0

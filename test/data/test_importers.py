@@ -188,6 +188,10 @@ def test_dataset_validation_and_select() -> None:
         Dataset(t=t, q=np.zeros((5, 2)), dq=np.zeros((5, 2)), tau=np.zeros((4, 2)), joint_names=("a", "b"))
     with pytest.raises(DatasetError, match="strictly increasing"):
         Dataset(t=t[::-1], q=np.zeros((5, 2)), dq=np.zeros((5, 2)), tau=np.zeros((5, 2)), joint_names=("a", "b"))
+    with pytest.raises(DatasetError) as info:  # the stamps as numbers, not `np.float64(inf) -> np.float64(0.1)`
+        Dataset(t=np.array([0.0, np.inf, 0.1, 0.2, 0.3]), q=np.zeros((5, 2)), dq=np.zeros((5, 2)),
+                tau=np.zeros((5, 2)), joint_names=("a", "b"))
+    assert "(inf -> 0.1 s)" in str(info.value) and "np." not in str(info.value)
     with pytest.raises(DatasetError, match="effort_kind"):
         Dataset(
             t=t,

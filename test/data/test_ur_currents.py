@@ -41,6 +41,7 @@ def test_the_bags_metadata_says_what_the_effort_is(tmp_path):
     _ur_bag(tmp_path / "said", {"joint_states_effort": "motor current [A] (i_actual)"})
     ds, report = import_source(tmp_path / "said", robot="ur5")
     assert ds.effort_kind == "current" and any("custom_data" in n for n in report.notes)
+    assert sum("effort_kind=current" in line for line in report.lines()) == 1  # said once, not twice per import
     _ur_bag(tmp_path / "contract", {"effort_kind": "torque"})
     assert import_source(tmp_path / "contract")[0].effort_kind == "torque"
     _ur_bag(tmp_path / "silent")
@@ -136,3 +137,15 @@ def test_an_effort_kind_against_the_bags_metadata_is_noted(tmp_path):
     ds, _ = import_source(tmp_path / "bag", robot="ur5", effort_kind="torque")
     assert ds.effort_kind == "torque"
     assert "effort_kind current stated by the source overridden: torque (--effort-kind)" in ds.notes
+
+
+def test_the_help_says_how_to_pass_a_value_that_starts_with_a_minus(capsys):
+    """`--torque-constants -10,...` stops with "expected one argument": argparse reads it as an option."""
+    from idyn_ros.cli import main
+
+    for argv in (["dataset", "import", "--help"], ["train", "--help"]):
+        with pytest.raises(SystemExit):
+            main(argv)
+        assert "--torque-constants=VALUE" in " ".join(capsys.readouterr().out.split())
+    with pytest.raises(ParameterError, match="> 0"):  # written so, it reaches the check of the gains
+        parse_torque_constants("-10,1,1,1,1,1", 6)

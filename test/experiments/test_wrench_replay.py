@@ -418,3 +418,29 @@ def test_sensor_topics_need_the_bag_and_a_named_vendor_topic_must_exist(recorded
                  "--vendor-topic", "/typo"]) == 2
     err = capsys.readouterr().err
     assert "no WrenchStamped messages on --vendor-topic /typo" in err and "/ft_sensor/wrench" in err
+
+
+def test_outputs_and_options_that_cannot_apply_are_refused_before_the_replay(recorded, tmp_path, capsys, monkeypatch):
+    """-o / --plot where nothing can be written ended in a traceback after the replay; --point-moment without a
+    point contact and --ft-sign without a sensor were ignored without a word."""
+    from idyn_ros.cli import main
+    from idyn_ros.experiments import wrench_replay
+
+    def never(*args, **kwargs):
+        raise AssertionError("replayed before checking the command line")
+
+    monkeypatch.setattr(wrench_replay, "replay", never)
+    bag, model, _ = recorded
+    base = ["wrench", "--model", str(model), "--data", str(bag)]
+    cases = [(["-o", "/proc/w.npz"], "-o /proc/w.npz: cannot write"),
+             (["-o", str(tmp_path / "w.npz"), "--plot", "/proc/w.png"], "--plot /proc/w.png: cannot write"),
+             (["-o", str(tmp_path / "w.npz"), "--twin", str(bag), "--plot", str(tmp_path)], "is a folder"),
+             (["-o", str(model)], "also an input"),
+             (["-o", str(tmp_path / "w.npz"), "--point-moment", "1"], "--point-moment applies to a point contact"),
+             (["-o", str(tmp_path / "w.npz"), "--ft-sign", "-1"], "--ft-sign is the sign of the F/T sensor")]
+    for extra, said in cases:
+        assert main([*base, *extra]) == 2, extra
+        err = capsys.readouterr().err.strip()
+        assert err.count("\n") == 0 and said in err, err
+    with pytest.raises(AssertionError, match="replayed"):  # applicable: through to the replay
+        main([*base, "-o", str(tmp_path / "w.npz"), "--contact-model", "point", "--point-moment", "1"])

@@ -24,7 +24,7 @@ def files(iiwa, synth, tmp_path_factory):
 def test_train_then_evaluate_json(files, tmp_path, capsys):
     out = tmp_path / "run"
     rc = main(["train", "--robot", "iiwa14", "--data", files[0], "--val", files[1], "--model", "rbd-friction",
-               "--out", str(out), "--seed", "1", "--epochs", "1", "--max-minutes", "1", "--no-progress"])
+               "--out", str(out), "--seed", "1", "--max-minutes", "1", "--no-progress"])
     assert rc == 0
     assert (out / "model.onnx").is_file() and (out / "metrics.json").is_file()
     capsys.readouterr()
@@ -41,6 +41,9 @@ def test_train_then_evaluate_json(files, tmp_path, capsys):
     # the human-readable form names every joint
     assert main(["evaluate", "--model", str(out / "model.onnx"), "--data", files[2]]) == 0
     assert "lbr_A7" in capsys.readouterr().out
+    # the run directory stands for its model.onnx (it read as "not an ONNX file")
+    assert main(["evaluate", "--model", str(out), "--data", files[2], "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["all"]["nmse"] == m["nmse"]
 
 
 def test_identify_writes_a_consistent_urdf(files, tmp_path, capsys):
@@ -121,3 +124,94 @@ def test_train_refuses_bad_numbers_before_numpy_or_torch_does(tmp_path, capsys, 
         main(["train", "--robot", "iiwa14", "--data", "x.npz", "--out", str(tmp_path / "run"), f"{option}={value}"])
     assert info.value.code == 2
     assert capsys.readouterr().err.strip().splitlines()[-1].endswith(f"argument {option}: {said}, got {value}")
+
+
+def _one_line(capsys) -> str:
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "Traceback" not in err, err
+    return err
+
+
+@pytest.fixture()
+def no_loading(monkeypatch):
+    """`idyn train` must refuse before it loads (or trains on) anything."""
+    from idyn_ros.models import sources
+
+    def never(*args, **kwargs):
+        raise AssertionError("loaded data before checking the command line")
+
+    monkeypatch.setattr(sources, "load_split", never)
+
+
+def test_train_refuses_an_output_folder_it_cannot_write_before_loading(files, tmp_path, capsys, no_loading):
+    """The mkdir inside the pipeline ended in a FileNotFoundError traceback, after the data were loaded."""
+    (tmp_path / "afile").write_text("")
+    for out, said in (("/proc/x", "cannot write in /proc"), (str(tmp_path / "afile"), "is a file; give a folder"),
+                      (str(tmp_path / "afile" / "run"), "is a file, not a folder")):
+        assert main(["train", "--robot", "iiwa14", "--data", files[0], "--model", "rbd", "-o", out]) == 2
+        assert said in _one_line(capsys)
+
+
+def test_train_refuses_options_its_model_kind_would_ignore(files, tmp_path, capsys, no_loading):
+    """`--model rbd --mode 2s --gp-refine 5 --max-samples 10 --hidden 7` trained plain rbd and said nothing."""
+    base = ["train", "--robot", "iiwa14", "--data", files[0], "-o", str(tmp_path / "run")]
+    assert main([*base, "--model", "rbd", "--mode", "2s", "--gp-refine", "5", "--max-samples", "10",
+                 "--hidden", "7"]) == 2
+    err = _one_line(capsys)
+    assert "--model rbd does not use --mode, --hidden, --max-samples, --gp-refine" in err
+    assert "--max-samples, --gp-refine are for a Gaussian process" in err
+    cases = [(["--model", "rbd-friction", "--epochs", "3"], "--epochs"), (["--model", "lip-gp", "--window", "50"],
+             "--window"), (["--model", "hybrid-j", "--hidden", "8"], "--hidden"), (["--model", "auto", "--mode", "2s"],
+             "auto fits both"), (["--model", "lstm", "--friction", "viscous"], "--friction"),
+             (["--model", "mlp-hybrid", "--mode", "e2e"], "--mode")]
+    for extra, said in cases:
+        assert main([*base, *extra]) == 2, extra
+        err = _one_line(capsys)
+        assert said in err and "does not use" in err, err
+    # options the kind uses, and a kind's own defaults, get through to the data loading
+    for extra in (["--model", "hybrid", "--mode", "2s", "--hidden", "8", "--epochs", "2"], ["--model", "rbd"],
+                  ["--model", "lip-gp", "--max-samples", "50", "--gp-refine", "1"], ["--model", "mlp-hybrid",
+                  "--mode", "2s"], ["--id-method", "ols", "--friction", "viscous", "--window", "50"]):
+        with pytest.raises(AssertionError, match="loaded data"):
+            main([*base, *extra])
+
+
+def test_unnamed_data_outside_the_limits_gets_advice_that_is_not_a_circle(iiwa, tmp_path, capsys):
+    """The refusal advised `idyn dataset import FILE --robot ROBOT`, which wrote the very file refused."""
+    from idyn_ros.dynamics import RobotModel
+
+    panda = RobotModel.from_robot("panda")
+    q = 0.5 * (np.clip(panda.lower, -3, 3) + np.clip(panda.upper, -3, 3)) + np.zeros((300, 7))
+    q[:, 5] -= 1.9
+    t = np.arange(300) / 200.0
+    src = tmp_path / "kuka.npz"
+    np.savez(src, times=t, positions=q + 0.01 * np.sin(t)[:, None], torques=np.ones_like(q))
+    imported = ["dataset", "import", str(src), "--robot", "panda", "-o", str(tmp_path / "kp.npz")]
+    assert main(imported) == 2  # refused where the columns are assigned, not after a successful import
+    assert "leave the limits of robot 'panda'" in _one_line(capsys)
+    assert main(["train", "--robot", "panda", "--data", str(src), "--model", "rbd", "-o", str(tmp_path / "r")]) == 2
+    err = _one_line(capsys)
+    assert "leave the limits" in err and "pick the robot it was recorded on" in err and "--joints" in err
+
+
+def test_data_errors_suggest_options_that_exist(iiwa):
+    """They suggested `idyn dataset --joint-map old=new` (no `import`) and `idyn dataset --drop-nonfinite` (none)."""
+    from idyn_ros.data.dataset import Dataset
+    from idyn_ros.errors import DatasetError
+    from idyn_ros.models.sources import to_recording
+
+    n = 50
+    t = np.arange(n) / 100.0
+    z = np.zeros((n, 7))
+    other = Dataset(t=t, q=z, dq=z, tau=z, joint_names=tuple(f"j{i}" for i in range(7)))
+    with pytest.raises(DatasetError) as info:
+        to_recording(other, iiwa, "x.npz")
+    assert "`idyn dataset import SRC --joint-map old=new -o OUT.npz`" in str(info.value)
+
+    from types import SimpleNamespace
+
+    raw = SimpleNamespace(t=t, q=z.copy(), dq=z, tau=z, ddq=None, joint_names=list(iiwa.joint_names))  # no checks
+    raw.q[3, 2] = np.nan
+    with pytest.raises(DatasetError) as info:
+        to_recording(raw, iiwa, "x.npz")
+    assert "drop-nonfinite" not in str(info.value) and "no idyn option drops them" in str(info.value)

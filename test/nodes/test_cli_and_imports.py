@@ -62,3 +62,24 @@ def test_hot_path_modules_never_import_torch():
             "print('torch' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
     assert out.stdout.strip() == "False"
+
+
+def test_output_folders_that_cannot_be_written_are_refused_before_anything_starts(tmp_path, capsys, monkeypatch):
+    """`idyn record -o`, `idyn demo -o/--work` and `idyn bringup --log-dir` ended in a mkdir traceback."""
+    from idyn_ros.cli import main
+    from idyn_ros.experiments import dds
+
+    def never(*args, **kwargs):
+        raise AssertionError("started before checking the output folder")
+
+    monkeypatch.setattr(dds, "ensure_ros_env", never)
+    monkeypatch.setattr(Launcher, "__init__", never)
+    (tmp_path / "afile").write_text("")
+    cases = [(["record", "-o", "/proc/bag", "--duration", "1"], "-o /proc/bag: cannot write in /proc"),
+             (["demo", "--skip-dds", "-o", "/proc/x"], "--out /proc/x: cannot write in /proc"),
+             (["demo", "--skip-dds", "--work", str(tmp_path / "afile")], "is a file; give a folder"),
+             (["bringup", "--robot", "panda", "--log-dir", "/proc/logs"], "--log-dir /proc/logs: cannot write")]
+    for argv, said in cases:
+        assert main(argv) == 2, argv
+        err = capsys.readouterr().err.strip()
+        assert err.count("\n") == 0 and said in err, err

@@ -33,3 +33,40 @@ def test_every_named_repository_file_exists():
                 if "msg/*" not in name and not _exists(name):
                     missing.setdefault(str(path.relative_to(ROOT)), []).append(name)
     assert not missing, f"named files that do not exist: {missing}"
+
+
+def _subcommands(parser) -> dict:
+    import argparse
+
+    return next((a.choices for a in parser._actions if isinstance(a, argparse._SubParsersAction)), {})
+
+
+def test_every_idyn_command_a_message_suggests_exists():
+    """Error texts suggested `idyn dataset --joint-map old=new` (an option of `idyn dataset import`) and
+    `idyn dataset --drop-nonfinite` (no such option): each backtick-quoted `idyn ...` in the package must name a
+    command, action and options that its --help lists."""
+    from idyn_ros.cli import build_parser
+
+    commands = _subcommands(build_parser())
+    wrong = []
+    quoted = re.compile(r"`idyn ([a-z][^`]{0,300}?)`", re.S)
+    for path in (ROOT / "idyn_ros").rglob("*.py"):
+        for match in quoted.finditer(path.read_text()):
+            text = re.sub(r"\"\s*\n\s*f?\"", "", match.group(1))  # a suggestion split over string literals
+            words = text.split()
+            parser = commands.get(words[0])
+            if parser is None:
+                wrong.append(f"{path.name}: `idyn {text}`: no command {words[0]}")
+                continue
+            actions = _subcommands(parser)
+            if actions and len(words) > 1 and not words[1].startswith("-") and words[1] in actions:
+                parser = actions[words[1]]
+            elif actions and any(w.startswith("--") for w in words):
+                wrong.append(f"{path.name}: `idyn {text}`: options without an action of {list(actions)}")
+                continue
+            options = {s for a in parser._actions for s in a.option_strings}
+            for word in words[1:]:
+                flag = word.split("=")[0].strip("\"'(),")
+                if flag.startswith("--") and flag not in options:
+                    wrong.append(f"{path.name}: `idyn {text}`: no option {flag}")
+    assert not wrong, "\n".join(wrong)
