@@ -38,9 +38,13 @@ def test_train_and_evaluate_lip_gp_on_kuka(shared_data: Path, tmp_path: Path) ->
 
 def test_gp_noise_option_parses_and_defaults_to_per_joint() -> None:
     from idyn_ros.cli import build_parser
+    from idyn_ros.commands.train import _refuse_options_of_other_kinds
 
     base = ["train", "--robot", "panda", "--data", "x.npz", "--model", "lip-gp", "--out", "o"]
-    assert build_parser().parse_args(base).gp_noise == "per-joint"
+    args = build_parser().parse_args(base)
+    assert args.gp_noise is None  # unset: only then may another kind be trained without it being refused
+    _refuse_options_of_other_kinds(args)
+    assert args.gp_noise == "per-joint"
     assert build_parser().parse_args([*base, "--gp-noise", "shared"]).gp_noise == "shared"
     with pytest.raises(SystemExit):
         build_parser().parse_args([*base, "--gp-noise", "both"])
