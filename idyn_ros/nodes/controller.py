@@ -314,7 +314,9 @@ class ControllerNode(LifecycleNode):
             if clock_ns is not None:
                 clock_ns = max(clock_ns, stamp_ns)  # one source: ahead of /clock is not a clock out of sync
         tau = core.update(msg.name, msg.position, msg.velocity, msg.effort, stamp_ns, now_ns, clock_ns)
-        if tau is None:
+        if tau is None:  # nothing to send; a fault before any trusted state (e.g. another robot's joints) is said
+            if core.watchdog.tripped and _fault_kind(self._reported) != _fault_kind(core.watchdog.reason):
+                self._report_trip()
             return
         self._publish_command(tau, stamp_ns)
         # after the command: bookkeeping and monitoring (not on the state -> command path)

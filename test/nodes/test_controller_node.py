@@ -136,6 +136,22 @@ def test_bad_input_goes_safe_in_the_same_tick(rclpy_context, case):
     rig.warm(2)
 
 
+def test_joint_states_of_another_robot_are_said_although_nothing_can_be_held(rclpy_context):
+    """robot=ur5 on a Panda graph went ACTIVE and never commanded, without a word: every state was rejected for
+    missing joints before any trusted state, and the trip was only reported together with a command."""
+    rig = Rig(rclpy_context, overrides={"robot": "ur5"})
+    try:
+        errors = []
+        rig.ctrl.get_logger().error = errors.append  # rclpy's logger methods are per instance
+        for _ in range(5):
+            assert rig.tick(wait=0.05) is None  # no trusted state: nothing to hold, nothing sent
+        assert len(errors) == 1 and "missing joint(s)" in errors[0] and "shoulder_pan_joint" in errors[0], errors
+        assert any("missing joint(s)" in m for m in rig.reasons())
+    finally:
+        rig.ctrl.destroy_node()
+        rig.node.destroy_node()
+
+
 def test_stale_state_goes_safe_within_a_tick_of_the_deadline(rclpy_context):
     rig = Rig(rclpy_context, {"stale_periods": 100.0})
     rig.warm()
