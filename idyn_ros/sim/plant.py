@@ -57,6 +57,9 @@ from idyn_ros.sim.urdf import (
 )
 
 PAYLOAD_LINK = "idyn_payload"
+# a payload given as a point mass (zero inertia, as the other nodes take it) is simulated as a solid sphere of this
+# radius: MuJoCo refuses a body whose inertia has a zero eigenvalue; 1 cm adds 4e-5 kg m^2 per kg, far below the flange
+POINT_MASS_RADIUS = 0.01  # m
 
 
 @dataclass(frozen=True)
@@ -242,6 +245,8 @@ class Plant:
         for p in parts:
             r = p.com - com
             inertia += p.inertia + p.mass * (r @ r * np.eye(3) - np.outer(r, r))
+        floor = 0.4 * mass * POINT_MASS_RADIUS**2  # a solid sphere's: a point mass compiles too
+        inertia += max(0.0, floor - float(np.linalg.eigvalsh(inertia).min())) * np.eye(3)
         return LinkInertial(mass, com, inertia)
 
     def _build_model(self) -> None:

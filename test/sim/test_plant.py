@@ -169,11 +169,14 @@ def test_payload_changes_gravity_like_pinocchio(pin_model):
     assert np.abs(plant.forward_acceleration(q, np.zeros(7), g0)).max() < 1e-9
     with pytest.raises(RobotDescriptionError, match="not physical"):  # triangle inequality
         plant.set_payload(Payload(1.0, (0, 0, 0), (1.0, 0.0, 0.0, 0.1, 0.0, 0.1)))
-    plant.set_payload(Payload(0.5, (0.0, 0.0, 0.05)))
-    with pytest.raises(RobotDescriptionError, match="MuJoCo cannot compile"):  # consistent, but below MuJoCo's minimum
-        plant.set_payload(Payload(1.0, (0, 0, 0), (1e-15, 0.0, 0.0, 1e-15, 0.0, 1e-15)))
-    assert plant.payload_mass == pytest.approx(0.5)  # the refused payload did not replace the one it runs with
-    assert np.abs(pin_model(plant).gravity(q) - g0).max() > 0.1
+    # a point mass (zero inertia: the SetPayload default, which the other nodes take) or one with an inertia below
+    # MuJoCo's minimum: simulated as a 1 cm sphere; /plant/set_payload {mass: 3.0, com: {z: 0.05}} was refused
+    for inertia in ((0.0,) * 6, (1e-15, 0.0, 0.0, 1e-15, 0.0, 1e-15)):
+        plant.set_payload(Payload(3.0, (0.0, 0.0, 0.05), inertia))
+        assert plant.payload_mass == pytest.approx(3.0)
+        pm = pin_model(plant)
+        assert np.abs(pm.gravity(q) - g0).max() > 1.0
+        assert np.abs(plant.forward_acceleration(q, np.zeros(7), pm.gravity(q))).max() < 1e-9
 
 
 def test_true_profile_plant_is_the_true_urdf_plus_joint_effects(pin_model):
