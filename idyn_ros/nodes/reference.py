@@ -74,7 +74,8 @@ def _settings_problem(v: ReferenceParams, q_start: np.ndarray | None = None) -> 
         k = len(v.setpoints) // len(names)  # the parameter's own check makes it a whole number of points
         if k != len(v.durations):
             return (f"mode setpoints: {k} set points but {len(v.durations)} durations; give one duration (s) per set "
-                    "point (change both in one set: ros2 param load, or mode hold first)")
+                    "point (set mode hold first, then both, then mode setpoints: ros2 param load sets them one at a "
+                    "time)")
         points = np.reshape(v.setpoints, (k, len(names)))
         outside = ref.limits_problem(points, names, lower, upper) if k else None
         if outside:
