@@ -57,6 +57,9 @@ SATURATION_WARN_S = 0.05  # diagnostics WARN when a joint's command has sat at i
 _IN_PROCESS: dict[int, Controller] = {}  # rclpy context id -> the configured controller core of this process
 
 
+# a fault of the kind last logged, and recovered from, is logged again at most this often (wall s); /diagnostics
+# still reports each one (its faults count): on a loaded real-time graph stale-input episodes came about once a second
+REPEAT_LOG_S = 10.0
 SIM_CLOCK_LAG_NS = 1_000_000_000  # a state stamped further ahead of /clock than this is not /clock lagging
 
 def _fault_kind(reason: str) -> str:
@@ -86,6 +89,7 @@ class ControllerNode(LifecycleNode):
         self.deadline_misses = 0
         self.compute_us_max = 0.0
         self._reported = ""
+        self._logged_kind, self._logged_at, self._unlogged = "", -REPEAT_LOG_S, 0  # the log's throttle (REPEAT_LOG_S)
         self._speed_noted = False  # the training-speed warning is logged once (diagnostics timer)
         self._slow_noted = False  # so is the input-rate warning
         self._clipped_seen = 0  # core.reference_clipped at the last diagnostics report
@@ -167,7 +171,7 @@ class ControllerNode(LifecycleNode):
 
     def on_activate(self, state: State) -> TransitionCallbackReturn:
         self.core.activate()
-        self._reported = ""
+        self._reported = self._logged_kind = ""
         self.diag.set(Diagnostics.WARN if self.core.ff.fallback else Diagnostics.OK, "active, waiting for joint state",
                       publish=True)
         return super().on_activate(state)
@@ -354,9 +358,16 @@ class ControllerNode(LifecycleNode):
 
     def _report_trip(self) -> None:
         core = self.core
-        self._reported = core.watchdog.reason
-        self.get_logger().error(f"SAFE MODE ({core.safe_mode}): {core.watchdog.reason}")
-        self.diag.set(Diagnostics.ERROR, f"safe mode ({core.safe_mode}): {core.watchdog.reason}", publish=True)
+        reason = self._reported = core.watchdog.reason
+        self.diag.set(Diagnostics.ERROR, f"safe mode ({core.safe_mode}): {reason}", publish=True)
+        kind, now = _fault_kind(reason), time.monotonic()
+        if kind == self._logged_kind and now - self._logged_at < REPEAT_LOG_S:
+            self._unlogged += 1  # the same kind again soon after: counted, said with the next one logged
+            return
+        more = (f" ({self._unlogged} more such fault(s) in the last {now - self._logged_at:.0f} s not logged; "
+                "/diagnostics counts them)") if self._unlogged and kind == self._logged_kind else ""
+        self._logged_kind, self._logged_at, self._unlogged = kind, now, 0
+        self.get_logger().error(f"SAFE MODE ({core.safe_mode}): {reason}{more}")
 
     def _on_input_check(self) -> None:
         with self._tick_lock:
@@ -372,8 +383,9 @@ class ControllerNode(LifecycleNode):
             return
         wd = core.watchdog
         if core.active and not wd.tripped and core.filter.samples > 0:
-            if self._reported:  # recovered from late input
-                self.get_logger().warning(f"recovered after: {self._reported}")
+            if self._reported:  # recovered from late input (said when the fault was)
+                if not self._unlogged:
+                    self.get_logger().warning(f"recovered after: {self._reported}")
                 self._reported = ""
             clipped, self._clipped_seen = core.reference_clipped - self._clipped_seen, core.reference_clipped
             if core.saturation_s > SATURATION_WARN_S:

@@ -168,6 +168,40 @@ def test_stale_state_goes_safe_within_a_tick_of_the_deadline(rclpy_context):
     assert 100 <= delay_ms < 300  # generous: the machine is shared; the mechanism is the 1-period timer
 
 
+def test_repeated_faults_of_one_kind_are_logged_at_most_every_10_s_and_all_reported(rclpy_context):
+    """A loaded real-time graph logged 58 'SAFE MODE: stale joint state' ERRORs (and as many 'recovered' WARNs) in a
+    minute: each episode is on /diagnostics, the log says the kind again after REPEAT_LOG_S with the count."""
+    from idyn_ros.nodes.controller import REPEAT_LOG_S
+
+    rig = Rig(rclpy_context)
+    try:
+        rig.warm()
+        node, wd = rig.ctrl, rig.ctrl.core.watchdog
+        lines = []
+        logger = node.get_logger()
+        logger.error = lambda text: lines.append(("error", text))
+        logger.warning = lambda text: lines.append(("warning", text))
+        for k in range(5):  # five stale episodes in a row, each recovered
+            wd.late(f"stale joint state: none for {4 + k} ms (> 3.00 ms)")
+            node._report_trip()
+            wd.clear()
+            node._on_diagnostics_timer()
+        assert [level for level, _ in lines] == ["error", "warning"], lines
+        node._logged_at -= REPEAT_LOG_S  # as if the first one was logged REPEAT_LOG_S ago
+        wd.late("stale joint state: none for 9 ms (> 3.00 ms)")
+        node._report_trip()
+        assert lines[-1][0] == "error" and "4 more such fault(s)" in lines[-1][1], lines
+        wd.trip("/joint_states rejected: non-finite position")  # another kind: logged at once
+        wd.clear()
+        wd.late("command saturated")
+        node._report_trip()
+        assert lines[-1] == ("error", f"SAFE MODE ({node.core.safe_mode}): command saturated"), lines
+        assert sum("safe mode" in m for m in rig.reasons()) >= 7  # /diagnostics: every one
+    finally:
+        rig.ctrl.destroy_node()
+        rig.node.destroy_node()
+
+
 def test_an_error_inside_the_tick_sends_the_hold_torque_and_the_node_carries_on(rclpy_context):
     """An exception in the tick ended the hot loop, which shut the context down before the shutdown hook could
     publish: the last law torque stayed applied."""
