@@ -333,7 +333,11 @@ class PlantNode(Node):
         """~/set_payload: the payload goes on the simulated flange (the ground truth says so at once)."""
         self.plant.set_payload(payload)
         self._publish_ground_truth()
-        return f"payload {self.plant.payload_mass:.3f} kg at {self.plant.flange_link}"
+        total = self.plant.payload_mass  # the profile's own payload included
+        if payload is None or payload.mass == 0.0:
+            return "payload removed" + (f" (the profile's {total:.3f} kg stays at {self.plant.flange_link})"
+                                        if total else "")
+        return f"payload {total:.3f} kg at {self.plant.flange_link}"
 
     def _srv_reset_joints(self, request: Any, response: Any) -> Any:
         from idyn_ros.errors import IdynError

@@ -289,6 +289,10 @@ def test_services_and_ground_truth(harness_factory):
         assert not r.success and "physically consistent" in r.message
         h.send([0.0] * 7)  # one tick: ground truth now carries the payload
         assert h.spin_until(lambda: h.truth and h.truth[-1].payload_mass == 1.5)
+        r = h.call(h.payload, SetPayload.Request(mass=3.0))  # a point mass (zero inertia) as the other nodes take it
+        assert r.success and r.message.startswith("payload 3.000 kg"), r.message
+        r = h.call(h.payload, SetPayload.Request(mass=0.0))
+        assert r.success and r.message == "payload removed", r.message  # it said 'payload 0.000 kg at panda_link8'
 
 
 def test_bad_commands_are_counted_and_watchdog_trips(harness_factory):
