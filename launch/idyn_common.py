@@ -42,20 +42,25 @@ description ``idyn bringup`` runs too. On hardware the vendor adds g(q) to the c
 subtracts it (subtract_gravity) and the wrench observer reads the measured effort. A bad argument (unknown mode
 or gains, a missing file, a misspelled argument name, a parameter file section or name no node of ours has, a
 mode whose ROS 2 packages are not installed: hardware, mock and gazebo need ros2_control) stops the launch with its
-reason. Runs here with the launch wheels (make setup).
+reason. So does one of our processes (plant, our nodes, composed) ending with a non-zero exit code, at start-up (a
+bad parameter value: the node prints why and exits 2) or later: the whole launch stops, says which node ended, with
+what code and its last error line, and exits 1 (as ``idyn bringup`` does), instead of running on without it. A
+Ctrl-C stops every process with exit code 0 and is no failure. Runs here with the launch wheels (make setup).
 """
 
 import os
+import re
 
-from launch.actions import DeclareLaunchArgument, IncludeLaunchDescription, OpaqueFunction
+from launch.actions import DeclareLaunchArgument, IncludeLaunchDescription, OpaqueFunction, RegisterEventHandler
 from launch.condition import Condition
 from launch.conditions import IfCondition
+from launch.event_handlers import OnProcessExit, OnProcessIO
 from launch.launch_description_sources import PythonLaunchDescriptionSource
 from launch.substitutions import LaunchConfiguration, PythonExpression
 from launch_ros.actions import Node
 from launch_ros.parameter_descriptions import ParameterValue
 
-from idyn_ros.errors import ParameterError
+from idyn_ros.errors import IdynError, ParameterError
 from idyn_ros.nodes import graph
 from idyn_ros.robots import get_robot
 from idyn_ros.robots.render import xacro_argument_defaults
@@ -225,6 +230,56 @@ class ControllersFile(Substitution):
         return str(graph.controllers_file(_settings(context, self.robot)))
 
 
+#: lines saying why a process ended, best first: our start-up error ("controller: error: ...") or the last line of a
+#: Python traceback ("ValueError: ..."), a FATAL log line, an ERROR log line (some are not fatal: the RBD fallback)
+WHY_LINES = (re.compile(r"^\S+: error: |^[A-Za-z_.]*(Error|Exception)\b"), re.compile(r"\[FATAL\]"),
+             re.compile(r"\[ERROR\]"))
+
+
+class NodeExitedError(IdynError):
+    """One of our processes ended with a non-zero exit code while the launch was running."""
+
+
+class ExitWatch:
+    """Stops the launch when one of ``ours`` (Node actions) ends with a non-zero exit code outside a shutdown.
+
+    Raising from the exit handler is what makes launch shut everything down (SIGINT to every process, the controller
+    sends its safe torque) and ``ros2 launch`` exit with 1, printing the reason; launch's ``Shutdown`` action would
+    exit 0, as if nothing had failed. The reason carries the process's last error line (what our nodes print before
+    they exit 2 on a bad parameter), kept from its output."""
+
+    def __init__(self, ours):
+        self.ours = list(ours)
+        self.last: dict[int, tuple[int, str]] = {}  # id(action) -> (rank in WHY_LINES, line) of its best last line
+
+    def handlers(self):
+        return [RegisterEventHandler(OnProcessIO(on_stdout=self._output, on_stderr=self._output)),
+                RegisterEventHandler(OnProcessExit(on_exit=self._exited))]
+
+    def _is_ours(self, action):
+        return any(action is mine for mine in self.ours)
+
+    def _output(self, event):
+        if not self._is_ours(event.action):
+            return None
+        for raw in event.text.decode(errors="replace").splitlines():
+            line = raw.strip()
+            rank = next((i for i, why in enumerate(WHY_LINES) if why.search(line)), None)
+            if rank is not None and rank <= self.last.get(id(event.action), (len(WHY_LINES), ""))[0]:
+                self.last[id(event.action)] = (rank, line)
+        return None
+
+    def _exited(self, event, context):
+        if not self._is_ours(event.action) or event.returncode == 0 or context.is_shutdown:
+            return None  # not ours, a clean end, or any end during a shutdown (Ctrl-C, another node's failure)
+        name = event.process_name.rsplit("-", 1)[0]
+        code = event.returncode
+        how = f"was killed by signal {-code}" if code < 0 else f"exited with code {code}"
+        last = re.sub(r"^\S+: error: ", "", self.last.get(id(event.action), (0, ""))[1])  # "controller: error: "
+        raise NodeExitedError(f"{name} {how}" + (f" ({last[-400:]})" if last else "")
+                              + "; stopping the launch, which cannot run without it")
+
+
 def _mode_is(*modes):
     return IfCondition(PythonExpression(["'", LaunchConfiguration("mode"), f"' in {tuple(modes)!r}"]))
 
@@ -280,6 +335,8 @@ def generate(robot):
         *[Node(package="controller_manager", executable="spawner", output="screen",
                arguments=[name, "--controller-manager", "/controller_manager"], condition=_starts(robot, name))
           for name in ("joint_state_broadcaster", spec.effort_controller)],
+    ]
+    ours = [
         Node(package=PACKAGE, executable="plant", name="plant", namespace="", output="screen",
              parameters=[NodeParameters(robot, ["plant"])], condition=_starts(robot, "plant"), additional_env=env),
         # ---- our nodes: separate processes, or one
@@ -289,7 +346,7 @@ def generate(robot):
         Node(package=PACKAGE, executable="composed", output="screen", arguments=["--nodes", ActiveNodes(robot)],
              parameters=[NodeParameters(robot)], condition=_starts(robot, "composed"), additional_env=env),
     ]
-    return LaunchDescription(actions)
+    return LaunchDescription([*actions, *ExitWatch(ours).handlers(), *ours])
 
 
 def _gz_launch():

@@ -268,9 +268,16 @@ def run(factories: Sequence[Callable[[], Any]], argv: Sequence[str] | None = Non
 
     argv = list(sys.argv if argv is None else argv)
     stop: list[str] = []
+    building: list[bool] = []  # [True] while the nodes are being built: a stop request interrupts that (once)
 
     def request_stop(signum: int, _frame: object) -> None:
         _request_stop(stop, signal.Signals(signum).name)
+        if building:
+            # a stop during start-up (Ctrl-C, or a launch stopping because another node failed to start) must not
+            # wait for the rest of a start-up nobody wants: on a loaded machine that outlasts the stop deadline
+            # (exit -14, every thread's stack printed). Raised once, at the next bytecode of the main thread.
+            building.clear()
+            raise KeyboardInterrupt
 
     signal.signal(signal.SIGALRM, signal.SIG_DFL)  # the stop deadline must end the process
     for sig in (signal.SIGINT, signal.SIGTERM):  # never restored: a second signal during the teardown is ignored
@@ -285,8 +292,11 @@ def run(factories: Sequence[Callable[[], Any]], argv: Sequence[str] | None = Non
     HotLoop.enable(hot_loop)
     rclpy.init(args=argv, signal_handler_options=SignalHandlerOptions.NO)
     try:
+        building.append(True)
         exe = make_executor(executor)
-        nodes = [factory() for factory in factories]
+        for factory in factories:
+            nodes.append(factory())  # one by one: the finally destroys those built before a stop request
+        building.clear()
         for node in nodes:
             exe.add_node(node)
         # everything built so far lives as long as the process: out of the collector's sight, a collection during a
@@ -304,7 +314,12 @@ def run(factories: Sequence[Callable[[], Any]], argv: Sequence[str] | None = Non
     except IdynError as exc:
         print(f"{Path(argv[0]).name if argv else 'idyn node'}: error: {exc}", file=sys.stderr, flush=True)
         return 2
+    except KeyboardInterrupt:
+        if not stop:  # not ours (request_stop records the reason first)
+            raise
+        return 0  # asked to stop while starting: a clean stop
     finally:
+        building.clear()
         _request_stop(stop, "loop ended")  # the context shut down, or an error: the deadline holds for these too
         watch_done.set()
         errors = HotLoop.stop_all(timeout=1.0)  # no tick may run after the shutdown hooks; leaves them the deadline

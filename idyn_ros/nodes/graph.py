@@ -219,9 +219,13 @@ def driver_effort_unit(s: GraphSettings) -> str:
     return {"true": "current", "false": "torque"}.get(default.lower(), "")
 
 
+#: the parameters rclpy declares on every node: `ros2 param dump` writes them too, so a dumped file loads back
+RCLPY_PARAMETERS: tuple[str, ...] = ("use_sim_time", "start_type_description_service")
+
+
 def declared_parameters() -> dict[str, set[str]]:
-    """{node: the ROS parameter names it declares} for every node the graph can start (use_sim_time: rclpy's)."""
-    return {n: {p.name for p in params_class(n).table()} | {"use_sim_time"}
+    """{node: the ROS parameter names it declares} for every node the graph can start (with rclpy's own)."""
+    return {n: {p.name for p in params_class(n).table()} | set(RCLPY_PARAMETERS)
             for n in (*OUR_NODES, *OPTIONAL_NODES, "plant")}
 
 

@@ -116,28 +116,56 @@ def _declare(node: Any, p: Param) -> None:
     if p.choices:
         desc.additional_constraints = f"one of {list(p.choices)}"
     default = list(p.default) if isinstance(p.default, tuple) else p.default
-    _coerce_override(node, p)
+    given = _coerce_override(node, p)
     try:
         if isinstance(default, list) and not default:
-            # rclpy cannot infer the type of [] (it would type it BYTE_ARRAY): declare by type; an override applies
+            # rclpy cannot infer the type of [] (it would type it BYTE_ARRAY): declare by type (an override
+            # applies), then give a parameter left unset its typed empty value. A declared but unset parameter
+            # is "not set" to `ros2 param get`, and one in a get_parameters request empties the whole reply
+            # (`ros2 param dump` printed `ros__parameters: {}`)
             kind = Parameter.Type.DOUBLE_ARRAY if p.type == "double_array" else Parameter.Type.STRING_ARRAY
-            node.declare_parameter(p.name, kind, desc)
+            declared = node.declare_parameter(p.name, kind, desc)
+            if declared.type_ == Parameter.Type.NOT_SET:
+                result = node.set_parameters([Parameter(p.name, kind, [])])[0]
+                if not result.successful:
+                    raise ParameterError(f"parameter {p.name}: cannot set its default []: {result.reason}")
         else:
             node.declare_parameter(p.name, default, desc)
+    except ParameterError:
+        raise
     except Exception as exc:  # rclpy's InvalidParameterTypeException etc. for a wrongly typed file value
-        hint = " (write 0.0, not 0: YAML integers are not doubles)" if p.type.startswith("double") else ""
-        raise ParameterError(f"parameter {p.name}: {exc}{hint}") from None
+        # our own reason where it has one ("damping_ratio contains nan (values must be finite)", "... must be a
+        # number, got 'high'"), clearer than rclpy's "Invalid parameter value (nan) for parameter. Reason: ..."
+        try:
+            ours = check(p, given, None, {}) if given is not None else None
+        except Exception:  # a check that needs other values (ctx): rclpy's reason then
+            ours = None
+        why = ours if ours and ours.startswith(p.name) else f"{p.name}: {ours or exc}"
+        raise ParameterError(f"parameter {why}{_integer_hint(p, given, exc)}") from None
 
 
-def _coerce_override(node: Any, p: Param) -> None:
+def _integer_hint(p: Param, given: Any, exc: Exception) -> str:
+    """The YAML-integer hint, only where rclpy refused the type of an integer (or of integers in an array) given
+    for a double parameter: a nan, a string, a value out of range have other causes. (``_coerce_override``
+    converts plain integers and all-integer arrays; a mix such as ``[0, 1.5]`` still reaches rclpy.)"""
+    from rclpy.exceptions import InvalidParameterTypeException
+
+    values = given if isinstance(given, list | tuple) else [given]
+    integers = any(isinstance(v, int) and not isinstance(v, bool) for v in values)
+    if p.type.startswith("double") and integers and isinstance(exc, InvalidParameterTypeException):
+        return " (write 0.0, not 0: YAML integers are not doubles)"
+    return ""
+
+
+def _coerce_override(node: Any, p: Param) -> Any:
     """A YAML or launch override ``1`` for a double parameter (``[0, 1]`` for a double array) is taken as 1.0:
-    rclpy would refuse it as INTEGER, a trap every user falls into once."""
+    rclpy would refuse it as INTEGER, a trap every user falls into once. Returns the value given (None: none)."""
     from rclpy.parameter import Parameter
 
     overrides = getattr(node, "_parameter_overrides", None)
     given = overrides.get(p.name) if isinstance(overrides, dict) else None
     if given is None:
-        return
+        return None
     value = given.value
     if p.type.endswith("array") and isinstance(value, list | tuple) and not value:
         overrides.pop(p.name)  # [] is the default (derived from the robot); rclpy would type it BYTE_ARRAY
@@ -149,6 +177,7 @@ def _coerce_override(node: Any, p: Param) -> None:
     elif (p.type == "double_array" and isinstance(value, list | tuple) and value
           and all(isinstance(v, int) and not isinstance(v, bool) for v in value)):
         overrides[p.name] = Parameter(p.name, Parameter.Type.DOUBLE_ARRAY, [float(v) for v in value])
+    return value
 
 
 def to_ros_parameter(name: str, value: Any) -> Any:

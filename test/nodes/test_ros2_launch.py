@@ -81,6 +81,29 @@ def test_mujoco_mode_runs_with_the_gains_asked_for_and_stops_on_one_sigint(graph
             proc.wait()
 
 
+@needs_launch
+def test_a_node_that_cannot_start_stops_the_whole_launch_with_its_reason(graph_probe, tmp_path):
+    """A parameter file value that stops a node at start-up used to leave the launch running without that node
+    (``idyn bringup`` stopped, exit 1): now the launch stops every process too, says which node and why, exits 1."""
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("/**/controller:\n  ros__parameters:\n    damping_ratio: .nan\n")
+    t0 = time.monotonic()
+    proc = _launch(graph_probe, "panda", "mode:=mujoco", "nodes:=controller", f"params_file:={bad}")
+    try:
+        out, _ = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    assert proc.returncode == 1, out[-3000:]
+    assert ("controller exited with code 2 (parameter damping_ratio contains nan (values must be finite)); "
+            "stopping the launch") in out, out[-3000:]
+    assert "YAML integers" not in out, out[-3000:]  # that hint is for an integer given for a double only
+    assert "[plant-1]: process has finished cleanly" in out, out[-3000:]  # stopped by the launch, not left running
+    assert "Timeout" not in out and "exit code -" not in out, out[-3000:]  # no node outlasted its stop deadline
+    print(f"stopped in {time.monotonic() - t0:.1f} s")
+
+
 def _render(robot, ros2_control=True, **arguments):
     """Evaluate the real launch file for ``arguments`` as ros2 launch would: which Node actions run, with what.
     ``ros2_control``: as on a ROS 2 installation with ros2_control (absent here), else the argument check sees that
