@@ -9,6 +9,12 @@ set_target_payload, KUKA load data, xacro arguments), write ``result_path``, and
 ``set_payload_services`` entry (controller, feedforward, wrench observer, doomed) so they include it at once.
 A joint-state filter restart (stamps jumped back or stalled) during the excitation abandons the call with the reason
 (the recording's time axis broke); it and rejected samples are reported once per kind (log, /diagnostics).
+The plan starts from the reference node's current q_d (``reference_topic``), where the reference plays a
+JointTrajectory from, once it holds (the measured pose sags below it: a plan from there began with a step the
+reference refused). The call fails, nothing recorded, identified or applied and the baseline kept, when the reference
+node logs that it refused the plan (/rosout) or the recording shows the arm did not play it
+(``control.payload.excitation_problem``); an estimate the data did not determine or that is not physically
+consistent (``control.payload.apply_problem``) answers success=false with its numbers and is never applied.
 
 Decisions: the service callback is a coroutine (rclpy awaits it) in a reentrant callback group, so the executor
 keeps serving the joint states, the clients and other services while the excitation plays; the solve itself (a
@@ -42,19 +48,25 @@ from idyn_ros.nodes.common import (
     JointStateProblems,
     declare_and_load,
     describe_payload,
+    stamp_to_ns,
 )
 from idyn_ros.parameters import PayloadIdentifierParams
 
 RECORD_MARGIN_S = 0.5  # s recorded after the plan should have ended (the reference starts one state late)
 CONNECT_TIMEOUT_S = 10.0  # s (wall) a call waits for the first joint state and for the reference node
 APPLY_TIMEOUT_S = 5.0  # s (wall) apply waits for each set_payload reply (a wedged server must not hold the node busy)
+AT_REST_RAD_S = 1e-6  # |dq_d| below this on every joint: the reference holds, the plan may start from its q_d
+REFERENCE_STALE_NS = 1_000_000_000  # a reference stamped this far from the latest joint state is not the current one
+REFUSED = "JointTrajectory rejected"  # how the reference node logs a refused trajectory (nodes/reference.py)
 
 
 class PayloadIdentifierNode(Node):
     def __init__(self, name: str = "payload_identifier", **kwargs: Any) -> None:
+        from rcl_interfaces.msg import Log
         from sensor_msgs.msg import JointState
         from trajectory_msgs.msg import JointTrajectory
 
+        from idyn_ros.msg import JointReference
         from idyn_ros.srv import IdentifyPayload
 
         super().__init__(name, **kwargs)
@@ -71,6 +83,9 @@ class PayloadIdentifierNode(Node):
         self.log: cp.JointStateLog | None = None
         self._until_ns = -1
         self._done: Future | None = None
+        self._finish = threading.Lock()  # the joint states and a refusal on /rosout both end a recording
+        self._plan: tuple[int, np.ndarray, np.ndarray] | None = None  # (origin stamp ns, t, q) of the last plan sent
+        self._reference_msg: Any = None  # the reference node's latest JointReference (read by _reference)
         self._busy = False
         self.baseline = None
         self._baseline_from = ""  # the file self.baseline was loaded from or saved to
@@ -87,6 +102,12 @@ class PayloadIdentifierNode(Node):
         self.traj_pub = self.create_publisher(JointTrajectory, f"{v.reference_node.rstrip('/')}/joint_trajectory",
                                               MONITOR)
         hot_loop.subscribe(self, JointState, v.joint_states_topic, self._on_joint_state, HOT_IN)
+        # the plan starts where the reference node is (it plays a JointTrajectory from its current q_d, not from the
+        # measured q: planning from the measured q put the tracking error into the first 10 ms and it was refused)
+        self.create_subscription(JointReference, v.reference_topic, self._on_reference, HOT_IN)
+        # a refusal is only logged by the reference node: seen here, the call ends at once with its reason
+        self._reference_logger = v.reference_node.strip("/").replace("/", ".")
+        self.create_subscription(Log, "/rosout", self._on_rosout, 100)
         # reentrant: the node's default group is mutually exclusive, and a pending service coroutine holding it
         # would keep its own wake-up timer and the set_payload replies from ever running
         self.group = ReentrantCallbackGroup()
@@ -148,8 +169,7 @@ class PayloadIdentifierNode(Node):
         status = self.problems.update(msg)
         if status != se.OK:
             if status is not None and self._until_ns >= 0:  # a restart while recording: its time axis broke
-                self._until_ns = -1
-                self._done.set_exception(IdynError(
+                self._end(error=IdynError(
                     f"the joint-state stamps started over during the excitation ({f.reason}): the recording is "
                     "unusable; call again"))
             return
@@ -158,8 +178,38 @@ class PayloadIdentifierNode(Node):
             return
         full = not log.append(f.stamp_ns * 1e-9, f.q, f.dq, f.effort)
         if f.stamp_ns >= self._until_ns or full:
+            self._end(result=full)
+
+    def _end(self, result: Any = None, error: Exception | None = None) -> None:
+        """Stop recording with a result or an exception, once (whichever of the inputs comes first)."""
+        with self._finish:
+            if self._until_ns < 0 or self._done is None or self._done.done():
+                return
             self._until_ns = -1
-            self._done.set_result(full)
+            if error is not None:
+                self._done.set_exception(error)
+            else:
+                self._done.set_result(result)
+
+    def _on_reference(self, msg: Any) -> None:
+        self._reference_msg = msg  # 1 kHz: kept as it is, read when a call needs it
+
+    def _reference(self) -> tuple[np.ndarray, np.ndarray] | None:
+        """The reference node's latest (q_d, dq_d) in model joint order, or None (none yet, or not usable)."""
+        msg = self._reference_msg
+        if msg is None or abs(stamp_to_ns(msg.header.stamp) - self.filter.stamp_ns) > REFERENCE_STALE_NS:
+            return None
+        try:
+            idx = [list(msg.joint_names).index(j) for j in self.robot.joint_names]
+            q = np.array([msg.positions[i] for i in idx], dtype=float)
+            dq = np.array([msg.velocities[i] for i in idx], dtype=float) if len(msg.velocities) else np.zeros(len(q))
+        except (ValueError, IndexError):  # not this robot's joints: not a reference to start from
+            return None
+        return (q, dq) if np.all(np.isfinite(q)) and np.all(np.isfinite(dq)) else None
+
+    def _on_rosout(self, msg: Any) -> None:
+        if self._until_ns >= 0 and msg.name == self._reference_logger and msg.msg.startswith(REFUSED):
+            self._end(error=IdynError(f"the reference node refused the excitation ({msg.msg}); nothing recorded"))
 
     def _play(self) -> float:
         """Send the plan to the reference node and start recording; returns the plan's duration (s)."""
@@ -167,7 +217,9 @@ class PayloadIdentifierNode(Node):
         from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
 
         v = self.params.value
-        t, q, dq, ddq = cp.excitation_plan(self.filter.q.copy(), self.excitation, self.limits, v.point_rate_hz,
+        reference = self._reference()
+        start = reference[0] if reference is not None else self.filter.q.copy()  # see the reference_topic subscription
+        t, q, dq, ddq = cp.excitation_plan(start, self.excitation, self.limits, v.point_rate_hz,
                                            v.move_speed, v.settle_s)
         msg = JointTrajectory(joint_names=list(self.robot.joint_names))
         msg.points = [JointTrajectoryPoint(positions=q[k].tolist(), velocities=dq[k].tolist(),
@@ -177,6 +229,7 @@ class PayloadIdentifierNode(Node):
         duration = float(t[-1])
         self.log = cp.JointStateLog(self.robot.n, int((duration + 2 * RECORD_MARGIN_S + 1.0) * v.rate_hz * 1.2))
         self._done = Future()
+        self._plan = (self.filter.stamp_ns, np.concatenate([[0.0], t]), np.vstack([start, q]))
         self._until_ns = self.filter.stamp_ns + int((duration + RECORD_MARGIN_S) * 1e9)
         self.traj_pub.publish(msg)
         return duration
@@ -215,6 +268,11 @@ class PayloadIdentifierNode(Node):
                     raise IdynError(f"no joint state received on {v.joint_states_topic}")
                 raise IdynError(f"nobody subscribes to {self.traj_pub.topic_name}: is the reference node running?")
             await _yield_once(self)
+        while (reference := self._reference()) is not None and np.abs(reference[1]).max() > AT_REST_RAD_S:
+            if time.monotonic() - started > v.wall_timeout:
+                raise IdynError(f"the reference on {v.reference_topic} kept moving for wall_timeout="
+                                f"{v.wall_timeout:g} s; the excitation starts from a holding reference")
+            await _yield_once(self)
         duration = self._play()
         self.get_logger().info(f"playing the payload excitation ({duration:.1f} s)")
         started = time.monotonic()
@@ -227,6 +285,11 @@ class PayloadIdentifierNode(Node):
         if not np.all(np.isfinite(rec.tau)):
             raise IdynError(f"the joint states on {v.joint_states_topic} carry no effort (joint torque): nothing to "
                             "identify from")
+        origin_ns, t_plan, q_plan = self._plan
+        not_played = cp.excitation_problem(t_plan, q_plan, rec.t - origin_ns * 1e-9, rec.q)
+        if not_played:
+            what = "the bare-arm reference is unchanged" if request.record_baseline else "nothing identified or applied"
+            raise IdynError(f"{not_played}; {what}")
         if request.record_baseline:
             self.baseline = rec
             where = ""
@@ -247,6 +310,13 @@ class PayloadIdentifierNode(Node):
         else:
             est = cp.identify_with_model(self.robot, [rec], cp.artifact_predictor(self.robot, v.model_path))
         self._fill(response, est)
+        refused = cp.apply_problem(est)
+        if refused:  # the estimate stays in the response for inspection, nowhere else
+            response.success = False
+            response.message += f"; NOT applied: {refused}"
+            self.get_logger().error(response.message)
+            self.diag.set(Diagnostics.WARN, response.message, publish=True)
+            return
         if request.apply:
             response.message += "; " + await self._apply(est.payload)
         if v.result_path:

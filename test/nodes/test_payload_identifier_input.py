@@ -3,6 +3,8 @@ restarts and rejections are said once per kind. Callbacks are called directly wi
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 import pytest
 
@@ -60,3 +62,192 @@ def test_a_restart_during_the_excitation_abandons_the_call_and_is_said_once(rclp
         assert [level for level, _ in reports] == [1, 2]
     finally:
         node.destroy_node()
+
+
+# ------------------------------------------------ the excitation must have been played, the result usable
+WRIST = np.array([0.0, 0.0, 0.0, 0.0, 0.3, 0.3, 0.3])  # rad, amplitude of the short test excitation per joint
+
+
+def _short_excitation(tmp_path, period: float = 1.5):
+    """A 1.5 s wrist swing (1 - cos) starting and ending at rest at Q0: no move-in, so the plan is 1 s settle + 1.5 s +
+    0.5 s hold, inside the Panda's limits."""
+    t = np.arange(0.0, period + 1e-9, 1e-3)
+    w = 2 * np.pi / period
+    q = Q0 + WRIST * (1 - np.cos(w * t))[:, None]
+    dq = WRIST * w * np.sin(w * t)[:, None]
+    ddq = WRIST * w**2 * np.cos(w * t)[:, None]
+    path = tmp_path / "short.npz"
+    np.savez(path, t=t, q_d=q, dq_d=dq, ddq_d=ddq, joint_names=np.array(PANDA))
+    return path
+
+
+def _identifier(rclpy_context, tmp_path):
+    """(node, executor, peer) with the short excitation and a subscriber on the reference's ~/joint_trajectory."""
+    import rclpy
+    from rclpy.executors import SingleThreadedExecutor
+    from rclpy.parameter import Parameter
+    from trajectory_msgs.msg import JointTrajectory
+
+    from idyn_ros.nodes.payload_identifier import PayloadIdentifierNode
+
+    node = PayloadIdentifierNode(context=rclpy_context, parameter_overrides=[  # topics no running graph uses
+        Parameter("excitation_path", value=str(_short_excitation(tmp_path))),
+        Parameter("reference_node", value="/fake_reference"),
+        Parameter("joint_states_topic", value="/fake_payload_test/joint_states"),
+        Parameter("reference_topic", value="/fake_payload_test/reference"),
+        Parameter("set_payload_services", value=["/nobody/set_payload"])])
+    peer = rclpy.create_node("fake_reference", context=rclpy_context)
+    peer.create_subscription(JointTrajectory, "/fake_reference/joint_trajectory", lambda _m: None, 10)
+    exe = SingleThreadedExecutor(context=rclpy_context)
+    exe.add_node(node)
+    exe.add_node(peer)
+    return node, exe, peer
+
+
+def _call(node, exe, request, follow: bool, during=None):
+    """Run ~/identify_payload, the joint states fed straight to the callback at 1 kHz stamps: the arm at rest at Q0,
+    or (``follow``) exactly on the plan the node sent. ``during(k)``: called at each state of the recording."""
+    from idyn_ros.srv import IdentifyPayload
+
+    response = IdentifyPayload.Response()
+    task = exe.create_task(node._srv_identify(request, response))
+    k, t0 = 0, 5_000_000_000
+    while not task.done():
+        q = Q0
+        if follow and getattr(node, "_plan", None) is not None and node._until_ns >= 0:
+            origin, t_plan, q_plan = node._plan
+            s = (t0 + k * 1_000_000 - origin) * 1e-9
+            q = np.array([np.interp(s, t_plan, q_plan[:, j]) for j in range(7)])
+        node._on_joint_state(_state(t0 + k * 1_000_000, q))
+        if during is not None and node._until_ns >= 0:
+            during(k)
+        k += 1
+        if k % 20 == 0 or node._until_ns < 0:
+            exe.spin_once(timeout_sec=0.001)
+        assert k < 60_000, "the call never ended"
+    return task.result()
+
+
+def test_an_excitation_the_arm_did_not_play_fails_and_keeps_the_baseline(rclpy_context, tmp_path):
+    """The reference refused the plan and the arm held still: the old node recorded the rest as the bare-arm reference
+    (success) and later identified a payload from it and applied it everywhere."""
+    from idyn_ros.srv import IdentifyPayload
+
+    node, exe, peer = _identifier(rclpy_context, tmp_path)
+    try:
+        reply = _call(node, exe, IdentifyPayload.Request(record_baseline=True), follow=False)
+        assert not reply.success
+        assert "did not play the excitation" in reply.message and "bare-arm reference is unchanged" in reply.message
+        assert node.baseline is None
+        good = _call(node, exe, IdentifyPayload.Request(record_baseline=True), follow=True)
+        assert good.success, good.message
+        kept = node.baseline
+        again = _call(node, exe, IdentifyPayload.Request(record_baseline=True), follow=False)
+        assert not again.success and node.baseline is kept
+    finally:
+        node.destroy_node()
+        peer.destroy_node()
+
+
+def test_a_refusal_logged_by_the_reference_ends_the_call_at_once(rclpy_context, tmp_path):
+    from rcl_interfaces.msg import Log
+
+    from idyn_ros.srv import IdentifyPayload
+
+    node, exe, peer = _identifier(rclpy_context, tmp_path)
+    seen: list[int] = []
+
+    def refuse(k: int) -> None:
+        seen.append(k)
+        if len(seen) == 5:
+            refusal = "JointTrajectory rejected: panda_joint6 reaches 9.559 rad/s"
+            node._on_rosout(Log(name="fake_reference", msg=refusal))
+
+    try:
+        reply = _call(node, exe, IdentifyPayload.Request(record_baseline=True), follow=True, during=refuse)
+        assert not reply.success and "reference node refused the excitation" in reply.message
+        assert "panda_joint6 reaches 9.559 rad/s" in reply.message
+        assert len(seen) == 5 and node.baseline is None  # ended at the refusal, not after the plan's 3 s
+    finally:
+        node.destroy_node()
+        peer.destroy_node()
+
+
+def test_the_plan_starts_from_the_reference_not_the_measured_pose(rclpy_context, tmp_path):
+    """The reviewer's refusal: the arm sagged 0.017 rad on joint 6 below its reference, the identifier planned from the
+    measured pose, and the reference node (which plays from its own q_d) saw a 0.017 rad step in the first 10 ms."""
+    from rclpy.parameter import Parameter
+
+    from idyn_ros.msg import JointReference
+    from idyn_ros.nodes.common import HOT_IN
+    from idyn_ros.nodes.reference import ReferenceNode
+
+    node, exe, peer = _identifier(rclpy_context, tmp_path)
+    reference = ReferenceNode(context=rclpy_context, parameter_overrides=[
+        Parameter("mode", value="trajectory"), Parameter("joint_states_topic", value="/fake_payload_test/joint_states"),
+        Parameter("reference_topic", value="/fake_payload_test/reference")])
+    errors: list[str] = []
+    try:
+        q_ref = Q0.copy()
+        q_ref[5] += 0.017
+        node._on_joint_state(_state(5_000_000_000))  # measured: Q0
+        pub = peer.create_publisher(JointReference, "/fake_payload_test/reference", HOT_IN)  # what the reference says
+        held = JointReference(joint_names=PANDA, positions=q_ref.tolist(), velocities=[0.0] * 7,
+                              accelerations=[0.0] * 7)
+        held.header.stamp.sec = 5  # the reference answers the latest joint state with its stamp
+        deadline = time.monotonic() + 1.0
+        while time.monotonic() < deadline:
+            pub.publish(held)
+            exe.spin_once(timeout_sec=0.01)
+        sent: list = []
+        node.traj_pub.publish = sent.append
+        node._play()
+        reference.q_last[:] = q_ref
+        reference.get_logger().error = errors.append
+        reference._on_trajectory(sent[0])
+        assert not errors and reference.source is not None
+        assert np.allclose(reference.source.q[0], q_ref)
+    finally:
+        node.destroy_node()
+        peer.destroy_node()
+        reference.destroy_node()
+
+
+def test_an_estimate_the_data_did_not_determine_is_not_applied(rclpy_context, tmp_path, monkeypatch):
+    """The reviewer's result (condition number 61542, 1.361 kg at -195 mm) was applied to every node."""
+    from idyn_ros.control import payload as cp
+    from idyn_ros.dynamics.payload import PayloadEstimate
+    from idyn_ros.robots.spec import Payload
+    from idyn_ros.srv import IdentifyPayload
+
+    node, exe, peer = _identifier(rclpy_context, tmp_path)
+    applied: list = []
+
+    async def apply(payload):
+        applied.append(payload)
+        return "applied"
+
+    def estimate(condition: float, com=(0.0263, -0.0092, -0.195)):
+        payload = Payload(1.361, com, (0.002, 0.0, 0.0, 0.002, 0.0, 0.002))
+        return PayloadEstimate(payload, 0.01, np.zeros(3), np.zeros(6), np.zeros(10), np.zeros(10), np.eye(10),
+                               ("payload: not PSD",), "constrained", condition, np.zeros(7), 100)
+
+    try:
+        node._apply = apply
+        assert _call(node, exe, IdentifyPayload.Request(record_baseline=True), follow=True).success
+        monkeypatch.setattr(cp, "identify_with_reference", lambda *a, **k: estimate(61542.0))
+        reply = _call(node, exe, IdentifyPayload.Request(apply=True), follow=True)
+        assert not reply.success and not applied
+        assert "NOT applied" in reply.message and "condition number 6.15e+04" in reply.message
+        assert reply.mass == pytest.approx(1.361) and reply.condition_number == pytest.approx(61542.0)  # for inspection
+        no_apply = _call(node, exe, IdentifyPayload.Request(apply=False), follow=True)
+        assert not no_apply.success  # an unusable result is a failure whether or not it was to be applied
+        monkeypatch.setattr(cp, "identify_with_reference", lambda *a, **k: estimate(80.0, (3.0, 0.0, 0.0)))
+        bad = _call(node, exe, IdentifyPayload.Request(apply=True), follow=True)
+        assert not bad.success and not applied and "implausible" in bad.message
+        monkeypatch.setattr(cp, "identify_with_reference", lambda *a, **k: estimate(80.0))
+        ok = _call(node, exe, IdentifyPayload.Request(apply=True), follow=True)
+        assert ok.success and len(applied) == 1, ok.message
+    finally:
+        node.destroy_node()
+        peer.destroy_node()
