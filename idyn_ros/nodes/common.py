@@ -294,8 +294,13 @@ def run(factories: Sequence[Callable[[], Any]], argv: Sequence[str] | None = Non
     try:
         building.append(True)
         exe = make_executor(executor)
-        for factory in factories:
-            nodes.append(factory())  # one by one: the finally destroys those built before a stop request
+        try:
+            for factory in factories:
+                nodes.append(factory())  # one by one: the finally destroys those built before a stop request
+        except BaseException:
+            if stop:  # the stop request interrupted the start: whatever it broke (mujoco's import: ImportError)
+                return 0
+            raise
         building.clear()
         for node in nodes:
             exe.add_node(node)
