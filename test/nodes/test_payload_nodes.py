@@ -60,32 +60,40 @@ def identified_over_dds(tmp_path_factory):
     by ``idyn bench --only payload`` (its 6 s excitation here put the mass 3.2 % low, right at any sane tolerance)."""
     from geometry_msgs.msg import Point
 
+    from idyn_ros.srv import SetPayload
+
+    tmp_path = tmp_path_factory.mktemp("payload")
+    result = tmp_path / "payload.json"
+    payload = SetPayload.Request(mass=2.0, com=Point(x=0.05, y=-0.04, z=0.06),
+                                 inertia=[0.01, 0.0, 0.0, 0.008, 0.0, 0.006])
+    reply = _identify_over_dds("ur5", "ideal", payload, tmp_path, {"result_path": str(result)},
+                               harmonics=3, period=6.0)
+    return reply, result
+
+
+def _identify_over_dds(robot: str, profile: str, payload, tmp_path, extra: dict, **design):
+    """Controller + reference + payload_identifier against the plant over DDS (lockstep): a bare-arm reference, then
+    ``payload`` (a SetPayload request) put on the plant, identified and applied to the controller; the reply."""
     from idyn_ros.bench.latency import graph
     from idyn_ros.control.payload import design_excitation
     from idyn_ros.dynamics import RobotModel
     from idyn_ros.srv import IdentifyPayload, SetPayload
 
-    tmp_path = tmp_path_factory.mktemp("payload")
-    model = RobotModel.from_robot("ur5")
+    model = RobotModel.from_robot(robot)
     # an evaluation budget, not a time budget: the same excitation however loaded the machine is (800 ~ 5 s idle)
-    traj = design_excitation(model, harmonics=3, period=6.0, time_budget_s=120.0, max_evaluations=800).trajectory
+    traj = design_excitation(model, time_budget_s=120.0, max_evaluations=800, **design).trajectory
     t = np.arange(0.0, traj.period, 1e-3)
     q, dq, ddq = traj.evaluate(t)
     excitation = tmp_path / "excite.npz"
     np.savez(excitation, t=t, q_d=q, dq_d=dq, ddq_d=ddq, joint_names=np.array(model.joint_names))
-    result = tmp_path / "payload.json"
-    over = {"excitation_path": str(excitation), "result_path": str(result),
-            "set_payload_services": ["/controller/set_payload"]}
-    with graph("ur5", "lockstep", True, ["controller", "reference", "payload_identifier"], over,
-               profile="ideal") as (_runner, probe, _launcher):
+    over = {"excitation_path": str(excitation), "set_payload_services": ["/controller/set_payload"], **extra}
+    with graph(robot, "lockstep", True, ["controller", "reference", "payload_identifier"], over,
+               profile=profile) as (_runner, probe, _launcher):
         service = "/payload_identifier/identify_payload"
-        base = probe.call(IdentifyPayload, service, IdentifyPayload.Request(record_baseline=True), timeout=600.0)
+        base = probe.call(IdentifyPayload, service, IdentifyPayload.Request(record_baseline=True), timeout=900.0)
         assert base.success, base.message
-        res = probe.call(SetPayload, "/plant/set_payload", SetPayload.Request(
-            mass=2.0, com=Point(x=0.05, y=-0.04, z=0.06), inertia=[0.01, 0.0, 0.0, 0.008, 0.0, 0.006]))
-        assert res.success
-        reply = probe.call(IdentifyPayload, service, IdentifyPayload.Request(apply=True), timeout=600.0)
-    return reply, result
+        assert probe.call(SetPayload, "/plant/set_payload", payload).success
+        return probe.call(IdentifyPayload, service, IdentifyPayload.Request(apply=True), timeout=900.0)
 
 
 @pytest.mark.slow
@@ -210,27 +218,10 @@ def test_identify_payload_on_the_true_panda_plant_is_played_and_applied(tmp_path
     1.35 kg at 54 mm off the truth (condition number 7e4) to every node."""
     from geometry_msgs.msg import Point
 
-    from idyn_ros.bench.latency import graph
-    from idyn_ros.control.payload import design_excitation
-    from idyn_ros.dynamics import RobotModel
-    from idyn_ros.srv import IdentifyPayload, SetPayload
+    from idyn_ros.srv import SetPayload
 
-    model = RobotModel.from_robot("panda")
-    traj = design_excitation(model, time_budget_s=120.0, max_evaluations=800).trajectory  # the same one each run
-    t = np.arange(0.0, traj.period, 1e-3)
-    q, dq, ddq = traj.evaluate(t)
-    excitation = tmp_path / "excite.npz"
-    np.savez(excitation, t=t, q_d=q, dq_d=dq, ddq_d=ddq, joint_names=np.array(model.joint_names))
-    over = {"excitation_path": str(excitation), "set_payload_services": ["/controller/set_payload"]}
-    with graph("panda", "lockstep", True, ["controller", "reference", "payload_identifier"], over,
-               profile="true") as (_runner, probe, _launcher):
-        service = "/payload_identifier/identify_payload"
-        base = probe.call(IdentifyPayload, service, IdentifyPayload.Request(record_baseline=True), timeout=900.0)
-        assert base.success, base.message
-        res = probe.call(SetPayload, "/plant/set_payload", SetPayload.Request(
-            mass=1.5, com=Point(z=0.05), inertia=[0.002, 0.0, 0.0, 0.002, 0.0, 0.002]))
-        assert res.success
-        reply = probe.call(IdentifyPayload, service, IdentifyPayload.Request(apply=True), timeout=900.0)
+    payload = SetPayload.Request(mass=1.5, com=Point(z=0.05), inertia=[0.002, 0.0, 0.0, 0.002, 0.0, 0.002])
+    reply = _identify_over_dds("panda", "true", payload, tmp_path, {})
     assert reply.success, reply.message
     err = np.linalg.norm([reply.com.x, reply.com.y, reply.com.z - 0.05])
     print(f"panda true plant: {reply.mass:.4f} kg, CoM error {1e3 * err:.2f} mm, condition "
