@@ -293,8 +293,8 @@ def run(factories: Sequence[Callable[[], Any]], argv: Sequence[str] | None = Non
     rclpy.init(args=argv, signal_handler_options=SignalHandlerOptions.NO)
     try:
         building.append(True)
-        exe = make_executor(executor)
         try:
+            exe = make_executor(executor)
             for factory in factories:
                 nodes.append(factory())  # one by one: the finally destroys those built before a stop request
         except BaseException:
@@ -319,10 +319,6 @@ def run(factories: Sequence[Callable[[], Any]], argv: Sequence[str] | None = Non
     except IdynError as exc:
         print(f"{Path(argv[0]).name if argv else 'idyn node'}: error: {exc}", file=sys.stderr, flush=True)
         return 2
-    except KeyboardInterrupt:
-        if not stop:  # not ours (request_stop records the reason first)
-            raise
-        return 0  # asked to stop while starting: a clean stop
     finally:
         building.clear()
         _request_stop(stop, "loop ended")  # the context shut down, or an error: the deadline holds for these too
