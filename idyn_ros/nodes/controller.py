@@ -319,8 +319,7 @@ class ControllerNode(LifecycleNode):
                 clock_ns = max(clock_ns, stamp_ns)  # one source: ahead of /clock is not a clock out of sync
         tau = core.update(msg.name, msg.position, msg.velocity, msg.effort, stamp_ns, now_ns, clock_ns)
         if tau is None:  # nothing to send; a fault before any trusted state (e.g. another robot's joints) is said
-            if core.watchdog.tripped and _fault_kind(self._reported) != _fault_kind(core.watchdog.reason):
-                self._report_trip()
+            self._report_new_fault()
             return
         self._publish_command(tau, stamp_ns)
         # after the command: bookkeeping and monitoring (not on the state -> command path)
@@ -330,8 +329,7 @@ class ControllerNode(LifecycleNode):
         self.compute_us_max = max(self.compute_us_max, elapsed_us)
         if core.ticks % core.params.state_publish_divider == 0:
             self._publish_state(msg.header.stamp)
-        if core.watchdog.tripped and _fault_kind(self._reported) != _fault_kind(core.watchdog.reason):
-            self._report_trip()  # once per kind of fault: a late-input reason carries its measured age
+        self._report_new_fault()
 
     def _publish_command(self, tau: Any, stamp_ns: int) -> None:
         self._dim.label = f"{STAMP_LABEL}{stamp_ns}"
@@ -356,6 +354,12 @@ class ControllerNode(LifecycleNode):
         s.ticks = core.ticks
         self.state_pub.publish(s)
 
+    def _report_new_fault(self) -> None:
+        """Report the watchdog's fault once per kind (a late-input reason carries its measured age, which changes)."""
+        wd = self.core.watchdog
+        if wd.tripped and _fault_kind(self._reported) != _fault_kind(wd.reason):
+            self._report_trip()
+
     def _report_trip(self) -> None:
         core = self.core
         reason = self._reported = core.watchdog.reason
@@ -374,8 +378,8 @@ class ControllerNode(LifecycleNode):
             tau = self.core.check_input(self._now()) if self.core is not None else None
             if tau is not None:
                 self._publish_command(tau, -1)
-        if tau is not None and _fault_kind(self._reported) != _fault_kind(self.core.watchdog.reason):
-            self._report_trip()
+        if tau is not None:
+            self._report_new_fault()
 
     def _on_diagnostics_timer(self) -> None:
         core, diag = self.core, self.diag
