@@ -47,8 +47,9 @@ def test_mujoco_mode_runs_with_the_gains_asked_for_and_stops_on_one_sigint(graph
         active = [s for s in probe.states if s.mode == ControllerState.MODE_ACTIVE][-1]
         assert active.gain_preset == gains
         n0 = len(probe.commands)
-        probe.spin(1.0)
-        assert len(probe.commands) - n0 > 50, "commands do not flow"
+        # a count, not a rate: a lockstep plant on a loaded 2-core CI machine runs well below real time
+        assert probe.spin_until(lambda: len(probe.commands) - n0 > 50, 20), \
+            f"commands do not flow: {len(probe.commands) - n0} in 20 s"
         names = probe.node.get_node_names_and_namespaces()
         ours = [n for n, _ in names if not n.startswith("_") and n != "launch_probe"]
         expected = {"plant", "joint_state_buffer", "feedforward", "controller", "doomed", "wrench_observer",
