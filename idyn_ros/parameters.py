@@ -633,7 +633,8 @@ def render_markdown() -> str:
              "not edit by hand. Values per robot: `config/<robot>.yaml` (only what differs from these defaults). "
              "Read-only parameters take effect at configure time and are refused at run time. A name no node "
              "declares (a typo) stops the node at start-up, and `ros2 launch` / `idyn bringup` refuse it in a "
-             "parameter file.", ""]
+             "parameter file. An integer given for a double (`2` for `2.0`, in a file, a launch argument or `ros2 "
+             "param set`) is taken as the double.", ""]
     for name, cls in NODES.items():
         own = [p for p in cls.table() if not _inherited(cls, p.attr)]
         base = [b.__name__ for b in cls.__mro__[1:] if b not in (NodeParams, object) and dataclasses.is_dataclass(b)]

@@ -45,6 +45,7 @@ class NodeParameters(Generic[P]):
             self.value: P = self.read()
         except ParameterError:  # reported where the node reads again to configure (read() raises there)
             self.value = cls()
+        node.add_pre_set_parameters_callback(self._integers_as_doubles)
         node.add_on_set_parameters_callback(self._validate)
         node.add_post_set_parameters_callback(self._after_set)
 
@@ -67,6 +68,10 @@ class NodeParameters(Generic[P]):
         message = self._check(self.value) if self._check is not None else None
         if message:
             raise ParameterError(f"{self.cls.__name__}: {message}")
+
+    def _integers_as_doubles(self, params: list[Any]) -> list[Any]:
+        """`ros2 param set /controller damping_ratio 2` as 2.0, as in a params file (rclpy refuses INTEGER)."""
+        return [integers_as_doubles(self.table[q.name], q) if q.name in self.table else q for q in params]
 
     def _validate(self, params: list[Any]) -> Any:
         from rcl_interfaces.msg import SetParametersResult
@@ -172,12 +177,21 @@ def _coerce_override(node: Any, p: Param) -> Any:
     elif p.type == "string" and isinstance(value, bool | int | float):  # `-p profile:=true` arrives as a YAML bool
         overrides[p.name] = Parameter(p.name, Parameter.Type.STRING, str(value).lower() if isinstance(value, bool)
                                       else str(value))
-    elif p.type == "double" and isinstance(value, int) and not isinstance(value, bool):
-        overrides[p.name] = Parameter(p.name, Parameter.Type.DOUBLE, float(value))
-    elif (p.type == "double_array" and isinstance(value, list | tuple) and value
-          and all(isinstance(v, int) and not isinstance(v, bool) for v in value)):
-        overrides[p.name] = Parameter(p.name, Parameter.Type.DOUBLE_ARRAY, [float(v) for v in value])
+    else:
+        overrides[p.name] = integers_as_doubles(p, given)
     return value
+
+
+def integers_as_doubles(p: Param, param: Any) -> Any:
+    """``param`` with an integer (an all-integer array) given for a double (double array) parameter as doubles;
+    any other parameter unchanged."""
+    from rclpy.parameter import Parameter
+
+    if p.type == "double" and param.type_ == Parameter.Type.INTEGER:
+        return Parameter(p.name, Parameter.Type.DOUBLE, float(param.value))
+    if p.type == "double_array" and param.type_ == Parameter.Type.INTEGER_ARRAY:  # a list, or array('q') from a msg
+        return Parameter(p.name, Parameter.Type.DOUBLE_ARRAY, [float(v) for v in param.value])
+    return param
 
 
 def to_ros_parameter(name: str, value: Any) -> Any:

@@ -162,3 +162,42 @@ def test_a_bad_start_up_value_is_refused_with_its_own_reason_and_no_integer_hint
     wrong_type = InvalidParameterTypeException(Parameter("presets.soft.kp", value=[1, 2]), "DOUBLE_ARRAY")
     assert "YAML integers" in _integer_hint(spec, [0, 1.5], wrong_type)
     assert _integer_hint(spec, ["a"], wrong_type) == ""
+
+
+def test_an_integer_set_at_run_time_for_a_double_is_taken_as_a_double(rclpy_context, call_service):
+    """`ros2 param set /controller damping_ratio 2` was refused with rclpy's "Wrong parameter type, parameter
+    {damping_ratio} is of type {double}, setting it to {integer} is not allowed": integers were converted in files
+    and launch arguments only. The same set_parameters service `ros2 param set` calls."""
+    import rclpy
+    from rcl_interfaces.srv import SetParameters
+    from rclpy.executors import SingleThreadedExecutor
+    from rclpy.parameter import Parameter
+
+    from idyn_ros.nodes.ros_parameters import NodeParameters
+    from idyn_ros.parameters import ControllerParams
+
+    node = rclpy.create_node("controller", context=rclpy_context)
+    client_node = rclpy.create_node("param_setter", context=rclpy_context)
+    try:
+        params = NodeParameters(node, ControllerParams, joints=lambda: 7)
+        executor = SingleThreadedExecutor(context=rclpy_context)
+        executor.add_node(node)
+        executor.add_node(client_node)
+        client = client_node.create_client(SetParameters, "/controller/set_parameters")
+
+        def set_remotely(name, value):
+            request = SetParameters.Request(parameters=[Parameter(name, value=value).to_parameter_msg()])
+            return call_service(executor, client, request).results[0]
+
+        assert set_remotely("damping_ratio", 2).successful
+        assert node.get_parameter("damping_ratio").type_ == Parameter.Type.DOUBLE
+        assert params.value.damping_ratio == 2.0
+        assert set_remotely("presets.soft.kp", [100, 100, 100, 100, 30, 30, 10]).successful
+        assert params.value.presets_soft_kp == (100.0, 100.0, 100.0, 100.0, 30.0, 30.0, 10.0)
+        refused = set_remotely("damping_ratio", "high")
+        assert not refused.successful and params.value.damping_ratio == 2.0
+        refused = set_remotely("damping_ratio", 20)  # converted, then checked: out of range
+        assert not refused.successful and "damping_ratio" in refused.reason, refused.reason
+    finally:
+        client_node.destroy_node()
+        node.destroy_node()
