@@ -380,3 +380,43 @@ def test_under_sim_time_a_state_stamped_ahead_of_clock_moves_the_receive_time_at
         assert fired is not None and fired - 20 <= 2 * 3 + 1, fired
     finally:
         node.destroy_node()
+
+
+@pytest.mark.parametrize("sim_time", [False, True])
+def test_a_slow_tick_is_a_deadline_miss_on_the_wall_clock_only(rclpy_context, monkeypatch, sim_time):
+    """In lockstep the plant waits for each command, so there is no deadline: deadline_misses counted about 30 % of
+    a lockstep launch's ticks (the machine, not the controller, was slow) and said nothing. Every tick here takes
+    5 ms of (faked) monotonic time at a 1 kHz rate."""
+    import types
+
+    from rclpy.parameter import Parameter
+    from rclpy.time import Time
+    from sensor_msgs.msg import JointState
+
+    import idyn_ros.nodes.controller as controller_module
+    from idyn_ros.nodes.controller import ControllerNode
+
+    node = ControllerNode(context=rclpy_context, parameter_overrides=[
+        Parameter("use_sim_time", value=sim_time), Parameter("torque_rate_limit", value=-1.0),
+        Parameter("max_stamp_age", value=0.0), Parameter("stale_periods", value=1e4)])
+    fake_ns = [0]
+
+    def slow_monotonic_ns():
+        fake_ns[0] += 5_000_000
+        return fake_ns[0]
+
+    monkeypatch.setattr(controller_module, "time", types.SimpleNamespace(
+        monotonic_ns=slow_monotonic_ns, time_ns=time.time_ns, monotonic=time.monotonic))
+    try:
+        t0 = 100 * 1_000_000_000
+        msg = JointState(name=PANDA, position=Q0, velocity=[0.0] * 7)
+        for k in range(10):
+            if sim_time:
+                node.get_clock().set_ros_time_override(Time(nanoseconds=t0 + k * 1_000_000))
+            msg.header.stamp.sec, msg.header.stamp.nanosec = divmod(t0 + k * 1_000_000, 1_000_000_000)
+            node._on_joint_state(msg)
+        assert node.core.mode == 1, node.core.reason
+        assert node.core.ticks >= 9
+        assert node.deadline_misses == (0 if sim_time else node.core.ticks)
+    finally:
+        node.destroy_node()
