@@ -50,6 +50,7 @@ from idyn_ros.nodes.common import (
     describe_payload,
     stamp_to_ns,
 )
+from idyn_ros.nodes.reference import REJECTED
 from idyn_ros.parameters import PayloadIdentifierParams
 
 RECORD_MARGIN_S = 0.5  # s recorded after the plan should have ended (the reference starts one state late)
@@ -57,7 +58,6 @@ CONNECT_TIMEOUT_S = 10.0  # s (wall) a call waits for the first joint state and 
 APPLY_TIMEOUT_S = 5.0  # s (wall) apply waits for each set_payload reply (a wedged server must not hold the node busy)
 AT_REST_RAD_S = 1e-6  # |dq_d| below this on every joint: the reference holds, the plan may start from its q_d
 REFERENCE_STALE_NS = 1_000_000_000  # a reference stamped this far from the latest joint state is not the current one
-REFUSED = "JointTrajectory rejected"  # how the reference node logs a refused trajectory (nodes/reference.py)
 
 
 class PayloadIdentifierNode(Node):
@@ -208,7 +208,7 @@ class PayloadIdentifierNode(Node):
         return (q, dq) if np.all(np.isfinite(q)) and np.all(np.isfinite(dq)) else None
 
     def _on_rosout(self, msg: Any) -> None:
-        if self._until_ns >= 0 and msg.name == self._reference_logger and msg.msg.startswith(REFUSED):
+        if self._until_ns >= 0 and msg.name == self._reference_logger and msg.msg.startswith(REJECTED):
             self._end(error=IdynError(f"the reference node refused the excitation ({msg.msg}); nothing recorded"))
 
     def _play(self) -> float:

@@ -41,6 +41,8 @@ from idyn_ros.nodes.common import (
 )
 from idyn_ros.parameters import ReferenceParams
 
+REJECTED = "JointTrajectory rejected"  # the start of every refusal's log line (the payload identifier watches for it)
+
 
 @functools.lru_cache(maxsize=4)
 def _limits(robot: str, prefix: str) -> tuple[tuple[str, ...], np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
@@ -183,13 +185,13 @@ class ReferenceNode(Node):
         try:
             idx = [list(msg.joint_names).index(j) for j in self.robot.joint_names]
         except ValueError:
-            self.get_logger().error(f"JointTrajectory lacks joints of {list(self.robot.joint_names)}; ignored")
+            self.get_logger().error(f"{REJECTED}: it lacks joints of {list(self.robot.joint_names)}")
             return
         pts, width = msg.points, len(msg.joint_names)
         ragged = [k for k, p in enumerate(pts) if len(p.positions) != width
                   or len(p.velocities) not in (0, width) or len(p.accelerations) not in (0, width)]
         if ragged:  # indexing them raised IndexError in this callback
-            self.get_logger().error(f"JointTrajectory rejected: point(s) {ragged[:5]} do not have one position (and "
+            self.get_logger().error(f"{REJECTED}: point(s) {ragged[:5]} do not have one position (and "
                                     f"velocity, acceleration if any) per joint name ({width})")
             return
         times = [p.time_from_start.sec + p.time_from_start.nanosec * 1e-9 for p in pts]
@@ -199,13 +201,13 @@ class ReferenceNode(Node):
         try:
             source = ref.from_joint_trajectory_points(times, pos, vel, acc, self.q_last.copy())
         except IdynError as exc:
-            self.get_logger().error(f"JointTrajectory rejected: {exc}")
+            self.get_logger().error(f"{REJECTED}: {exc}")
             return
         outside = (ref.limits_problem(pos, self.robot.joint_names, self.robot.lower, self.robot.upper)  # its points
                    or ref.velocity_problem(source, self.robot.joint_names, self.robot.velocity_limit)  # speeds
                    or ref.acceleration_problem(source, self.robot.joint_names, self.acceleration_limit))
         if outside:
-            self.get_logger().error(f"JointTrajectory rejected: {outside}")
+            self.get_logger().error(f"{REJECTED}: {outside}")
             return
         with self._swap:
             self.source = source
