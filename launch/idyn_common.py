@@ -42,16 +42,24 @@ description ``idyn bringup`` runs too. On hardware the vendor adds g(q) to the c
 subtracts it (subtract_gravity) and the wrench observer reads the measured effort. A bad argument (unknown mode
 or gains, a missing file, a misspelled argument name, a parameter file section or name no node of ours has, a
 mode whose ROS 2 packages are not installed: hardware, mock and gazebo need ros2_control) stops the launch with its
-reason. So does one of our processes (plant, our nodes, composed) ending with a non-zero exit code, at start-up (a
+reason. So does a process the graph needs (the controller, the plant, composed; with observer_only the wrench
+observer: ``graph.essential_processes``, as ROS 1's required nodes) ending with a non-zero exit code, at start-up (a
 bad parameter value: the node prints why and exits 2) or later: the whole launch stops, says which node ended, with
-what code and its last error line, and exits 1 (as ``idyn bringup`` does), instead of running on without it. A
-Ctrl-C stops every process with exit code 0 and is no failure. Runs here with the launch wheels (make setup).
+what code and its last error line, and exits 1 (as ``idyn bringup`` does). Any other node of ours that fails is an
+ERROR line with the same reason, and the rest runs on. A Ctrl-C stops every process with exit code 0 and is no
+failure. Runs here with the launch wheels (make setup).
 """
 
 import os
 import re
 
-from launch.actions import DeclareLaunchArgument, IncludeLaunchDescription, OpaqueFunction, RegisterEventHandler
+from launch.actions import (
+    DeclareLaunchArgument,
+    IncludeLaunchDescription,
+    LogInfo,
+    OpaqueFunction,
+    RegisterEventHandler,
+)
 from launch.condition import Condition
 from launch.conditions import IfCondition
 from launch.event_handlers import OnProcessExit, OnProcessIO
@@ -241,7 +249,8 @@ class NodeExitedError(IdynError):
 
 
 class ExitWatch:
-    """Stops the launch when one of ``ours`` (Node actions) ends with a non-zero exit code outside a shutdown.
+    """Stops the launch when one of ``ours`` (Node actions) that the graph needs (``graph.essential_processes``)
+    ends with a non-zero exit code outside a shutdown; another of ours that fails is reported, the rest runs on.
 
     Raising from the exit handler is what makes launch shut everything down (SIGINT to every process, the controller
     sends its safe torque) and ``ros2 launch`` exit with 1, printing the reason; launch's ``Shutdown`` action would
@@ -276,8 +285,11 @@ class ExitWatch:
         code = event.returncode
         how = f"was killed by signal {-code}" if code < 0 else f"exited with code {code}"
         last = re.sub(r"^\S+: error: ", "", self.last.get(id(event.action), (0, ""))[1])  # "controller: error: "
-        raise NodeExitedError(f"{name} {how}" + (f" ({last[-400:]})" if last else "")
-                              + "; stopping the launch, which cannot run without it")
+        what = f"{name} {how}" + (f" ({last[-400:]})" if last else "")
+        observer_only = context.launch_configurations.get("observer_only", "false") == "true"
+        if name not in graph.essential_processes(observer_only):
+            return LogInfo(msg=f"ERROR: {what}; the other nodes run on without it")
+        raise NodeExitedError(f"{what}; stopping the launch, which cannot run without it")
 
 
 def _mode_is(*modes):

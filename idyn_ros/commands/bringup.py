@@ -30,10 +30,6 @@ import argparse
 
 HELP = "start the control nodes (+ the MuJoCo plant) for a robot, as ros2 launch would"
 
-# a dead process of these ends the graph: nothing controls (controller) or nothing is controlled (plant)
-ESSENTIAL = ("controller", "composed", "plant")
-
-
 def configure(parser: argparse.ArgumentParser) -> None:
     from idyn_ros.nodes.graph import CLOCKS, MODES
 
@@ -90,7 +86,7 @@ def run(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
     from idyn_ros.errors import ParameterError
-    from idyn_ros.nodes.graph import GraphSettings, select_nodes
+    from idyn_ros.nodes.graph import GraphSettings, essential_processes, select_nodes
     from idyn_ros.nodes.launcher import Launcher
 
     if not args.duration >= 0.0:  # also NaN
@@ -120,7 +116,7 @@ def run(args: argparse.Namespace) -> int:
     previous = {sig: signal.signal(sig, request_stop) for sig in (signal.SIGINT, signal.SIGTERM)}
     reported: set[str] = set()
     code = 0
-    essential = set(ESSENTIAL + (("wrench_observer",) if settings.observer_only else ()))
+    essential = essential_processes(settings.observer_only)
     failed: set[str] = set()
 
     def show() -> int:
@@ -150,7 +146,8 @@ def run(args: argparse.Namespace) -> int:
                             code = 1
                             why = launcher.last_line.get(name)
                             tqdm.write(f"idyn bringup: process {name} ended (exit code {rc})"
-                                       + (f"; last: {why}" if why else ""))
+                                       + (f"; last: {why}" if why else "")
+                                       + ("" if name in essential else "; the other nodes run on without it"))
                     if (reported | failed) & essential:
                         tqdm.write("idyn bringup: nothing is controlling any more: stopping the graph")
                         break

@@ -200,6 +200,13 @@ class GraphSettings:
         return self.mode == "gazebo" or (self.mode == "mujoco" and self.clock_mode() == "lockstep")
 
 
+def essential_processes(observer_only: bool) -> frozenset[str]:
+    """The processes whose failure stops the graph (`ros2 launch` and `idyn bringup` alike), as ROS 1's
+    ``required``: without them nothing controls (controller, composed) or nothing is controlled (plant); with
+    observer_only the observer is the graph's purpose. Any other node's failure is reported, the rest runs on."""
+    return frozenset(("controller", "composed", "plant") + (("wrench_observer",) if observer_only else ()))
+
+
 def select_nodes(names: Sequence[str]) -> tuple[str, ...]:
     """The ``nodes`` a user's list means: only optional nodes named = the six plus them (the docs say "add"),
     any of the six named = exactly that subset (plus the optional ones named); empty = the six."""

@@ -105,6 +105,33 @@ def test_a_node_that_cannot_start_stops_the_whole_launch_with_its_reason(graph_p
     print(f"stopped in {time.monotonic() - t0:.1f} s")
 
 
+@needs_launch
+def test_a_failing_node_the_graph_can_run_without_is_reported_and_the_rest_runs_on(graph_probe, tmp_path):
+    """As ROS 1's required nodes and `idyn bringup`: only the controller, the plant or the composed process stop the
+    launch; a wrench observer that cannot start is an ERROR line, and the arm stays controlled."""
+    from idyn_ros.msg import ControllerState
+
+    probe = graph_probe
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("/**/wrench_observer:\n  ros__parameters:\n    observer_gain: .nan\n")
+    proc = _launch(probe, "panda", "mode:=mujoco", "nodes:=controller,wrench_observer", f"params_file:={bad}")
+    try:
+        assert probe.spin_until(lambda: any(s.mode == ControllerState.MODE_ACTIVE for s in probe.states), 90), \
+            "the controller never reported ACTIVE"
+        n0 = len(probe.commands)
+        assert probe.spin_until(lambda: len(probe.commands) - n0 > 50, 20), "commands do not flow"
+        assert proc.poll() is None, "the launch stopped"
+        os.killpg(proc.pid, signal.SIGINT)
+        out, _ = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    assert ("ERROR: wrench_observer exited with code 2 (parameter observer_gain contains nan (values must be "
+            "finite)); the other nodes run on without it") in out, out[-3000:]
+    assert proc.returncode == 0, out[-3000:]
+
+
 def _render(robot, ros2_control=True, **arguments):
     """Evaluate the real launch file for ``arguments`` as ros2 launch would: which Node actions run, with what.
     ``ros2_control``: as on a ROS 2 installation with ros2_control (absent here), else the argument check sees that
