@@ -29,19 +29,9 @@ def _ms(first, last, offset_ns=0):
     return [BASE + offset_ns + k * MS for k in range(first, last)]
 
 
-class _Log:
-    """Stands in for a node's logger: what it was told, by level."""
-
-    def __init__(self):
-        self.lines = []
-
-    def __getattr__(self, level):
-        return lambda text, **_: self.lines.append((level, text))
-
-
-def _capture(node):
-    """The node's log lines and its published /diagnostics (level, message)."""
-    log, diag = _Log(), []
+def _capture(node, log):
+    """The node's log lines (into ``log``, the log_recorder fixture) and its published /diagnostics (level, message)."""
+    diag = []
     node.get_logger = lambda: log
     node.diag.pub.publish = lambda m: diag.extend((s.level[0], s.message) for s in m.status)
     return log, diag
@@ -68,12 +58,12 @@ CASES = {  # stamps: 1 s of states, then the fault at the 1001st
 
 
 @pytest.mark.parametrize("case", CASES)
-def test_the_reference_time_pauses_with_its_input_and_never_steps(rclpy_context, case):
+def test_the_reference_time_pauses_with_its_input_and_never_steps(rclpy_context, case, log_recorder):
     """q_d stepped 9.46 deg after a 0.5 s pause and 28.8 deg after a +5 s stamp jump (the move's peak: 21 deg/s, 0.02
     deg a period); after a 2 s jump back it published 1 reference in 500 states."""
     node, out = _reference_node(rclpy_context)
     try:
-        _capture(node)
+        _capture(node, log_recorder)
         for stamp in CASES[case]:
             node._on_joint_state(_joint_state(stamp))
         assert len(out) == len(CASES[case])
@@ -85,14 +75,14 @@ def test_the_reference_time_pauses_with_its_input_and_never_steps(rclpy_context,
         node.destroy_node()
 
 
-def test_the_reference_says_a_restart_once_and_counts_the_rest(rclpy_context):
+def test_the_reference_says_a_restart_once_and_counts_the_rest(rclpy_context, log_recorder):
     """A looped bag: every loop restarts the filter; one WARN on the log and on /diagnostics, not one per loop."""
     from idyn_ros.control import state_estimation as se
     from idyn_ros.nodes.common import Diagnostics
 
     node, out = _reference_node(rclpy_context)
     try:
-        log, diag = _capture(node)
+        log, diag = _capture(node, log_recorder)
         loops = 3
         for _ in range(loops):
             for stamp in _ms(0, 300):
@@ -108,14 +98,14 @@ def test_the_reference_says_a_restart_once_and_counts_the_rest(rclpy_context):
         node.destroy_node()
 
 
-def test_the_buffer_logs_once_per_kind_and_publishes_through_restarts(rclpy_context):
+def test_the_buffer_logs_once_per_kind_and_publishes_through_restarts(rclpy_context, log_recorder):
     """After a jump back it logged every sample (the reason carries the ms: 209 ERROR lines in 1.2 s) and published
     nothing until the stamps passed the old maximum; stalled stamps were silently dropped."""
     from idyn_ros.nodes.joint_state_buffer import JointStateBufferNode
 
     node = JointStateBufferNode(context=rclpy_context)
     try:
-        log, _ = _capture(node)
+        log, _ = _capture(node, log_recorder)
         out = []
         node.pub.publish = lambda m: out.append((np.array(m.position), np.array(m.acceleration_raw)))
         stamps = _ms(0, 200) + _ms(100, 200) + _ms(50, 200) + _ms(0, 200)  # three jumps back, each a different size
@@ -134,13 +124,13 @@ def test_the_buffer_logs_once_per_kind_and_publishes_through_restarts(rclpy_cont
         node.destroy_node()
 
 
-def test_the_feedforward_warms_its_model_up_again_after_a_restart_and_keeps_publishing(rclpy_context):
+def test_the_feedforward_warms_its_model_up_again_after_a_restart_and_keeps_publishing(rclpy_context, log_recorder):
     """After a jump back it published nothing until the stamps passed the old maximum (a looped bag: never)."""
     from idyn_ros.nodes.feedforward import FeedforwardNode
 
     node = FeedforwardNode(context=rclpy_context)
     try:
-        _capture(node)
+        _capture(node, log_recorder)
         published, warmed = [], []
         node.pub.publish = published.append
         node.ff.warm_up = lambda q, *a: warmed.append(np.array(q))
@@ -180,12 +170,12 @@ def test_the_wrench_observer_restarts_its_rest_and_bias_windows_after_a_gap(rclp
         node.destroy_node()
 
 
-def test_the_wrench_observer_keeps_estimating_after_a_jump_back_and_says_so_once(rclpy_context):
+def test_the_wrench_observer_keeps_estimating_after_a_jump_back_and_says_so_once(rclpy_context, log_recorder):
     from idyn_ros.nodes.common import Diagnostics
 
     node, forces = _wrench_node(rclpy_context)
     try:
-        log, diag = _capture(node)
+        log, diag = _capture(node, log_recorder)
         for stamp in _ms(0, 400) + _ms(0, 400) + _ms(0, 400):
             node._on_joint_state(_joint_state(stamp))
         assert len(forces) > 250  # every 4th state (publish_divider), in all three runs
@@ -197,14 +187,14 @@ def test_the_wrench_observer_keeps_estimating_after_a_jump_back_and_says_so_once
         node.destroy_node()
 
 
-def test_the_gripper_compensation_keeps_compensating_after_a_jump_back(rclpy_context):
+def test_the_gripper_compensation_keeps_compensating_after_a_jump_back(rclpy_context, log_recorder):
     from geometry_msgs.msg import WrenchStamped
 
     from idyn_ros.nodes.gripper_compensation import GripperCompensationNode
 
     node = GripperCompensationNode(context=rclpy_context)
     try:
-        log, _ = _capture(node)
+        log, _ = _capture(node, log_recorder)
         out = []
         node.pub.publish = out.append
         reading = WrenchStamped()
@@ -221,11 +211,11 @@ def test_the_gripper_compensation_keeps_compensating_after_a_jump_back(rclpy_con
         node.destroy_node()
 
 
-def test_late_samples_are_dropped_silently_by_every_node(rclpy_context):
+def test_late_samples_are_dropped_silently_by_every_node(rclpy_context, log_recorder):
     """A sample 1 ms out of order is not an error (ROS filters drop them): no log, no diagnostics, nothing published."""
     node, out = _reference_node(rclpy_context)
     try:
-        log, diag = _capture(node)
+        log, diag = _capture(node, log_recorder)
         for stamp in [*_ms(0, 10), BASE + 8 * MS, *_ms(10, 20)]:
             node._on_joint_state(_joint_state(stamp))
         assert len(out) == 20 and log.lines == [] and [level for level, _ in diag] == [0]  # 'mode setpoints'
