@@ -1,7 +1,7 @@
 """Shared pytest fixtures.
 
 DDS stays on loopback (ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST) and every test session gets its own
-ROS_DOMAIN_ID so parallel runs on one machine do not see each other's topics.
+ROS_DOMAIN_ID so parallel runs on one machine do not see each other's topics, nor a graph in the shell's domain.
 """
 
 from __future__ import annotations
@@ -18,7 +18,20 @@ os.environ["ROS_AUTOMATIC_DISCOVERY_RANGE"] = "LOCALHOST"
 # the venv is an ament prefix (scripts/setup_env.sh): `ros2 launch idyn_ros ...` in tests finds the package there
 os.environ["AMENT_PREFIX_PATH"] = os.pathsep.join(
     p for p in (sys.prefix, os.environ.get("AMENT_PREFIX_PATH", "")) if p)
-os.environ.setdefault("ROS_DOMAIN_ID", str(10 + os.getpid() % 90))
+
+
+def _test_domain() -> int:
+    """Never the domain the shell names (a robot's graph may run there, and tests publish effort commands):
+    IDYN_TEST_DOMAIN_ID if set, else one from the process id (parallel sessions rarely share it)."""
+    chosen = os.environ.get("IDYN_TEST_DOMAIN_ID")
+    if chosen:
+        return int(chosen)
+    users = os.environ.get("ROS_DOMAIN_ID", "0")
+    domain = 10 + os.getpid() % 90
+    return domain + 1 if str(domain) == users else domain
+
+
+os.environ["ROS_DOMAIN_ID"] = str(_test_domain())
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
