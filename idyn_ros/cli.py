@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import re
 import sys
 
 from idyn_ros.errors import IdynError
@@ -63,9 +64,32 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+# A comma-separated list that starts like a negative number ("-10,2.5,-1e-3"): never an option name
+_NEGATIVE_NUMBER_LIST = re.compile(r"-\.?\d[^,]*(,[^,]*)+")
+
+
+def attach_negative_lists(argv: list[str]) -> list[str]:
+    """``--option -10,2,...`` as ``--option=-10,2,...``.
+
+    Why: argparse reads a value that starts with '-' and is not one plain number as the next option and stops with
+    "expected one argument" (``--torque-constants -10,2,...`` of `idyn train` and `idyn dataset import`); attached with
+    '=' it is the option's value, so the option's own check answers (each gain > 0). Only long options and number
+    lists: a single negative number already works, and nothing after ``--`` is touched.
+    """
+    out: list[str] = []
+    for i, token in enumerate(argv):
+        if token == "--":
+            return out + argv[i:]
+        if out and out[-1].startswith("--") and "=" not in out[-1] and _NEGATIVE_NUMBER_LIST.fullmatch(token):
+            out[-1] = f"{out[-1]}={token}"
+        else:
+            out.append(token)
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args = parser.parse_args(attach_negative_lists(sys.argv[1:] if argv is None else list(argv)))
     try:
         return int(args._run(args) or 0)
     except KeyboardInterrupt:

@@ -4,8 +4,9 @@ check they share."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 
@@ -63,3 +64,27 @@ def writable_output(text: str, option: str, inputs: Sequence[str | Path] = (), f
         raise ParameterError(f"{option} {text}: cannot write in {place} ({exc.strerror or exc}); "
                              f"choose another {option}") from None
     return path
+
+
+@contextlib.contextmanager
+def output_folder(text: str, option: str) -> Iterator[Path]:
+    """``writable_output(text, option, folder=True)`` for the block; if the block fails (an error, a refusal, Ctrl-C),
+    the folders the run created for it are removed again when it left them empty.
+
+    Why: a train that failed after minutes left an empty run folder behind that looked like a run. Only empty folders
+    go (a checkpoint.pt, model.pt or model.onnx written before the failure keeps its folder, for --resume or
+    `idyn export`), and only those that did not exist before: a folder the user had is never touched.
+    """
+    path = writable_output(text, option, folder=True)
+    created = [p for p in (path.absolute(), *path.absolute().parents) if not p.exists()]  # deepest first
+    try:
+        yield path
+    except BaseException:
+        for folder in created:
+            try:
+                folder.rmdir()  # only an empty folder: never a file of this run or of anyone else
+            except FileNotFoundError:  # failed before it was made
+                continue
+            except OSError:  # not empty (or not ours to remove): it and the folders above it stay
+                break
+        raise

@@ -79,7 +79,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
         metavar="K1,..,Kn",
         help="the efforts are motor currents [A]: store torques k_j * i_j [Nm] with these per-joint gains "
         "[Nm/A], each > 0 (output joint order), or a robot's data (ur5); without it, `idyn train` identifies the "
-        "gains. A value that starts with '-' is read as an option: write it --torque-constants=VALUE",
+        "gains",
     )
     imp.add_argument("--topic", help="joint-state or JointTrajectory topic in a bag (default /joint_states, else "
                      "the bag's only JointState topic, else its only JointTrajectory topic)")

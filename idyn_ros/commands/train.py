@@ -3,16 +3,16 @@
 Writes DIR/model.onnx (RBD + friction + residual, metadata and checksum inside), DIR/metrics.json
 (per-joint nMSE, RMSE [Nm] and min-max NMSE on the train/val/test recordings), DIR/model.pt
 (re-exportable torch state) and, for a single learned kind (not auto or a GP), DIR/checkpoint.pt (per epoch;
---resume continues from it), each
-written atomically. --resume refuses a checkpoint of another model; one trained on other --data/--val
-only with --resume-on-new-data (fine-tuning). A warning says when the data are few for the model
-(fewer torque values than fitted parameters), or unnamed (taken by joint position); unnamed data
-outside the robot's joint limits are refused. Models with an RBD part evaluate friction and residual with the
-velocity held to the training data's largest |dq| per joint (fitted terms do not extrapolate): the validation,
-test and auto scores printed here, the exported graph and the controller all hold it the same way (unheld, a
-residual fitted on slow data ran a joint into its limit in closed loop: studies/velocity_hold). A --val or --test
-recording that runs a joint more than 10 % faster than the training data gets a warning (metrics.json
-"speed_coverage"): record training data at the speeds the robot will run.
+--resume continues from it), each written atomically. --resume refuses a checkpoint of another model; one trained
+on other --data/--val only with --resume-on-new-data (fine-tuning). A run that exports removes a checkpoint.pt an
+earlier run left in DIR (it is not of the new model); a run that fails removes DIR again if it created it and left
+it empty. A warning says when the data are few for the model (fewer torque values than fitted parameters), or
+unnamed (taken by joint position); unnamed data outside the robot's joint limits are refused. Models with an RBD
+part evaluate friction and residual with the velocity held to the training data's largest |dq| per joint (fitted
+terms do not extrapolate): the validation, test and auto scores printed here, the exported graph and the controller
+all hold it the same way (unheld, a residual fitted on slow data ran a joint into its limit in closed loop:
+studies/velocity_hold). A --val or --test recording that runs a joint more than 10 % faster than the training data
+gets a warning (metrics.json "speed_coverage"): record training data at the speeds the robot will run.
 
 Motor currents as effort (UR arms; the file says so, or --effort-kind current): per-joint current -> torque
 gains are identified jointly with the rigid-body and friction parameters, the scale fixed by the nominal
@@ -178,7 +178,11 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help=f"random seed, 0..{SEED_MAX} (default: 0)")
     parser.add_argument("--epochs", type=positive(int), default=None, help="maximum epochs (default: 300)")
     parser.add_argument("--max-minutes", type=positive(float), default=None, metavar="M",
-                        help="wall-clock budget for the training loop in minutes, > 0 (default: none; GP kinds: 10)")
+                        help="wall-clock budget in minutes, > 0, for the fitting alone: one kind's epochs (checked "
+                             "after each; delan-lstm: half per stage), auto's candidate fits, a GP's hyperparameter "
+                             "optimisation per noise start (and again for --gp-refine). Not counted: loading the "
+                             "data, one kind's physics identification, auto's refit, scoring and the export. rbd "
+                             "and rbd-friction have no epochs to bound (default: none; GP kinds: 10)")
     parser.add_argument("--patience", type=positive(int), default=None,
                         help="early-stopping patience in epochs (default: 30)")
     parser.add_argument("--lr", type=positive(float), default=None,
@@ -212,8 +216,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
                              "are resampled to it (default: the rate most of the training time was recorded at)")
     parser.add_argument("--torque-constants", metavar="K1,..,Kn", default=None,
                         help="current data: use these gains [Nm/A] (robot joint order, or a robot's data: ur5) "
-                             "instead of identifying them; each > 0. A value that starts with '-' is read as an "
-                             "option: write it --torque-constants=VALUE")
+                             "instead of identifying them; each > 0")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
 
 
@@ -223,12 +226,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from idyn_ros.commands import writable_output
-    from idyn_ros.dynamics.friction import parse_kinds
+    from idyn_ros.commands import output_folder
     from idyn_ros.errors import ParameterError
-    from idyn_ros.models.pipeline import train_run
-    from idyn_ros.models.sources import hold_out_tail, load_robot, load_split
-    from idyn_ros.models.zoo import ModelConfig
 
     if args.resume_on_new_data and not args.resume:
         raise ParameterError("--resume-on-new-data only applies with --resume")
@@ -239,7 +238,43 @@ def _run(args: argparse.Namespace) -> int:
         raise ParameterError("--no-refit applies to auto without --val (only then is the chosen model refitted on "
                              "the held-out tail of the training data)")
     _refuse_options_of_other_kinds(args)
-    writable_output(args.out, "--out", folder=True)  # before any loading or training, which can take minutes
+    with output_folder(args.out, "--out"):  # checked before any loading or training, which can take minutes
+        budget = _budget_line(args)
+        if budget:
+            print(budget)
+        return _train(args)
+
+
+def _budget_line(args: argparse.Namespace) -> str | None:
+    """What --max-minutes bounds for this kind and what it does not, said before the run (the help says it too)."""
+    minutes = args.max_minutes
+    if args.model in GP_KINDS:
+        minutes = 10.0 if minutes is None else minutes
+        what = ("each hyperparameter optimisation (one per noise start"
+                + (", one more for --gp-refine)" if args.gp_refine else ")"))
+        uncounted = "the posterior"
+    elif minutes is None:
+        return None
+    elif args.model in PHYSICS_KINDS:
+        return f"idyn train: --max-minutes bounds nothing here: {args.model} is identified in one solve, no epochs"
+    elif args.model == "auto":
+        what = "the candidate fits (the physics ones always run, the learned ones share what is left)"
+        uncounted = "the refit on all the training data" if not (args.val or args.no_refit) else ""
+    else:
+        what = "the epochs" + (" (half per stage)" if args.model == "delan-lstm" else "") + ", checked after each"
+        uncounted = "the physics identification" if args.model in RBD_KINDS else ""
+    return (f"idyn train: time budget {minutes:g} min (--max-minutes) for {what}; not counted: loading the data, "
+            + (f"{uncounted}, " if uncounted else "") + "scoring and the export")
+
+
+def _train(args: argparse.Namespace) -> int:
+    """Load, train and export: the part of the command that can take minutes and writes --out."""
+    from idyn_ros.dynamics.friction import parse_kinds
+    from idyn_ros.errors import ParameterError
+    from idyn_ros.models.pipeline import train_run
+    from idyn_ros.models.sources import hold_out_tail, load_robot, load_split
+    from idyn_ros.models.zoo import ModelConfig
+
     robot = load_robot(args.robot)
     train, val, test, rate = load_split(args.data, args.val, args.test, robot, args.effort_kind, args.rate,
                                         say=lambda line: print(f"idyn train: {line}"))
@@ -329,13 +364,14 @@ def _currents_to_torque(args: argparse.Namespace, robot, kinds: tuple[str, ...],
 
 def _train_gp(args: argparse.Namespace, robot, train: list, val: list, test: list, note: str = "") -> int:
     from idyn_ros.models.gp import train_gp
-    from idyn_ros.models.pipeline import warn_validation_overlap
+    from idyn_ros.models.pipeline import remove_stale_checkpoint, warn_validation_overlap
 
     metrics = train_gp(args.model, robot, train, val, args.out, seed=args.seed, max_samples=args.max_samples,
                        max_minutes=args.max_minutes if args.max_minutes is not None else 10.0,
                        shared_noise=args.gp_noise == "shared", test_datasets=test,
                        refine_iterations=args.gp_refine, validation_note=note,
                        validation_overlap=warn_validation_overlap(train, val))
+    remove_stale_checkpoint(args.out, None)  # a GP has none: one in --out is an earlier run's
     for split in ("val", "test"):
         if f"{split}_nmse_mean_percent" in metrics:
             print(f"{args.model}: {split} nMSE per joint [%] "

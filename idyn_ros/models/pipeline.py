@@ -2,9 +2,9 @@
 
 A run directory holds ``model.onnx`` (the artifact), ``metrics.json``, ``model.pt`` (everything
 needed to rebuild the torch model: config, state, initial inertials, training ranges, fingerprint;
-what `idyn export` re-exports from) and ``checkpoint.pt`` (per-epoch, for ``--resume``). Every file
-is written atomically (temp file + rename): a killed run leaves the previous complete file, never a
-partial one.
+what `idyn export` re-exports from) and ``checkpoint.pt`` (per-epoch, for ``--resume``; a run that exports
+removes one an earlier run left, ``remove_stale_checkpoint``). Every file is written atomically (temp file +
+rename): a killed run leaves the previous complete file, never a partial one.
 """
 
 from __future__ import annotations
@@ -220,7 +220,7 @@ def train_run(
     when ``val`` repeats the training states, choose on the training recording the others cover least instead
     (``_uncovered_recording``), then refit the winner on all of ``train`` (and on ``val`` too with ``refit``);
     ``metrics["val"]`` is then that recording's score, ``metrics["val_given"]`` the one of ``val``.
-    With ``out_dir``, ``export_problem`` refuses (TrainingError, nothing written) a fit that made a body physically
+    With ``out_dir``, ``export_problem`` refuses (TrainingError, no model written) a fit that made a body physically
     inconsistent (unless ``allow_inconsistent``: baselines in a comparison) or, without a physics part, one that is
     worse than the mean torque on validation.
     """
@@ -304,11 +304,26 @@ def train_run(
     if out_dir is not None:
         problem = export_problem(res.model, res.cfg.kind, robot, metrics.get("val"), allow_inconsistent)
         if problem:
-            raise TrainingError(f"{problem}; not exported (nothing written to {out_dir})")
+            kept = "; its checkpoint.pt stays, for --resume" if res.checkpoint else ""
+            raise TrainingError(f"{problem}; not exported (no model written to {out_dir}{kept})")
         out = Path(out_dir)
         pi0 = res.model.pi().detach().numpy() if res.model.inertial is not None else np.zeros((res.model.n, 10))
         save_model(out / "model.pt", res, pi0, metrics, effort, uncertainty, robot)
         model, ck = load_model(out / "model.pt")
         metrics["model_id"] = export_model(model, ck, robot, out / "model.onnx")
         atomic_write_text(out / "metrics.json", json.dumps(json_ready(metrics), indent=2, allow_nan=False) + "\n")
+        remove_stale_checkpoint(out, res.checkpoint)
     return res, metrics
+
+
+def remove_stale_checkpoint(out_dir: str | Path, this_run: Path | None) -> None:
+    """Remove ``out_dir/checkpoint.pt`` unless it is ``this_run``'s (the one the fit wrote or resumed from), saying so.
+
+    Why: checkpoint.pt is what --resume continues, so it must be of the model in its folder; an earlier run's (another
+    kind, or options a resume does not check) would continue that run over the model just exported.
+    """
+    path = Path(out_dir) / "checkpoint.pt"
+    if path.exists() and this_run != path:
+        path.unlink()
+        warnings.warn(f"removed {path}, left by an earlier run: it is not of the model now in {out_dir}, and --resume "
+                      "would have continued that run", stacklevel=2)

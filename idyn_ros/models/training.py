@@ -81,6 +81,7 @@ class TrainResult:
     initial_val: float = float("nan")  # validation loss of the initial (physics-only) model
     gate: np.ndarray | None = None  # (n,) residual gate fitted on validation (None: not fitted)
     dq_abs_max: np.ndarray | None = None  # (n,) largest |dq| per joint in the training data (rad/s)
+    checkpoint: Path | None = None  # the checkpoint.pt this fit wrote or resumed from (None: it has none)
 
 
 def velocity_range(recs: Sequence[Recording]) -> np.ndarray:
@@ -383,7 +384,7 @@ def fit(
     tau_range = (tau_max - tau_min).clamp(min=1e-6)  # Reuss Sec. IV min-max scaling
     result = TrainResult(model, cfg, [], id_info, tau_min.numpy().astype(np.float64),
                          tau_max.numpy().astype(np.float64), train_sha,
-                         dq_abs_max=velocity_range(train))
+                         dq_abs_max=velocity_range(train), checkpoint=ckpt_path if ck is not None else None)
     params = [p for p in model.parameters() if p.requires_grad]
     if not params:
         result.stopped = "nothing to train (physics only)"
@@ -444,6 +445,7 @@ def fit(
                              "bad": bad, "history": result.history, "cfg": cfg.to_dict(), "n": n, "pi0": pi0,
                              "joint_names": list(robot.joint_names), "data_sha256": data_sha,
                              "r_feature_version": R_FEATURE_VERSION}, ckpt_path)
+            result.checkpoint = ckpt_path
         if bad >= cfg.patience:
             result.stopped = f"early stop at epoch {epoch} (no val improvement for {cfg.patience})"
             break

@@ -139,13 +139,16 @@ def test_an_effort_kind_against_the_bags_metadata_is_noted(tmp_path):
     assert "effort_kind current stated by the source overridden: torque (--effort-kind)" in ds.notes
 
 
-def test_the_help_says_how_to_pass_a_value_that_starts_with_a_minus(capsys):
-    """`--torque-constants -10,...` stops with "expected one argument": argparse reads it as an option."""
+def test_a_value_that_starts_with_a_minus_reaches_the_check_of_the_gains(tmp_path, capsys):
+    """`--torque-constants -10,...` stopped with argparse's "expected one argument" (it read the value as an option):
+    users had to write --torque-constants=-10,..."""
     from idyn_ros.cli import main
 
-    for argv in (["dataset", "import", "--help"], ["train", "--help"]):
-        with pytest.raises(SystemExit):
-            main(argv)
-        assert "--torque-constants=VALUE" in " ".join(capsys.readouterr().out.split())
-    with pytest.raises(ParameterError, match="> 0"):  # written so, it reaches the check of the gains
+    _ur_bag(tmp_path / "bag", {"effort_kind": "current"})
+    for flag in (["--torque-constants", "-10,1,1,1,1,1"], ["--torque-constants=-10,1,1,1,1,1"]):
+        assert main(["dataset", "import", str(tmp_path / "bag"), "--robot", "ur5", *flag, "-o",
+                     str(tmp_path / "nm.npz")]) == 2
+        assert "every gain must be a finite number > 0" in capsys.readouterr().err
+    assert not (tmp_path / "nm.npz").exists()
+    with pytest.raises(ParameterError, match="> 0"):
         parse_torque_constants("-10,1,1,1,1,1", 6)

@@ -206,6 +206,57 @@ def test_resume_checks_model_and_data(files, tmp_path, capsys):
     assert "fine-tuning its weights on this data" in capsys.readouterr().err
 
 
+def test_a_failed_train_removes_only_the_empty_folder_it_created(files, tmp_path, capsys, monkeypatch):
+    """A refusal or Ctrl-C after the data were loaded left the -o folder it had created behind, empty."""
+    from idyn_ros.models import pipeline
+
+    def refuse(*args, **kwargs):
+        return "refused for this test"
+
+    def interrupt(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    base = ["train", "--robot", "iiwa14", "--data", files["a"], "--model", "rbd", "--id-method", "nominal",
+            "--no-progress"]
+    monkeypatch.setattr(pipeline, "export_problem", refuse)
+    assert main([*base, "--out", str(tmp_path / "new" / "run")]) == 2
+    assert "refused for this test" in _err(capsys)
+    assert not (tmp_path / "new").exists()  # the run folder and the parent it created for it
+    had = tmp_path / "had"  # a folder the user had, empty or not, stays as it was
+    (had / "empty").mkdir(parents=True)
+    (had / "notes.txt").write_text("mine")
+    for out in (had, had / "empty"):
+        assert main([*base, "--out", str(out)]) == 2
+    assert (had / "notes.txt").read_text() == "mine" and (had / "empty").is_dir()
+    monkeypatch.setattr(pipeline, "export_problem", interrupt)
+    assert main([*base, "--out", str(had / "new")]) == 130
+    assert not (had / "new").exists() and (had / "empty").is_dir()
+    # a checkpoint written before the refusal is kept, with its folder: --resume can continue it
+    monkeypatch.setattr(pipeline, "export_problem", refuse)
+    assert main(["train", "--robot", "iiwa14", "--data", files["a"], "--model", "hybrid", "--hidden", "4",
+                 "--epochs", "1", "--out", str(tmp_path / "kept"), *FAST]) == 2
+    assert "its checkpoint.pt stays, for --resume" in capsys.readouterr().err.strip().splitlines()[-1]
+    assert [p.name for p in (tmp_path / "kept").iterdir()] == ["checkpoint.pt"]
+
+
+def test_a_run_that_exports_removes_an_earlier_runs_checkpoint(files, tmp_path, capsys):
+    """A hybrid's checkpoint.pt stayed next to the rbd model trained into its folder after it: --resume there would
+    continue the old hybrid."""
+    out = tmp_path / "run"
+    hybrid = ["train", "--robot", "iiwa14", "--data", files["a"], "--model", "hybrid", "--hidden", "4", "--epochs",
+              "1", "--out", str(out), *FAST]
+    assert main(hybrid) == 0
+    assert main([*hybrid, "--resume"]) == 0  # resumed at its last epoch, no new one written: still this run's
+    assert (out / "checkpoint.pt").is_file()
+    capsys.readouterr()
+    assert main(["train", "--robot", "iiwa14", "--data", files["a"], "--model", "rbd", "--id-method", "nominal",
+                 "--out", str(out), "--no-progress"]) == 0
+    assert f"removed {out / 'checkpoint.pt'}, left by an earlier run" in capsys.readouterr().err
+    assert not (out / "checkpoint.pt").exists() and (out / "model.onnx").is_file()
+    assert main([*hybrid, "--resume"]) == 0
+    assert f"no checkpoint in {out}; starting from scratch" in capsys.readouterr().err
+
+
 # 5. too little data for the model --------------------------------------------------------------------------------
 def test_little_data_warns_with_the_numbers(files, tmp_path, capsys):
     rc = main(["train", "--robot", "iiwa14", "--data", files["one_second"], "--val", files["a"], "--model", "lstm",

@@ -176,6 +176,49 @@ def test_train_refuses_options_its_model_kind_would_ignore(files, tmp_path, caps
             main([*base, *extra])
 
 
+def test_train_says_what_max_minutes_bounds_and_what_it_does_not(files, tmp_path, capsys, no_loading):
+    """--max-minutes 5 ran far longer: loading, identification, auto's refit and the export are outside it, and
+    neither the help nor the run said so."""
+    with pytest.raises(SystemExit):
+        main(["train", "--help"])
+    said = " ".join(capsys.readouterr().out.split())
+    assert ("Not counted: loading the data, one kind's physics identification, auto's refit, scoring and the "
+            "export") in said
+    base = ["train", "--robot", "iiwa14", "--data", files[0], "-o", str(tmp_path / "run")]
+    not_counted = "; not counted: loading the data, "
+    for extra, line in (
+            (["--model", "hybrid", "--max-minutes", "5"], "time budget 5 min (--max-minutes) for the epochs, checked "
+             f"after each{not_counted}the physics identification, scoring and the export"),
+            (["--max-minutes", "2"], f"for the candidate fits (the physics ones always run, the learned ones share "
+             f"what is left){not_counted}the refit on all the training data, scoring and the export"),
+            (["--model", "lip-gp", "--gp-refine", "5"], "time budget 10 min (--max-minutes) for each hyperparameter "
+             f"optimisation (one per noise start, one more for --gp-refine){not_counted}the posterior, scoring"),
+            (["--model", "rbd", "--max-minutes", "1"], "--max-minutes bounds nothing here: rbd is identified in one "
+             "solve"),
+            (["--model", "hybrid"], "")):  # no budget: no line
+        with pytest.raises(AssertionError, match="loaded data"):
+            main([*base, *extra])
+        out = capsys.readouterr().out
+        assert (line in out) if line else "budget" not in out, (extra, out)
+
+
+def test_a_negative_number_list_is_an_options_value():
+    """`--torque-constants -10,2,...` stopped in argparse with "expected one argument" ('=' was needed)."""
+    from idyn_ros.cli import attach_negative_lists
+
+    assert attach_negative_lists(["--torque-constants", "-10,2", "--a", "-1", "-o", "-1,2", "--b=-1,2", "--", "--c",
+                                  "-1,2"]) == ["--torque-constants=-10,2", "--a", "-1", "-o", "-1,2", "--b=-1,2",
+                                               "--", "--c", "-1,2"]
+
+
+def test_train_takes_torque_constants_that_start_with_a_minus(files, tmp_path, no_loading):
+    """They reach the command (whose gain check refuses them, > 0), not argparse's "expected one argument"."""
+    for value in ("-10,1,1,1,1,1,1", "-.5,1,1,1,1,1,1"):
+        with pytest.raises(AssertionError, match="loaded data"):
+            main(["train", "--robot", "iiwa14", "--data", files[0], "-o", str(tmp_path / "run"),
+                  "--torque-constants", value])
+
+
 def test_unnamed_data_outside_the_limits_gets_advice_that_is_not_a_circle(iiwa, tmp_path, capsys):
     """The refusal advised `idyn dataset import FILE --robot ROBOT`, which wrote the very file refused."""
     from idyn_ros.dynamics import RobotModel
