@@ -274,8 +274,11 @@ def _train(args: argparse.Namespace) -> int:
     from idyn_ros.models.pipeline import train_run
     from idyn_ros.models.sources import hold_out_tail, load_robot, load_split
     from idyn_ros.models.zoo import ModelConfig
+    from idyn_ros.robots.drives import parse_torque_constants
 
     robot = load_robot(args.robot)
+    if args.torque_constants is not None:  # refused before the data load, which can take a while
+        parse_torque_constants(args.torque_constants, robot.n)
     train, val, test, rate = load_split(args.data, args.val, args.test, robot, args.effort_kind, args.rate,
                                         say=lambda line: print(f"idyn train: {line}"))
     kinds = parse_kinds(args.friction)

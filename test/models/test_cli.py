@@ -211,12 +211,13 @@ def test_a_negative_number_list_is_an_options_value():
                                                "--", "--c", "-1,2"]
 
 
-def test_train_takes_torque_constants_that_start_with_a_minus(files, tmp_path, no_loading):
-    """They reach the command (whose gain check refuses them, > 0), not argparse's "expected one argument"."""
+def test_train_takes_torque_constants_that_start_with_a_minus(files, tmp_path, no_loading, capsys):
+    """They reach the command's gain check (> 0), not argparse's "expected one argument", and it refuses them
+    before loading any data (``no_loading`` fails a load)."""
     for value in ("-10,1,1,1,1,1,1", "-.5,1,1,1,1,1,1"):
-        with pytest.raises(AssertionError, match="loaded data"):
-            main(["train", "--robot", "iiwa14", "--data", files[0], "-o", str(tmp_path / "run"),
-                  "--torque-constants", value])
+        assert main(["train", "--robot", "iiwa14", "--data", files[0], "-o", str(tmp_path / "run"),
+                     "--torque-constants", value]) == 2
+        assert "every gain must be a finite number > 0" in capsys.readouterr().err
 
 
 def test_unnamed_data_outside_the_limits_gets_advice_that_is_not_a_circle(iiwa, tmp_path, capsys):
