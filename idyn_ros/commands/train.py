@@ -1,18 +1,18 @@
 """Train an inverse-dynamics model and export it as one ONNX artifact.
 
-Writes DIR/model.onnx (RBD + friction + residual, metadata and checksum inside), DIR/metrics.json
-(per-joint nMSE, RMSE [Nm] and min-max NMSE on the train/val/test recordings), DIR/model.pt
-(re-exportable torch state) and, for a single learned kind (not auto or a GP), DIR/checkpoint.pt (per epoch;
---resume continues from it), each written atomically. --resume refuses a checkpoint of another model; one trained
-on other --data/--val only with --resume-on-new-data (fine-tuning). A run that exports removes a checkpoint.pt an
-earlier run left in DIR (it is not of the new model); a run that fails removes DIR again if it created it and left
-it empty. A warning says when the data are few for the model (fewer torque values than fitted parameters), or
-unnamed (taken by joint position); unnamed data outside the robot's joint limits are refused. Models with an RBD
-part evaluate friction and residual with the velocity held to the training data's largest |dq| per joint (fitted
-terms do not extrapolate): the validation, test and auto scores printed here, the exported graph and the controller
-all hold it the same way (unheld, a residual fitted on slow data ran a joint into its limit in closed loop:
-studies/velocity_hold). A --val or --test recording that runs a joint more than 10 % faster than the training data
-gets a warning (metrics.json "speed_coverage"): record training data at the speeds the robot will run.
+Writes DIR/model.onnx (RBD + friction + residual, metadata and checksum inside), DIR/metrics.json (per-joint nMSE,
+RMSE [Nm] and min-max NMSE on the train/val/test recordings), DIR/model.pt (re-exportable torch state) and, for a
+single learned kind (not auto or a GP), DIR/checkpoint.pt (per epoch; --resume continues from it), each written
+atomically. --resume refuses a checkpoint of another model; one trained on other --data/--val only with
+--resume-on-new-data (fine-tuning). A run that exports removes a checkpoint.pt, model.pt or gp.pt an earlier run left
+in DIR (they are not of the new model); a run that fails removes DIR again if it created it and left it empty. A
+warning says when the data are few for the model (fewer torque values than fitted parameters), or unnamed (taken by
+joint position); unnamed data outside the robot's joint limits are refused. Models with an RBD part evaluate friction
+and residual with the velocity held to the training data's largest |dq| per joint (fitted terms do not extrapolate):
+the validation, test and auto scores printed here, the exported graph and the controller all hold it the same way
+(unheld, a residual fitted on slow data ran a joint into its limit in closed loop: studies/velocity_hold). A --val or
+--test recording that runs a joint more than 10 % faster than the training data gets a warning (metrics.json
+"speed_coverage"): record training data at the speeds the robot will run.
 
 Motor currents as effort (UR arms; the file says so, or --effort-kind current): per-joint current -> torque
 gains are identified jointly with the rigid-body and friction parameters, the scale fixed by the nominal
@@ -367,14 +367,14 @@ def _currents_to_torque(args: argparse.Namespace, robot, kinds: tuple[str, ...],
 
 def _train_gp(args: argparse.Namespace, robot, train: list, val: list, test: list, note: str = "") -> int:
     from idyn_ros.models.gp import train_gp
-    from idyn_ros.models.pipeline import remove_stale_checkpoint, warn_validation_overlap
+    from idyn_ros.models.pipeline import remove_stale_run_files, warn_validation_overlap
 
     metrics = train_gp(args.model, robot, train, val, args.out, seed=args.seed, max_samples=args.max_samples,
                        max_minutes=args.max_minutes if args.max_minutes is not None else 10.0,
                        shared_noise=args.gp_noise == "shared", test_datasets=test,
                        refine_iterations=args.gp_refine, validation_note=note,
                        validation_overlap=warn_validation_overlap(train, val))
-    remove_stale_checkpoint(args.out, None)  # a GP has none: one in --out is an earlier run's
+    remove_stale_run_files(args.out, None, "gp.pt")  # a GP has no checkpoint: one in --out is an earlier run's
     for split in ("val", "test"):
         if f"{split}_nmse_mean_percent" in metrics:
             print(f"{args.model}: {split} nMSE per joint [%] "

@@ -3,7 +3,7 @@
 A run directory holds ``model.onnx`` (the artifact), ``metrics.json``, ``model.pt`` (everything
 needed to rebuild the torch model: config, state, initial inertials, training ranges, fingerprint;
 what `idyn export` re-exports from) and ``checkpoint.pt`` (per-epoch, for ``--resume``; a run that exports
-removes one an earlier run left, ``remove_stale_checkpoint``). Every file is written atomically (temp file +
+removes one an earlier run left, ``remove_stale_run_files``). Every file is written atomically (temp file +
 rename): a killed run leaves the previous complete file, never a partial one.
 """
 
@@ -312,18 +312,24 @@ def train_run(
         model, ck = load_model(out / "model.pt")
         metrics["model_id"] = export_model(model, ck, robot, out / "model.onnx")
         atomic_write_text(out / "metrics.json", json.dumps(json_ready(metrics), indent=2, allow_nan=False) + "\n")
-        remove_stale_checkpoint(out, res.checkpoint)
+        remove_stale_run_files(out, res.checkpoint, "model.pt")
     return res, metrics
 
 
-def remove_stale_checkpoint(out_dir: str | Path, this_run: Path | None) -> None:
-    """Remove ``out_dir/checkpoint.pt`` unless it is ``this_run``'s (the one the fit wrote or resumed from), saying so.
+def remove_stale_run_files(out_dir: str | Path, checkpoint: Path | None, state: str) -> None:
+    """Remove what an earlier run left in ``out_dir`` that is not of this run's model, saying so: a checkpoint.pt
+    other than ``checkpoint`` (the one this fit wrote or resumed from), and the other kind's state file (``state``
+    is this run's: model.pt of a network, gp.pt of a GP).
 
-    Why: checkpoint.pt is what --resume continues, so it must be of the model in its folder; an earlier run's (another
-    kind, or options a resume does not check) would continue that run over the model just exported.
+    Why: --resume continues checkpoint.pt and `idyn export` re-exports model.pt, so both must be of the model in
+    their folder; an earlier run's would continue or re-export that run instead.
     """
-    path = Path(out_dir) / "checkpoint.pt"
-    if path.exists() and this_run != path:
-        path.unlink()
-        warnings.warn(f"removed {path}, left by an earlier run: it is not of the model now in {out_dir}, and --resume "
-                      "would have continued that run", stacklevel=2)
+    out = Path(out_dir)
+    stale = [out / name for name in ("model.pt", "gp.pt") if name != state]
+    if checkpoint != out / "checkpoint.pt":
+        stale.append(out / "checkpoint.pt")
+    for path in stale:
+        if path.exists():
+            path.unlink()
+            warnings.warn(f"removed {path}, left by an earlier run: it is not of the model now in {out_dir}",
+                          stacklevel=2)

@@ -239,7 +239,7 @@ def test_a_failed_train_removes_only_the_empty_folder_it_created(files, tmp_path
     assert [p.name for p in (tmp_path / "kept").iterdir()] == ["checkpoint.pt"]
 
 
-def test_a_run_that_exports_removes_an_earlier_runs_checkpoint(files, tmp_path, capsys):
+def test_a_run_that_exports_removes_an_earlier_runs_checkpoint_and_state(files, tmp_path, capsys):
     """A hybrid's checkpoint.pt stayed next to the rbd model trained into its folder after it: --resume there would
     continue the old hybrid."""
     out = tmp_path / "run"
@@ -248,11 +248,14 @@ def test_a_run_that_exports_removes_an_earlier_runs_checkpoint(files, tmp_path, 
     assert main(hybrid) == 0
     assert main([*hybrid, "--resume"]) == 0  # resumed at its last epoch, no new one written: still this run's
     assert (out / "checkpoint.pt").is_file()
+    (out / "gp.pt").write_bytes(b"a GP run's state")  # `idyn export` of a folder must not meet another run's state
     capsys.readouterr()
     assert main(["train", "--robot", "iiwa14", "--data", files["a"], "--model", "rbd", "--id-method", "nominal",
                  "--out", str(out), "--no-progress"]) == 0
-    assert f"removed {out / 'checkpoint.pt'}, left by an earlier run" in capsys.readouterr().err
-    assert not (out / "checkpoint.pt").exists() and (out / "model.onnx").is_file()
+    err = capsys.readouterr().err
+    assert f"removed {out / 'checkpoint.pt'}, left by an earlier run" in err
+    assert f"removed {out / 'gp.pt'}, left by an earlier run" in err
+    assert not (out / "checkpoint.pt").exists() and not (out / "gp.pt").exists() and (out / "model.onnx").is_file()
     assert main([*hybrid, "--resume"]) == 0
     assert f"no checkpoint in {out}; starting from scratch" in capsys.readouterr().err
 
