@@ -6,7 +6,7 @@ irregular stamps, is first resampled onto a grid at the model's rate (linear int
 training does, and a line says so (on stderr with --json). Motor-current efforts (UR recordings) are turned into
 torque with the artifact's gains (``control.effort``), as the nodes do; currents against a model trained on torques
 are refused (it has no gains). Reported per joint:
-  nMSE         MSE / variance of the measured torque (1.0 = no better than the mean)
+  nMSE         MSE / variance of the measured torque, in % (100 = no better than the mean; --json: a fraction)
   RMSE         root mean squared error in Nm
   NMSE(minmax) MSE of torques min-max scaled with the training ranges (Reuss et al. 2022 "NMSE")
 A recording that runs a joint more than 10 % faster than the model's training data gets a warning (JSON:
@@ -110,8 +110,10 @@ def _run(args: argparse.Namespace) -> int:
     print(f"model {meta['model_kind']} ({meta.get('model_id')}) on {len(args.data)} recording(s), "
           f"{total['n_samples']} samples")
     w = max(16, *(len(name) + 2 for name in meta["joint_names"]))  # UR names are long (shoulder_lift_joint)
-    print(f"{'joint':<{w}}{'nMSE':>10}{'RMSE [Nm]':>12}{'NMSE(minmax)':>14}")
+    print(f"{'joint':<{w}}{'nMSE [%]':>10}{'RMSE [Nm]':>12}{'NMSE(minmax)':>14}")
     for j, name in enumerate(meta["joint_names"]):
-        print(f"{name:<{w}}{total['nmse'][j]:>10.4f}{total['rmse_nm'][j]:>12.4f}{total['minmax_nmse'][j]:>14.6f}")
-    print(f"{'mean':<{w}}{total['nmse_mean']:>10.4f}{total['rmse_mean_nm']:>12.4f}{total['minmax_nmse_mean']:>14.6f}")
+        print(f"{name:<{w}}{100 * total['nmse'][j]:>10.2f}{total['rmse_nm'][j]:>12.4f}"
+              f"{total['minmax_nmse'][j]:>14.6f}")
+    print(f"{'mean':<{w}}{100 * total['nmse_mean']:>10.2f}{total['rmse_mean_nm']:>12.4f}"
+          f"{total['minmax_nmse_mean']:>14.6f}")
     return 0

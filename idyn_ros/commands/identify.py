@@ -108,12 +108,13 @@ def _run(args: argparse.Namespace) -> int:
     if "prior" in res.info:
         print(f"prior toward nominal: {res.info['prior']}" + (" (log-det divergence per link, relative to its size)"
                                                               if res.info["prior"].startswith("geometric") else ""))
-    print("train nMSE per joint: " + " ".join(f"{v:.4f}" for v in res.info["train_nmse"]))
+    print("train nMSE per joint [%]: " + " ".join(f"{100 * v:.2f}" for v in res.info["train_nmse"]))
     print("physically consistent links: " + " ".join("yes" if e > 0 else "NO" for e in eig))
     print("armature (reflected rotor inertia, kg m^2): " + " ".join(f"{v:.4f}" for v in res.armature))
     for path, rec in zip(args.test, tests, strict=True):
         m = torque_metrics(res.predict(robot.pin_model, rec), rec.tau)
-        print(f"test {path}: nMSE " + " ".join(f"{v:.4f}" for v in m["nmse"]) + f" (mean {m['nmse_mean']:.4f})")
+        print(f"test {path}: nMSE [%] " + " ".join(f"{100 * v:.2f}" for v in m["nmse"])
+              + f" (mean {100 * m['nmse_mean']:.2f})")
     if args.params_out:
         atomic_write_text(args.params_out, json.dumps({
             "method": res.method, "robot": robot.name, "joint_names": list(robot.joint_names),

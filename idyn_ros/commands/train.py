@@ -312,15 +312,17 @@ def _train(args: argparse.Namespace) -> int:
     if "candidates" in metrics:
         from idyn_ros.models.auto import format_candidates
 
-        print(f"auto: candidates on validation (nMSE; physics part = the candidate's RBD + friction alone)\n"
+        print(f"auto: candidates on validation (nMSE in %, 100 = no better than the mean torque; physics part = the "
+              f"candidate's RBD + friction alone)\n"
               f"{format_candidates(metrics['candidates'], metrics['selected'])}")
     elif res.gate is not None:
         print(f"{args.model}: residual gate per joint (fitted on validation) "
               + " ".join(f"{g:.2f}" for g in res.gate))
     split = "test" if "test" in metrics else ("val" if "val" in metrics else "train")
     m = metrics[split]
-    print(f"{metrics['kind']}: {metrics['stopped']}; {split} nMSE per joint "
-          + " ".join(f"{v:.3f}" for v in m["nmse"]) + f" (mean {m['nmse_mean']:.3f})"
+    print(f"{metrics['kind']}: {metrics['stopped']}; {split} nMSE per joint [%] "
+          + " ".join(f"{100 * v:.2f}" for v in m["nmse"]) + f" (mean {100 * m['nmse_mean']:.2f}; 100 = no better "
+          "than the mean torque)"
           + ("; the same in current units and in Nm through the gains" if effort else ""))
     if effort is not None:
         print(f"{split} RMSE per joint: " + " ".join(f"{v:.3f}" for v in m["rmse_current_a"]) + " A = "

@@ -307,12 +307,13 @@ def choose(done: Sequence[Candidate], score: str = SCORE) -> Candidate:
 
 
 def format_candidates(rows: Sequence[dict[str, Any]], winner: str | None) -> str:
-    """Terminal table of ``metrics.json["candidates"]``: validation nMSE, its physics part's, the gate."""
+    """Terminal table of ``metrics.json["candidates"]``: validation nMSE in % (metrics.json keeps fractions), its
+    physics part's, the gate."""
     w = max([22, *(len(r["name"]) + 2 for r in rows)])
-    lines = [f"{'candidate':<{w}}{'val nMSE mean':>14}{'worst joint':>13}{'physics part':>14}  gate / note"]
+    lines = [f"{'candidate':<{w}}{'val nMSE % mean':>16}{'worst joint':>13}{'physics part':>14}  gate / note"]
     for r in rows:
         if r.get("skipped"):
-            lines.append(f"{r['name']:<{w}}{'-':>14}{'-':>13}{'-':>14}  skipped: {r['skipped']}")
+            lines.append(f"{r['name']:<{w}}{'-':>16}{'-':>13}{'-':>14}  skipped: {r['skipped']}")
             continue
         gate = "gate " + " ".join(f"{g:.2f}" for g in r["gate"]) if "gate" in r else ""
         if r.get("member_of"):
@@ -320,6 +321,6 @@ def format_candidates(rows: Sequence[dict[str, Any]], winner: str | None) -> str
         if r.get("unranked"):
             gate = (gate + "; " if gate else "") + f"not ranked: {r['unranked']}"
         mark = "  <- exported" if r["name"] == winner else ""
-        lines.append(f"{r['name']:<{w}}{r['val_nmse_mean']:>14.4f}{r['val_nmse_max']:>13.4f}"
-                     f"{r['val_physics_nmse_mean']:>14.4f}  {gate}{mark}")
+        lines.append(f"{r['name']:<{w}}{100 * r['val_nmse_mean']:>16.2f}{100 * r['val_nmse_max']:>13.2f}"
+                     f"{100 * r['val_physics_nmse_mean']:>14.2f}  {gate}{mark}")
     return "\n".join(lines)
