@@ -19,7 +19,8 @@ or give untyped topics (subscribed on discovery, with the publishers' QoS known)
 
 A timer makes the data durable every ``flush_period`` (MCAP chunk close + flush; sqlite
 WAL commit), so after SIGKILL ``idyn dataset import --recover`` gets all but the last period.
-SIGINT/SIGTERM stop the node, drain what is already queued, and close a complete bag.
+SIGINT/SIGTERM (or --duration) stop the node, drain what was published before the stop and is still queued, and close
+a complete bag.
 
 Usage: ``python -m idyn_ros.nodes.recorder -o BAG [TOPIC[:TYPE] ...]`` or ``idyn record``.
 Log times are the receive time on the system clock (ns), as rosbag2 stores them.
@@ -37,6 +38,7 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from idyn_ros.errors import IdynError, ParameterError
 
@@ -95,6 +97,7 @@ def run_recorder(
     from idyn_ros.parameters import RecorderParams
 
     stop = {"flag": False}
+    stopped_ns: list[int | None] = [None]  # when the recording ended: what was published later is not part of it
 
     def request_stop(_signum: int, _frame: object) -> None:
         stop["flag"] = True
@@ -127,8 +130,9 @@ def run_recorder(
         write = writer.write
         now = time.time_ns
 
-        def callback(data: bytes, _topic: str = name) -> None:
-            write(_topic, now(), data)
+        def callback(data: bytes, info: Any, _topic: str = name) -> None:  # (data, info): rclpy passes MessageInfo
+            if stopped_ns[0] is None or info["source_timestamp"] <= stopped_ns[0]:
+                write(_topic, now(), data)
 
         old = subscriptions.pop(name, None)
         if old is not None:
@@ -211,7 +215,9 @@ def run_recorder(
     try:
         while not stop["flag"] and (t_end is None or time.monotonic() < t_end):
             executor.spin_once(timeout_sec=0.1)
-        # drain: take what DDS already delivered until nothing new arrives for 0.3 s (at most 3 s)
+        stopped_ns[0] = time.time_ns()
+        # drain: take what was published before the stop and is still queued or in flight, until nothing of it
+        # arrives for 0.3 s (at most 3 s); a live publisher's later messages are dropped (they ran --duration over)
         last, quiet_since, deadline = -1, time.monotonic(), time.monotonic() + 3.0
         while time.monotonic() < deadline and time.monotonic() - quiet_since < 0.3:
             executor.spin_once(timeout_sec=0.05)

@@ -20,7 +20,7 @@ from .helpers import JOINTS, synthetic_motion
 pytestmark = pytest.mark.ros
 
 
-def _start_recorder(bag: Path, storage: str) -> subprocess.Popen:
+def _start_recorder(bag: Path, storage: str, *extra: str) -> subprocess.Popen:
     return subprocess.Popen(
         [
             sys.executable,
@@ -32,6 +32,7 @@ def _start_recorder(bag: Path, storage: str) -> subprocess.Popen:
             storage,
             "--flush-period",
             "0.2",
+            *extra,
             "/joint_states",
         ],
         stdout=subprocess.PIPE,
@@ -86,6 +87,21 @@ def test_live_record_import_roundtrip_is_exact(tmp_path: Path, rclpy_context, st
     np.testing.assert_array_equal(ds.q, q)
     np.testing.assert_array_equal(ds.dq, dq)
     np.testing.assert_array_equal(ds.tau, tau)
+
+
+def test_duration_ends_the_recording_while_the_publisher_runs_on(tmp_path: Path, rclpy_context) -> None:
+    """`idyn record --duration 8` against a live 1 kHz publisher wrote 11 s: the drain after the stop, meant for
+    what was queued, took 3 s more of new messages. What was published after the stop is not recorded now."""
+    bag = tmp_path / "bag"
+    rec = _start_recorder(bag, "mcap", "--duration", "1.5")
+    try:
+        stamps, *_ = _publish(rclpy_context, 5000)  # 5 s: the recorder stops while this runs
+    finally:
+        out, _ = rec.communicate(timeout=30)
+    assert rec.returncode == 0, out
+    ds, _ = import_source(bag, robot="panda")
+    assert len(ds) > 100 and ds.t[-1] - ds.t[0] < 1.5, (len(ds), ds.t[-1] - ds.t[0])  # its start: after discovery
+    np.testing.assert_array_equal(np.round(ds.t * 1e9).astype(np.int64), (stamps - stamps[0])[: len(ds)])
 
 
 def test_sigkilled_recorder_bag_is_recoverable(tmp_path: Path, rclpy_context) -> None:
