@@ -19,6 +19,7 @@ NODES = [
     "gripper_compensation",
     "plant",
     "recorder",
+    "composed",
 ]
 
 

@@ -75,8 +75,8 @@ install_ament_layout() {
   mkdir -p "$lib" "$share"
   for node in joint_state_buffer feedforward controller doomed wrench_observer reference payload_identifier \
       gripper_compensation plant recorder composed; do
-    printf '#!%s\nimport sys\nfrom idyn_ros.nodes.%s import main\nsys.exit(main())\n' "$VENV/bin/python" "$node" \
-      > "$lib/$node"
+    printf '#!%s\nimport sys\nfrom idyn_ros.nodes.start import run_node\nsys.exit(run_node("%s"))\n' \
+      "$VENV/bin/python" "$node" > "$lib/$node"
     chmod +x "$lib/$node"
   done
   rm -rf "$share/launch" "$share/config" "$share/urdf"
@@ -111,6 +111,7 @@ PY
   if [ -d "$ROS2_WHEELS" ]; then
     AMENT_PREFIX_PATH="$VENV" "$VENV/bin/python" -c "import launch_ros.actions, ros2launch" || return 1
     [ -x "$VENV/lib/idyn_ros/controller" ] && [ -f "$VENV/share/idyn_ros/launch/panda.launch.py" ] || return 1
+    grep -q run_node "$VENV/lib/idyn_ros/controller" || return 1  # executables of an older layout
   fi
   grep -qxF "$ACTIVATE_MARK" "$VENV/bin/activate"
 }

@@ -5,7 +5,9 @@ one process per node, or our nodes in one process (``composed``), plus the MuJoC
 Every process gets the one parameter file ``nodes.graph.parameter_file`` writes (robot file, user files,
 launch arguments). DDS stays on loopback unless the caller set ROS_AUTOMATIC_DISCOVERY_RANGE.
 
-Stopping (``stop``, also on SIGTERM/SIGINT of the caller via ``idyn bringup``): SIGINT to every process group,
+Stopping (``stop``, also on SIGTERM/SIGINT of the caller via ``idyn bringup``): SIGTERM to every process group
+(a node stops on it as on SIGINT; one still in Python's start-up ends silently instead of printing a
+KeyboardInterrupt traceback that read as a second failure),
 the node processes first so the controller publishes its safe command while the plant still listens, then
 SIGKILL what has not ended after ``timeout``. Children start in their own session (a signal to their group
 reaches them alone) and die with this process: ``IDYN_EXIT_WITH_PARENT`` tells each to stop cleanly once its
@@ -79,10 +81,10 @@ class Launcher:
         cmds: dict[str, list[str]] = {}
         for name in s.processes:
             if name == "composed":
-                cmds[name] = [py, "-m", "idyn_ros.nodes.composed", "--nodes", ",".join(s.active_nodes),
+                cmds[name] = [py, "-m", "idyn_ros.nodes.start", "composed", "--nodes", ",".join(s.active_nodes),
                               "--executor", self.executor, *self._ros_args(list(s.active_nodes), None)]
             else:
-                cmds[name] = [py, "-m", f"idyn_ros.nodes.{name}", *self._ros_args([name], name)]
+                cmds[name] = [py, "-m", "idyn_ros.nodes.start", name, *self._ros_args([name], name)]
         return cmds
 
     def start(self) -> Launcher:
@@ -154,12 +156,12 @@ class Launcher:
         proc.wait(timeout=5)
 
     def stop(self, timeout: float = 5.0) -> dict[str, int]:
-        """SIGINT our nodes, then (once they ended) the plant; SIGKILL after ``timeout``; returns the exit codes."""
+        """SIGTERM our nodes, then (once they ended) the plant; SIGKILL after ``timeout``; returns the exit codes."""
         ours = [n for n in self.procs if n != "plant"]
         for stage in (ours, [n for n in self.procs if n == "plant"]):
             for name in stage:
                 if self.procs[name].poll() is None:
-                    _signal_group(self.procs[name], signal.SIGINT)
+                    _signal_group(self.procs[name], signal.SIGTERM)
             deadline = time.monotonic() + timeout
             for name in stage:
                 proc = self.procs[name]

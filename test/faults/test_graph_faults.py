@@ -84,7 +84,7 @@ def test_a_dead_monitoring_node_does_not_stop_control(graph_probe):
     proc = _bringup(probe, "--duration", "60", "--log-dir", "/tmp/idyn_fault_dead_node")
     try:
         children = _running(probe, proc)
-        ff = next(p for p in children if "idyn_ros.nodes.feedforward" in Path(f"/proc/{p}/cmdline").read_text())
+        ff = next(p for p in children if "idyn_ros.nodes.start\0feedforward" in Path(f"/proc/{p}/cmdline").read_text())
         os.kill(ff, signal.SIGKILL)
         probe.spin(3.0)
         assert proc.poll() is None, "bringup ended because a monitoring node died"

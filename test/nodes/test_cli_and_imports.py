@@ -28,7 +28,7 @@ def test_launcher_command_lines_follow_the_graph_description(tmp_path):
     assert set(sep) == {"plant", "joint_state_buffer", "feedforward", "controller", "doomed", "wrench_observer",
                         "reference"}
     cmd = sep["controller"]
-    assert cmd[2] == "idyn_ros.nodes.controller" and "__node:=controller" in cmd
+    assert cmd[2:4] == ["idyn_ros.nodes.start", "controller"] and "__node:=controller" in cmd
     files = [cmd[i + 1] for i, a in enumerate(cmd) if a == "--params-file"]
     assert len(files) == 1
     data = yaml.safe_load(Path(files[0]).read_text())
