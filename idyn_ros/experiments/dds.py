@@ -220,6 +220,30 @@ def split_recording(dataset: Any, windows: list[tuple[float, float]], offset_s: 
     return paths
 
 
+def window_problem(q: np.ndarray, dq: np.ndarray, q_ref: np.ndarray, lower: np.ndarray, upper: np.ndarray,
+                   velocity_limit: np.ndarray) -> str | None:
+    """Why a recorded excitation window is not a recording of the arm playing it (None: it is).
+
+    The controller's tracking error itself is no reason (a recording is valid data whatever the tracking), but an arm
+    that left its joint limits or ran far past its velocity limits was out of control (seen once under load: 27 rad/s
+    and 0.35 rad past a limit, then held still in safe mode for the rest), and one that barely moved was held.
+    Decision: past a limit by > 0.05 rad, over 2x a velocity limit (a stiff controller on the true plant overshoots to
+    1.5x on the demo's excitations), or under half the reference's motion (std of q, mean over joints).
+    """
+    past = np.maximum(lower - q, q - upper).max(0)
+    if past.max() > 0.05:
+        j = int(past.argmax())
+        return f"joint {j + 1} went {past[j]:.2f} rad past its limit"
+    ratio = (np.abs(dq) / velocity_limit).max(0)
+    if ratio.max() > 2.0:
+        j = int(ratio.argmax())
+        return f"joint {j + 1} ran at {ratio[j]:.1f}x its velocity limit"
+    moved, asked = float(q.std(0).mean()), float(q_ref.std(0).mean())
+    if moved < 0.5 * asked:
+        return f"the arm barely moved ({np.degrees(moved):.1f} of {np.degrees(asked):.1f} deg std asked)"
+    return None
+
+
 def _window_metrics(t: np.ndarray, q: np.ndarray, q_d: np.ndarray, a: float, b: float) -> dict[str, float]:
     sel = (t >= a - 1e-9) & (t <= b + 1e-9)
     if not sel.any():

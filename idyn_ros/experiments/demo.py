@@ -99,7 +99,7 @@ def run_demo(robot: str = "panda", out: Path | None = None, minutes: float = 10.
         except Exception as exc:  # time box hit or a node died: keep what the bag has
             dds_info = {"error": str(exc), "bag": str(bag)}
             _say(f"DDS recording: {exc}")
-        dds_info.update(_import_bag(bag, robot, windows, lead, data_dir, recorded, sources))
+        dds_info.update(_import_bag(bag, robot, windows, lead, data_dir, recorded, sources, ref_npz))
     summary["steps"]["record"] = dds_info
     # top up with in-process lockstep recordings of the excitations the bag does not cover
     missing = [i for i in range(len(trajs)) if f"dds:{i}" not in sources]
@@ -204,30 +204,47 @@ def _nominal(robot_model: Any, path: Path) -> np.ndarray:
 
 
 def _import_bag(bag: Path, robot: str, windows: list, lead: float, data_dir: Path, recorded: list,
-                sources: list) -> dict[str, Any]:
-    """Import the bag and cut it into the excitations it fully covers (by trajectory); ``lead``: s from the first
-    recorded state to the reference file's t = 0."""
+                sources: list, reference: Path) -> dict[str, Any]:
+    """Import the bag and cut it into the excitations it fully covers (by trajectory), leaving out those the arm did
+    not play (``dds.window_problem``: they are recorded in-process instead); ``lead``: s from the first recorded state
+    to the ``reference`` file's t = 0."""
     from idyn_ros.data import load_dataset
-    from idyn_ros.experiments.dds import split_recording
+    from idyn_ros.dynamics import RobotModel
+    from idyn_ros.experiments.dds import split_recording, window_problem
 
     try:
         ds = load_dataset(bag, robot=robot)
     except Exception as exc:
         return {"import_error": str(exc)}
     ds.t = ds.t - ds.t[0]
+    model = RobotModel.from_robot(robot)
+    ref = np.load(reference)
+
+    def problem(a: float, b: float) -> str | None:
+        sel = (ds.t >= a + lead) & (ds.t < b + lead)
+        q_ref = np.stack([np.interp(ds.t[sel] - lead, ref["t"], ref["q_d"][:, j]) for j in range(model.n)], 1)
+        return window_problem(ds.q[sel], ds.dq[sel], q_ref, np.asarray(model.lower), np.asarray(model.upper),
+                              np.asarray(model.velocity_limit))
+
     covered = [i for i, (_a, b) in enumerate(windows) if ds.t[-1] >= b + lead]
+    info: dict[str, Any] = {"imported_samples": len(ds.t), "imported_sim_s": float(ds.t[-1]),
+                            "covered_excitations": covered, "not_played": {}}
     for i in covered:
+        why = problem(*windows[i])
+        if why:
+            info["not_played"][i] = why
+            _say(f"DDS recording of excitation {i} left out: {why}")
+            continue
         recorded.extend(split_recording(ds, [windows[i]], lead, data_dir, f"dds_{i}"))
         sources.append(f"dds:{i}")
     partial = len(covered)
-    info = {"imported_samples": len(ds.t), "imported_sim_s": float(ds.t[-1]), "covered_excitations": covered}
     if partial < len(windows):
         a = windows[partial][0]
-        if ds.t[-1] - (a + lead) >= 2.0:  # decision: >= 2 s of a cut-off excitation still trains
-            recorded.extend(split_recording(ds, [(a, float(ds.t[-1]) - lead)], lead, data_dir,
-                                            f"dds_partial_{partial}"))
+        end = float(ds.t[-1]) - lead
+        if end - a >= 2.0 and not problem(a, end):  # decision: >= 2 s of a cut-off excitation still trains
+            recorded.extend(split_recording(ds, [(a, end)], lead, data_dir, f"dds_partial_{partial}"))
             sources.append(f"dds-partial:{partial}")
-            info["partial_excitation_s"] = float(ds.t[-1] - a - lead)
+            info["partial_excitation_s"] = end - a
     return info
 
 
