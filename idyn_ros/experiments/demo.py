@@ -84,9 +84,11 @@ def run_demo(robot: str = "panda", out: Path | None = None, minutes: float = 10.
     dds_info: dict[str, Any] = {}
     if not skip_dds:
         bag = work / "excitation_bag"
-        controller = {"gain_preset": "stiff", "model_path": "", "fallback": "rbd",
-                      "use_adaptation": False, "mode": "npz", "npz_path": str(ref_npz.resolve()),
-                      "start_delay": start_delay}
+        # the drive PD the in-process recordings use (models_cache.excitation_controller: acceleration-space gains
+        # cannot move the distal joints of the true plant, and the stiff preset lost control of the arm over DDS)
+        controller = {"gain_preset": "stiff", **models_cache.excitation_drive_parameters(robot_model),
+                      "model_path": "", "fallback": "rbd", "use_adaptation": False, "mode": "npz",
+                      "npz_path": str(ref_npz.resolve()), "start_delay": start_delay}
         sim_total = lead + windows[-1][1] + 0.2
         # decision: the time box covers twice the sim time: the lockstep loop over DDS ran at 0.94x real time on one
         # 2-core machine (a box of 12 % of the budget cut the last excitation short there) and 0.24-0.29x on a slower

@@ -139,10 +139,18 @@ def excitation_controller(robot: str, robot_model: Any) -> Any:
     from idyn_ros.sim.loop import controller_for
 
     effort = np.asarray(robot_model.effort_limit, dtype=float)
-    kp = effort / EXCITATION_FULL_EFFORT_ERROR
     feedback_model = robot_model.with_armature(robot_model.armature + EXCITATION_ROTOR_INERTIA_PER_NM * effort)
     return controller_for(robot, robot_model, "stiff", FeedforwardComputer(robot_model, None, "rbd"), feedback_model,
-                          feedback_space="torque", damping_ratio=1.0, **{"presets.stiff.kp": kp.tolist()})
+                          **excitation_drive_parameters(robot_model))
+
+
+def excitation_drive_parameters(robot_model: Any) -> dict[str, Any]:
+    """The controller parameters of ``excitation_controller``'s drive PD (torque-space feedback, the drive gains as
+    the stiff preset): what the demo's DDS recording gives the controller node too. The node has no parameter for
+    the rotor guess, so its Kd there comes from the URDF's M_jj alone (it tracked a Panda excitation to 0.6-0.9 deg
+    RMSE over DDS; the acceleration-space stiff preset lost control of it)."""
+    kp = np.asarray(robot_model.effort_limit, dtype=float) / EXCITATION_FULL_EFFORT_ERROR
+    return {"feedback_space": "torque", "damping_ratio": 1.0, "presets.stiff.kp": kp.tolist()}
 
 
 def record_inprocess(robot: str, robot_model: Any, traj: Any, path: Path, gain: str = "drive",
