@@ -227,7 +227,7 @@ def window_problem(q: np.ndarray, dq: np.ndarray, q_ref: np.ndarray, lower: np.n
     The controller's tracking error itself is no reason (a recording is valid data whatever the tracking), but an arm
     that left its joint limits or ran far past its velocity limits was out of control (seen once under load: 27 rad/s
     and 0.35 rad past a limit, then held still in safe mode for the rest), and one that barely moved was held.
-    Decision: past a limit by > 0.05 rad, over 2x a velocity limit (a stiff controller on the true plant overshoots to
+    Decision: past a limit by > 0.05 rad, over 2x a velocity limit (a lagging controller that still tracks overshot to
     1.5x on the demo's excitations), or under half the reference's motion (std of q, mean over joints).
     """
     past = np.maximum(lower - q, q - upper).max(0)
