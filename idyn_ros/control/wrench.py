@@ -26,6 +26,7 @@ M, C, g: the direct residual then uses its total torque, the momentum observer t
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -116,8 +117,14 @@ class MomentumObserver:
         self._p = np.zeros(rbd.n)  # per-tick scratch: the update allocates nothing at 1 kHz
         self._beta = np.zeros(rbd.n)
         self._tmp = np.zeros(rbd.n)
-        self._a = np.zeros(rbd.n)
+        self._a_minus_1 = np.zeros(rbd.n)  # exp(-K dt) - 1 for the period _a_dt (constant while K and dt are)
+        self._a_dt = math.nan
         self.started = False
+
+    def set_gain(self, gain: float | np.ndarray) -> None:
+        """K (1/s) at run time."""
+        self.K[:] = gain
+        self._a_dt = math.nan
 
     def reset(self) -> None:
         self.started = False
@@ -133,7 +140,7 @@ class MomentumObserver:
             self.r[:] = 0.0
             self.started = True
             return self.r
-        beta, tmp, a = self._beta, self._tmp, self._a
+        beta, tmp, a_minus_1 = self._beta, self._tmp, self._a_minus_1
         np.matmul(dq, self.rbd.coriolis_matrix(q, dq, out=self._C), out=beta)  # C^T dq
         np.subtract(self.rbd.gravity(q), beta, out=beta)  # g - C^T dq
         if tau_model_extra is not None:
@@ -142,11 +149,12 @@ class MomentumObserver:
         tmp /= dt
         tmp -= tau
         tmp += beta
-        np.multiply(self.K, -dt, out=a)
-        np.exp(a, out=a)
+        if dt != self._a_dt:  # once per period length, not per tick
+            np.multiply(self.K, -dt, out=a_minus_1)
+            np.expm1(a_minus_1, out=a_minus_1)
+            self._a_dt = dt
         tmp -= self.r  # r += (1 - a) (tau_ext - r)
-        a -= 1.0
-        tmp *= a
+        tmp *= a_minus_1
         self.r -= tmp
         self._p_prev[:] = p
         return self.r
@@ -225,7 +233,7 @@ class WrenchObserver:
     def set_tunables(self, observer_gain: float, pinv_damping: float, deadband_force: float, deadband_torque: float,
                      lowpass_alpha: float) -> None:
         """Run-time parameters (``lowpass_alpha``: y += alpha (x - y) on the wrench, 1 = off)."""
-        self.momentum.K[:] = observer_gain
+        self.momentum.set_gain(observer_gain)
         for m in (self.map_direct, self.map_momentum):
             m.damping = pinv_damping
             m.deadband[:3] = deadband_force

@@ -75,6 +75,21 @@ def test_momentum_observer_stays_exact_on_a_recording_far_slower_than_its_gain(p
     assert np.abs(r - seen).max() < 0.1 * np.abs(seen).max(), (r, seen)
 
 
+def test_a_gain_set_at_run_time_steps_the_momentum_observer_as_one_built_with_it(panda):
+    """The step's exp(-K dt) is kept while K and dt hold; set_gain (the node's run-time observer_gain) renews it."""
+    q = np.array([0.0, -0.785, 0.0, -2.356, 0.0, 1.571, 0.785])
+    dq, tau = np.full(7, 0.1), panda.gravity(q) + 1.0  # 1 Nm the model does not explain, on every joint
+    changed, fresh = MomentumObserver(panda, gain=100.0), MomentumObserver(panda, gain=10.0)
+    for mo in (changed, fresh):
+        mo.update(q, dq, tau, 1e-3)
+    changed.update(q, dq, tau, 1e-3)  # a step at K = 100 fills the kept factor
+    changed.set_gain(10.0)
+    changed.r[:] = 0.0
+    fresh.update(q, dq, tau, 1e-3)
+    fresh.r[:] = 0.0
+    np.testing.assert_array_equal(changed.update(q, dq, tau, 1e-3), fresh.update(q, dq, tau, 1e-3))
+
+
 def test_momentum_observer_converges_to_external_torque_and_wrench(panda):
     for axis in range(3):
         F = np.zeros(6)
