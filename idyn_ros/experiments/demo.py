@@ -101,7 +101,7 @@ def run_demo(robot: str = "panda", out: Path | None = None, minutes: float = 10.
         except Exception as exc:  # time box hit or a node died: keep what the bag has
             dds_info = {"error": str(exc), "bag": str(bag)}
             _say(f"DDS recording: {exc}")
-        dds_info.update(_import_bag(bag, robot, windows, lead, data_dir, recorded, sources, ref_npz))
+        dds_info.update(_import_bag(bag, robot_model, windows, lead, data_dir, recorded, sources, ref_npz))
     summary["steps"]["record"] = dds_info
     # top up with in-process lockstep recordings of the excitations the bag does not cover
     missing = [i for i in range(len(trajs)) if f"dds:{i}" not in sources]
@@ -205,21 +205,19 @@ def _nominal(robot_model: Any, path: Path) -> np.ndarray:
     return np.asarray(robot_model.rnea(rec.q, rec.dq, rec.ddq))
 
 
-def _import_bag(bag: Path, robot: str, windows: list, lead: float, data_dir: Path, recorded: list,
+def _import_bag(bag: Path, model: Any, windows: list, lead: float, data_dir: Path, recorded: list,
                 sources: list, reference: Path) -> dict[str, Any]:
     """Import the bag and cut it into the excitations it fully covers (by trajectory), leaving out those the arm did
     not play (``dds.window_problem``: they are recorded in-process instead); ``lead``: s from the first recorded state
     to the ``reference`` file's t = 0."""
     from idyn_ros.data import load_dataset
-    from idyn_ros.dynamics import RobotModel
     from idyn_ros.experiments.dds import split_recording, window_problem
 
     try:
-        ds = load_dataset(bag, robot=robot)
+        ds = load_dataset(bag, robot=model.name)
     except Exception as exc:
         return {"import_error": str(exc)}
     ds.t = ds.t - ds.t[0]
-    model = RobotModel.from_robot(robot)
     ref = np.load(reference)
 
     def problem(a: float, b: float) -> str | None:

@@ -259,7 +259,7 @@ def test_a_dds_window_the_arm_did_not_play_is_named():
     mid = 0.5 * (lower + upper)
     q_ref = mid + 0.3 * np.sin(t)
     lagging = mid + 0.2 * np.sin(t - 0.3)  # 1/3 less motion, behind the reference: still played
-    assert window_problem(lagging, 0.2 * np.cos(t - 0.3) + 0 * lagging, q_ref, lower, upper, vmax) is None
+    assert window_problem(lagging, np.repeat(0.2 * np.cos(t - 0.3), 7, 1), q_ref, lower, upper, vmax) is None
     beyond = lagging.copy()
     beyond[100:200, 2] = upper[2] + 0.2
     assert window_problem(beyond, 0 * beyond, q_ref, lower, upper, vmax) == "joint 3 went 0.20 rad past its limit"
