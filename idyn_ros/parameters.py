@@ -244,6 +244,11 @@ class ControllerParams(CommonParams):
     damping_ratio: float = param(1.0, "zeta: Kd = 2 zeta sqrt(Kp) (critically damped at 1)", lo=0.0, hi=10.0)
     feedback_space: str = param("acceleration", "acceleration: tau_fb = M(q)(Kp e + Kd de); torque: tau_fb = Kp e "
                                 "+ Kd de", choices=("acceleration", "torque"))
+    feedback_armature: tuple[float, ...] = param(
+        (), "kg m^2 per joint added to the diagonal of the feedback's M(q) (acceleration space: the torque per unit "
+        "acceleration; torque space: Kd): the reflected rotor inertia a URDF without <armature> leaves out, on top "
+        "of the model's own (the artifact's identified armature, else the URDF's); [] = none", lo=0.0, hi=100.0,
+        length="n", read_only=True)
     effort_scale: float = param(1.0, "fraction of the URDF effort limits the command may use", lo=0.01, hi=1.0)
     torque_rate_limit: float = param(1000.0, "Nm/s per joint (<= 0 disables); Franka's is 1000", lo=-1.0, hi=1e6)
     stale_periods: float = param(3.0, "joint state older than this many periods -> safe mode (measured on the "

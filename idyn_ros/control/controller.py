@@ -84,6 +84,13 @@ class NameMap:
         return True
 
 
+def with_feedback_armature(model: Any, armature: Sequence[float]) -> Any:
+    """``model`` with ``armature`` (n,) kg m^2 added to its own (the ``feedback_armature`` parameter; () = as is)."""
+    if not armature:
+        return model
+    return model.with_armature(model.armature + np.asarray(armature, dtype=float))
+
+
 class Controller:
     """Joint impedance / computed-torque control of one arm; see the module docstring.
 
@@ -105,7 +112,8 @@ class Controller:
         self.subtract_gravity = params.subtract_gravity
         self.ff = feedforward if feedforward is not None else FeedforwardComputer(
             robot, params.model_path or None, params.fallback, params.rate_hz, params.warmup_ticks)
-        self.feedback_model = feedback_model if feedback_model is not None else self.ff.feedback_model()
+        feedback = feedback_model if feedback_model is not None else self.ff.feedback_model()
+        self.feedback_model = with_feedback_armature(feedback, params.replace(n=n).feedback_armature)
         self._feedback_bare, self._hold_model = self.feedback_model, robot  # without a payload (set_payload)
         self.filter = se.JointStateFilter(self.joint_names, params.rate_hz, max_gap_periods=params.stale_periods,
                                           estimate_acceleration=False)  # the law reads q and dq only
@@ -161,6 +169,8 @@ class Controller:
             params.replace(n=self.n)
         except ParameterError as exc:
             return str(exc)
+        if hasattr(self, "params") and params.feedback_armature != self.params.feedback_armature:
+            return "feedback_armature is fixed when the controller is built (it changes the feedback's M(q))"
         for preset in PRESET_NAMES:
             kp, kd = self.gains(params, preset)
             rate = kd * self.period  # torque space: relative to the joint inertia

@@ -132,25 +132,24 @@ def excitation_controller(robot: str, robot_model: Any) -> Any:
       Kp_j = effort_limit_j / EXCITATION_FULL_EFFORT_ERROR   (full torque at 0.25 rad error) [Nm/rad]
       Kd_j = 2 sqrt(Kp_j (M_jj + J_j)), J_j = EXCITATION_ROTOR_INERTIA_PER_NM * effort_limit_j (rotor guess)
     Stiction e_s = F_s / Kp_j is then ~0.01 rad and every joint tracks. It runs as the controller node's
-    ``Controller`` (torque-space feedback, the drive gains as its stiff preset, the rotor guess as the feedback
-    model's armature) with nominal RBD feedforward; the tracking table still uses the presets.
+    ``Controller`` (torque-space feedback, the drive gains as its stiff preset, the rotor guess as its
+    ``feedback_armature``) with nominal RBD feedforward; the tracking table still uses the presets.
     """
     from idyn_ros.control.feedforward import FeedforwardComputer
     from idyn_ros.sim.loop import controller_for
 
-    effort = np.asarray(robot_model.effort_limit, dtype=float)
-    feedback_model = robot_model.with_armature(robot_model.armature + EXCITATION_ROTOR_INERTIA_PER_NM * effort)
-    return controller_for(robot, robot_model, "stiff", FeedforwardComputer(robot_model, None, "rbd"), feedback_model,
+    return controller_for(robot, robot_model, "stiff", FeedforwardComputer(robot_model, None, "rbd"),
                           **excitation_drive_parameters(robot_model))
 
 
 def excitation_drive_parameters(robot_model: Any) -> dict[str, Any]:
     """The controller parameters of ``excitation_controller``'s drive PD (torque-space feedback, the drive gains as
-    the stiff preset): what the demo's DDS recording gives the controller node too. The node has no parameter for
-    the rotor guess, so its Kd there comes from the URDF's M_jj alone (it tracked a Panda excitation to 0.6-0.9 deg
-    RMSE over DDS; the acceleration-space stiff preset lost control of it)."""
-    kp = np.asarray(robot_model.effort_limit, dtype=float) / EXCITATION_FULL_EFFORT_ERROR
-    return {"feedback_space": "torque", "damping_ratio": 1.0, "presets.stiff.kp": kp.tolist()}
+    the stiff preset, the rotor guess as ``feedback_armature``): the demo's DDS recording gives the controller node
+    the same ones."""
+    effort = np.asarray(robot_model.effort_limit, dtype=float)
+    return {"feedback_space": "torque", "damping_ratio": 1.0,
+            "presets.stiff.kp": (effort / EXCITATION_FULL_EFFORT_ERROR).tolist(),
+            "feedback_armature": (EXCITATION_ROTOR_INERTIA_PER_NM * effort).tolist()}
 
 
 def record_inprocess(robot: str, robot_model: Any, traj: Any, path: Path, gain: str = "drive",

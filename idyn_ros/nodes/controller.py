@@ -143,7 +143,8 @@ class ControllerNode(LifecycleNode):
         self.get_logger().info(
             f"configured for {p.robot} ({n} joints), feedforward {ff.model_id} ({p.feedforward_source}), gains "
             f"{p.gain_preset}, commands on {self.cmd_topic}, clock {'sim' if use_sim_time else 'monotonic'}"
-            + (", subtracting g(q) (the robot adds it)" if p.subtract_gravity else ""))
+            + (", subtracting g(q) (the robot adds it)" if p.subtract_gravity else "")
+            + (f", feedback armature +{list(p.feedback_armature)} kg m^2" if p.feedback_armature else ""))
         return TransitionCallbackReturn.SUCCESS
 
     def _create_io(self, p: ControllerParams) -> None:

@@ -33,6 +33,27 @@ def test_torque_space_damping_uses_the_feedback_models_inertia_at_the_clipped_ne
     np.testing.assert_allclose(c.kd, 2.0 * np.sqrt(c.kp * inertia))
 
 
+def test_feedback_armature_adds_rotor_inertia_to_the_feedbacks_mass_matrix_only():
+    """The rotor inertia a URDF leaves out scales the feedback (torque-space Kd here), not the feedforward or the
+    safe hold; the wrong length or a change after construction is refused."""
+    import pytest
+
+    from idyn_ros.errors import ParameterError
+
+    rotor = [0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7]
+    params = load("controller", "panda", overrides={"feedback_space": "torque", "feedback_armature": rotor}, n=7)
+    c, bare = Controller.for_robot(params), Controller.for_robot(params.replace(7, feedback_armature=()))
+    neutral = np.clip(np.zeros(7), c.robot.lower, c.robot.upper)
+    np.testing.assert_allclose(c.feedback_model.mass_matrix(neutral),
+                               bare.feedback_model.mass_matrix(neutral) + np.diag(rotor), atol=1e-12)
+    np.testing.assert_allclose(c.kd, 2.0 * np.sqrt(c.kp * (np.diag(bare.feedback_model.mass_matrix(neutral)) + rotor)))
+    np.testing.assert_allclose(c.robot.mass_matrix(neutral), bare.robot.mass_matrix(neutral))  # the nominal model
+    with pytest.raises(ParameterError, match="feedback_armature"):
+        Controller.for_robot(params.replace(feedback_armature=(0.1,) * 6))
+    with pytest.raises(ParameterError, match="feedback_armature is fixed"):
+        c.set_params(params.replace(7, feedback_armature=()))
+
+
 def test_where_the_robot_adds_gravity_the_command_and_the_safe_hold_leave_it_out():
     params = load("controller", "panda", overrides={"subtract_gravity": True, "torque_rate_limit": -1.0}, n=7)
     c = Controller.for_robot(params)
