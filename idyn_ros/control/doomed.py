@@ -409,6 +409,7 @@ class DoomedAdapter:
         self._max_gap_ns = round(self.MAX_GAP_PERIODS * 1e9 / learner.cfg.rate_hz)
         self._min_interval_ns = round(self.MIN_INTERVAL_PERIODS * 1e9 / learner.cfg.rate_hz)
         self.errors: list[np.ndarray] | None = None  # set to [] to keep every update's error e (rad/s^2)
+        self.controller_model: str | None = None  # the controller's feedforward model_id, once it reported one
 
     def restart(self) -> None:
         """The joint-state stamps started over (jumped back or stalled): the previous state is no baseline, so the
@@ -420,9 +421,26 @@ class DoomedAdapter:
         """The arm's inertia changed (a payload applied or removed): what was learned compensated the old dynamics
         (it would count twice once the feedforward includes the payload), so the learner starts from zero, and the
         step scales with the new M(q). A freeze (request, parameter, detector) stays."""
+        self.model = model
+        self._start_over()
+
+    def on_controller_model(self, model_id: str) -> str | None:
+        """The controller reports the feedforward it runs; returns the one it ran before when that changed (the
+        offset compensated that model's error, so the learner starts from zero), else None. The first report
+        only records it."""
+        before = self.controller_model
+        if model_id == before:
+            return None
+        self.controller_model = model_id
+        if before is None:
+            return None
+        self._start_over()
+        return before
+
+    def _start_over(self) -> None:
+        """Forget the offset, keep a freeze (request, parameter, detector)."""
         learner = self.learner
         frozen, reason = learner.frozen, learner.freeze_reason
-        self.model = model
         learner.reset()
         if frozen:
             learner.freeze(reason)

@@ -130,7 +130,7 @@ class ControllerNode(LifecycleNode):
         self._dim = MultiArrayDimension(label="", size=n, stride=n)
         self.cmd.layout.dim = [self._dim]
         self._cmd_data = field_view(self.cmd, "data", n)
-        self.state_msg = ControllerState(joint_names=list(core.joint_names))
+        self.state_msg = ControllerState(joint_names=list(core.joint_names), model_id=ff.model_id)
         self._state_fields = {name: field_view(self.state_msg, name, n) for name in (  # written each publish
             "position_error", "velocity_error", "tau_feedforward", "tau_offset", "tau_feedback", "tau_command",
             "acceleration_command")}

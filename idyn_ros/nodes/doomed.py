@@ -10,7 +10,8 @@ the learner (re-enabling starts from zero). Services: ~/freeze, ~/unfreeze, ~/re
 ~/set_payload (idyn_ros/SetPayload: the step's inertia includes the payload, the learner starts from zero).
 The step scales with the inertia of ``model_path`` (its ``fallback`` applies: a rejected model is an ERROR in the
 log and a WARN on /diagnostics, ``none`` refuses to start). A joint-state filter restart (stamps jumped back or
-stalled) is not paired, nor is the state after it; it and rejected samples are reported once per kind.
+stalled) is not paired, nor is the state after it; it and rejected samples are reported once per kind. A controller
+reconfigured with another model (ControllerState.model_id) resets the offset, learned for the old one's error.
 """
 
 from __future__ import annotations
@@ -130,9 +131,22 @@ class DoomedNode(Node):
         return f"{describe_payload(payload)} in DOOMED's inertia; offset reset to zero"
 
     def _on_controller_state(self, msg: Any) -> None:
+        if msg.model_id != self.adapter.controller_model:
+            self._on_controller_model(msg.model_id)
         if self._cs_map.resolve(msg.joint_names) and self._cs_map.take(msg.acceleration_command, self._acc_tmp):
             self.adapter.on_command(stamp_to_ns(msg.header.stamp), self._acc_tmp,
                                     msg.mode == MODE_ACTIVE and not msg.mode_reason)  # not while recovering
+
+    def _on_controller_model(self, model_id: str) -> None:
+        """A controller reconfigured with another model: the offset goes; a model other than DOOMED's own (its step's
+        inertia) is said once per model."""
+        before = self.adapter.on_controller_model(model_id)
+        log = self.get_logger()
+        if before is not None:
+            log.info(f"the controller's feedforward changed ({before} -> {model_id}): offset reset to zero")
+        if model_id and model_id != self.model_id:
+            log.warning(f"the controller runs feedforward {model_id}, DOOMED's step scales with the inertia of "
+                     f"{self.model_id} (parameter model_path): give both the same model")
 
     def _on_joint_state(self, msg: Any) -> None:
         f = self.filter

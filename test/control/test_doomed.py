@@ -280,3 +280,14 @@ def test_a_forgetting_factor_that_wipes_or_flips_the_integrator_is_refused():
     with pytest.raises(ValueError, match="learning_rate x forgetting"):
         learner.set_learning_rate(0.1)
     assert learner.learning_rate == pytest.approx(0.05)
+
+
+def test_a_new_controller_model_starts_the_learner_over_and_keeps_a_freeze():
+    adapter = DoomedAdapter(Doomed(2, DoomedConfig(rate_hz=1000.0)), inertia_scaled=False)
+    assert adapter.on_controller_model("a.onnx:1") is None  # the first report only records it
+    adapter.learner.offset[:] = 1.0
+    assert adapter.on_controller_model("a.onnx:1") is None
+    assert np.all(adapter.learner.offset == 1.0)
+    adapter.learner.freeze("asked")
+    assert adapter.on_controller_model("b.onnx:2") == "a.onnx:1"
+    assert np.all(adapter.learner.offset == 0.0) and adapter.learner.freeze_reason == "asked"

@@ -103,6 +103,7 @@ def test_good_state_gives_law_torque_with_stamp_echo(rclpy_context):
     expected = c.robot.rnea(q, dq, np.zeros(7)) + c.feedback_model.mass_matrix(q) @ (c.kd * -dq)
     np.testing.assert_allclose(cmd, expected, rtol=1e-9, atol=1e-9)
     assert rig.states[-1].mode == 1 and rig.states[-1].gain_preset == "medium"
+    assert rig.states[-1].model_id == c.ff.model_id == "fallback:rbd"  # doomed starts over when it changes
 
 
 @pytest.mark.parametrize("case", ["nan_position", "missing_joint", "inf_velocity"])

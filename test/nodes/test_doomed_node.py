@@ -28,11 +28,11 @@ def _state(ns: int, dq=None, q=None):
     return msg
 
 
-def _command(ns: int, acceleration):
+def _command(ns: int, acceleration, model_id: str = ""):
     from idyn_ros.msg import ControllerState
 
     msg = ControllerState(joint_names=PANDA, acceleration_command=[float(a) for a in acceleration],
-                          mode=ControllerState.MODE_ACTIVE)
+                          mode=ControllerState.MODE_ACTIVE, model_id=model_id)
     _stamp(msg, ns)
     return msg
 
@@ -245,3 +245,30 @@ def test_set_payload_resets_the_offset_and_scales_the_step_with_the_payload(rclp
     finally:
         node.destroy_node()
         caller.destroy_node()
+
+
+def test_a_controller_reconfigured_with_another_model_resets_the_offset(rclpy_context, log_recorder):
+    """The offset compensated the old feedforward's error: kept, it would be applied to a model it was not learned
+    for. A model other than DOOMED's own is said once per model (the step scales with DOOMED's model)."""
+    from idyn_ros.nodes.doomed import DoomedNode
+
+    node = DoomedNode(context=rclpy_context)
+    try:
+        node.get_logger = lambda: log_recorder
+        own = node.model_id
+        for k in range(100):
+            node._on_joint_state(_state((1000 + k) * 1_000_000))
+            node._on_controller_state(_command((1000 + k) * 1_000_000, np.ones(7), own))
+        learned = node.learner.offset.copy()
+        assert np.all(learned > 0) and log_recorder.lines == []
+        node._on_controller_state(_command(1100 * 1_000_000, np.ones(7), own))  # the same model: kept
+        np.testing.assert_array_equal(node.learner.offset, learned)
+        for _ in range(3):
+            node._on_controller_state(_command(1101 * 1_000_000, np.ones(7), "other.onnx:0123456789ab"))
+        assert np.all(node.learner.offset == 0.0)
+        assert log_recorder.lines == [
+            ("info", f"the controller's feedforward changed ({own} -> other.onnx:0123456789ab): offset reset to zero"),
+            ("warning", "the controller runs feedforward other.onnx:0123456789ab, DOOMED's step scales with the "
+                        f"inertia of {own} (parameter model_path): give both the same model")]
+    finally:
+        node.destroy_node()
