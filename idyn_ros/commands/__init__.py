@@ -76,13 +76,34 @@ def output_folder(text: str, option: str) -> Iterator[Path]:
     `idyn export`), and only those that did not exist before: a folder the user had is never touched.
     """
     path = writable_output(text, option, folder=True)
-    created = [p for p in (path.absolute(), *path.absolute().parents) if not p.exists()]  # deepest first
-    try:
+    with _created_folders_removed_on_failure(path):
         yield path
+
+
+@contextlib.contextmanager
+def output_file(text: str, option: str, inputs: Sequence[str | Path] = ()) -> Iterator[Path]:
+    """``writable_output(text, option, inputs)`` for the block, with ``output_folder``'s cleanup of the folders the
+    run creates to hold the file (the write creates missing ones, data.atomic).
+
+    Why: the same promise as ``output_folder`` for the commands that write one file (identify, export, payload): a
+    run that fails, is refused or is interrupted leaves no empty folder behind. The file itself needs no cleanup: it
+    is written atomically, so a failed write leaves the user's earlier file as it was (or none), never a part.
+    """
+    path = writable_output(text, option, inputs)
+    with _created_folders_removed_on_failure(path.absolute().parent):
+        yield path
+
+
+@contextlib.contextmanager
+def _created_folders_removed_on_failure(folder: Path) -> Iterator[None]:
+    """Remove ``folder`` and the folders above it that do not exist now if the block fails and leaves them empty."""
+    created = [p for p in (folder.absolute(), *folder.absolute().parents) if not p.exists()]  # deepest first
+    try:
+        yield
     except BaseException:
-        for folder in created:
+        for made in created:
             try:
-                folder.rmdir()  # only an empty folder: never a file of this run or of anyone else
+                made.rmdir()  # only an empty folder: never a file of this run or of anyone else
             except FileNotFoundError:  # failed before it was made
                 continue
             except OSError:  # not empty (or not ours to remove): it and the folders above it stay

@@ -3,6 +3,10 @@
 The artifact holds RBD (torch RNEA with the identified parameters), friction and the residual
 network, with explicit recurrent state, and JSON metadata (robot, joint names, rate,
 normalisation, identified parameters, training-data sha256, test metrics).
+
+The artifact is written atomically at the end, after every check: a run that fails (a model of another robot, a
+damaged model.pt), is refused or is interrupted leaves an earlier --out as it was, no part of one, and no empty
+folder it created.
 """
 
 from __future__ import annotations
@@ -43,10 +47,8 @@ def _exported_joints(artifact: Path) -> tuple[str, list[str]] | None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from idyn_ros.commands import writable_output
-    from idyn_ros.errors import ModelArtifactError, ParameterError
-    from idyn_ros.models.pipeline import export_model, load_model
-    from idyn_ros.models.sources import load_robot
+    from idyn_ros.commands import output_file
+    from idyn_ros.errors import ParameterError
 
     if Path(args.out).suffix != ".onnx":  # a run's other files (model.pt, checkpoint.pt) are one typo away
         raise ParameterError(f"--out {args.out}: the artifact is an .onnx file; name it X.onnx")
@@ -54,7 +56,17 @@ def run(args: argparse.Namespace) -> int:
     if checkpoint.suffix == ".onnx":  # it read as "damaged model file (UnpicklingError)"
         raise ParameterError(f"--checkpoint {checkpoint} is an exported artifact, the output of this command; pass "
                              f"the run directory it came from, or its model.pt")
-    writable_output(args.out, "--out", [checkpoint / "model.pt" if checkpoint.is_dir() else checkpoint, args.robot])
+    inputs = [checkpoint / "model.pt" if checkpoint.is_dir() else checkpoint, args.robot]
+    with output_file(args.out, "--out", inputs):  # checked before the export, left as it was when it fails
+        return _export(args, checkpoint)
+
+
+def _export(args: argparse.Namespace, checkpoint: Path) -> int:
+    """Load the model, check it against --robot and write --out."""
+    from idyn_ros.errors import ModelArtifactError
+    from idyn_ros.models.pipeline import export_model, load_model
+    from idyn_ros.models.sources import load_robot
+
     try:
         model, ck = load_model(checkpoint)
     except KeyError as exc:  # e.g. checkpoint.pt, the training state that --resume reads

@@ -10,7 +10,9 @@ The consistent methods regularise toward the nominal URDF parameters (--prior, -
 with the geometric prior (each link's pseudo-inertia held relative to its own size, strength 1e-2), the
 others with a ridge relative to the mean excitation (1e-4 keeps unexcited directions at their nominal values).
 The written URDF (--urdf-out) reloads in pinocchio; for ols/wls it is only written if every link is
-physically consistent. Friction coefficients go to --params-out (JSON) since URDF cannot hold them.
+physically consistent. Friction coefficients go to --params-out (JSON) since URDF cannot hold them. Both are written
+atomically at the end, after every check (a URDF refused writes neither): a run that fails, is refused or is
+interrupted leaves no part of a file, no empty folder it created, and a file it did not get to write as it was.
 Recordings of motor currents (UR drivers) are refused: `idyn train --model rbd-friction` identifies their gains.
 """
 
@@ -53,15 +55,28 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="friction kinds, comma separated or 'none' (default: coulomb,viscous,offset)")
     add_prior_arguments(parser)
     parser.add_argument("--solver", choices=["CLARABEL", "SCS"], default="CLARABEL", help="SDP solver")
-    parser.add_argument("--urdf-out", metavar="X.urdf", help="write the identified model as a URDF")
+    parser.add_argument("--urdf-out", metavar="X.urdf",
+                        help="write the identified model as a URDF (an ols or wls fit with a physically inconsistent "
+                             "body is refused, and then --params-out is not written either)")
     parser.add_argument("--params-out", metavar="X.json", help="write all identified parameters as JSON")
     parser.add_argument("--test", nargs="*", default=[], metavar="F", help="recordings to report nMSE on")
 
 
 def run(args: argparse.Namespace) -> int:
-    from idyn_ros.commands.train import one_line_warnings
+    import contextlib
 
-    with one_line_warnings("identify"):
+    from idyn_ros.commands import output_file
+    from idyn_ros.commands.train import one_line_warnings
+    from idyn_ros.errors import ParameterError
+
+    inputs = [args.robot, *args.data, *args.test]
+    with contextlib.ExitStack() as stack:
+        for option, out in (("--urdf-out", args.urdf_out), ("--params-out", args.params_out)):
+            if out:  # checked before the identification, which can take minutes
+                stack.enter_context(output_file(out, option, inputs))
+        if args.urdf_out and args.params_out and Path(args.urdf_out).resolve() == Path(args.params_out).resolve():
+            raise ParameterError(f"--urdf-out and --params-out are the same file {args.urdf_out}; give two names")
+        stack.enter_context(one_line_warnings("identify"))
         return _run(args)
 
 
@@ -70,20 +85,13 @@ def _run(args: argparse.Namespace) -> int:
 
     import numpy as np
 
-    from idyn_ros.commands import writable_output
     from idyn_ros.data.atomic import atomic_write_text
     from idyn_ros.dynamics.friction import parse_kinds
-    from idyn_ros.errors import DatasetError, IdentificationError, ParameterError
+    from idyn_ros.errors import DatasetError, IdentificationError
     from idyn_ros.models.identification import identify, write_urdf
     from idyn_ros.models.metrics import torque_metrics
     from idyn_ros.models.sources import load_recordings, load_robot
 
-    inputs = [args.robot, *args.data, *args.test]
-    for option, out in (("--urdf-out", args.urdf_out), ("--params-out", args.params_out)):
-        if out:  # checked before the identification, which can take minutes
-            writable_output(out, option, inputs)
-    if args.urdf_out and args.params_out and Path(args.urdf_out).resolve() == Path(args.params_out).resolve():
-        raise ParameterError(f"--urdf-out and --params-out are the same file {args.urdf_out}; give two names")
     robot = load_robot(args.robot)
     recs = load_recordings(args.data, robot)
     tests = load_recordings(args.test, robot)  # a wrong --test path fails now, not after the identification
@@ -115,24 +123,27 @@ def _run(args: argparse.Namespace) -> int:
         m = torque_metrics(res.predict(robot.pin_model, rec), rec.tau)
         print(f"test {path}: nMSE [%] " + " ".join(f"{100 * v:.2f}" for v in m["nmse"])
               + f" (mean {100 * m['nmse_mean']:.2f})")
+    xml = None
+    if args.urdf_out:  # refused before either file is written: a failed run changes neither
+        if problems:
+            raise IdentificationError(
+                f"{args.method} gave physically inconsistent bodies ({'; '.join(problems[:3])}); a URDF cannot hold "
+                f"them. Use --method sdp, diffbary or logchol"
+                + ("; nothing written (drop --urdf-out to write --params-out alone)" if args.params_out else "")
+            )
+        xml = write_urdf(robot.urdf_xml, robot.pin_model, res.pi, res.armature)
+        from idyn_ros.dynamics import RobotModel
+
+        check = RobotModel.from_urdf(xml, name=robot.name, joints=robot.joint_names, check_inertia=False)
+        err = max(np.abs(check.inertial_parameters() - res.pi).max(), np.abs(check.armature - res.armature).max())
     if args.params_out:
         atomic_write_text(args.params_out, json.dumps({
             "method": res.method, "robot": robot.name, "joint_names": list(robot.joint_names),
             "inertial": res.pi.tolist(), "friction_kinds": list(res.friction_kinds),
             "friction": res.friction.tolist(), "armature": res.armature.tolist(), "info": res.info}, indent=2))
         print(f"wrote {args.params_out}")
-    if args.urdf_out:
-        if problems:
-            raise IdentificationError(
-                f"{args.method} gave physically inconsistent bodies ({'; '.join(problems[:3])}); a URDF "
-                f"cannot hold them. Use --method sdp, diffbary or logchol"
-            )
-        xml = write_urdf(robot.urdf_xml, robot.pin_model, res.pi, res.armature)
+    if xml is not None:
         atomic_write_text(args.urdf_out, xml)
-        from idyn_ros.dynamics import RobotModel
-
-        check = RobotModel.from_urdf(xml, name=robot.name, joints=robot.joint_names, check_inertia=False)
-        err = max(np.abs(check.inertial_parameters() - res.pi).max(), np.abs(check.armature - res.armature).max())
         print(f"wrote {args.urdf_out} (reloaded: max parameter difference {err:.2e}, "
               f"consistency check: {len(check_physical_consistency(check.inertial_parameters()))} problems)")
     return 0

@@ -5,7 +5,9 @@ idyn_ros/dynamics/payload.py). The arm's own dynamics come from a recording with
 are identified in one least-squares problem, the payload is the difference at the flange body) or from a trained
 model of the bare arm (--model). Plain least squares first; when its result is not physically consistent (mass <= 0,
 inertia not positive definite, triangle inequalities) the constrained solve is reported instead. Play an excitation
-from `idyn excite --payload` for both recordings.
+from `idyn excite --payload` for both recordings. --vendor-out is written atomically after the identification: a
+run that fails, is refused or is interrupted leaves an earlier file there as it was, no part of one, and no empty
+folder it created.
 """
 
 from __future__ import annotations
@@ -69,25 +71,28 @@ def _check_options(args: argparse.Namespace) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    import contextlib
+
+    from idyn_ros.commands import output_file
     from idyn_ros.commands.train import one_line_warnings
 
-    with one_line_warnings("payload"):
+    _check_options(args)
+    with contextlib.ExitStack() as stack:
+        if args.vendor_out:  # checked before the identification
+            inputs = [args.robot, *args.data, *(args.reference or []), *([args.model] if args.model else [])]
+            stack.enter_context(output_file(args.vendor_out, "--vendor-out", inputs))
+        stack.enter_context(one_line_warnings("payload"))
         return _identify(args)
 
 
 def _identify(args: argparse.Namespace) -> int:
     import json
 
-    from idyn_ros.commands import writable_output
     from idyn_ros.control import payload as cp
     from idyn_ros.dynamics.friction import parse_kinds
     from idyn_ros.dynamics.payload import vendor_formats
     from idyn_ros.models.sources import load_recordings, load_robot
 
-    _check_options(args)
-    if args.vendor_out:  # checked before the identification
-        writable_output(args.vendor_out, "--vendor-out",
-                        [args.robot, *args.data, *(args.reference or []), *([args.model] if args.model else [])])
     robot = load_robot(args.robot)
     with_payload = load_recordings(args.data, robot)
     reference = load_recordings(args.reference, robot) if args.reference else []

@@ -193,13 +193,51 @@ def test_train_says_what_max_minutes_bounds_and_what_it_does_not(files, tmp_path
              f"what is left){not_counted}the refit on all the training data, scoring and the export"),
             (["--model", "lip-gp", "--gp-refine", "5"], "time budget 10 min (--max-minutes) for each hyperparameter "
              f"optimisation (one per noise start, one more for --gp-refine){not_counted}the posterior, scoring"),
-            (["--model", "rbd", "--max-minutes", "1"], "--max-minutes bounds nothing here: rbd is identified in one "
-             "solve"),
             (["--model", "hybrid"], "")):  # no budget: no line
         with pytest.raises(AssertionError, match="loaded data"):
             main([*base, *extra])
         out = capsys.readouterr().out
         assert (line in out) if line else "budget" not in out, (extra, out)
+
+
+def test_max_minutes_for_a_kind_without_epochs_is_a_note_not_a_budget(files, tmp_path, capsys, no_loading):
+    """rbd and rbd-friction accept --max-minutes (scripts pass it to every kind), but it bounds nothing for them: said
+    so as a note when it is given. The line said "rbd is identified in one solve", also of nominal (nothing fitted)
+    and of the iterative diffbary/logchol."""
+    base = ["train", "--robot", "iiwa14", "--data", files[0], "-o", str(tmp_path / "run")]
+    note = "idyn train: note: --max-minutes has no effect with --model"
+    for extra, said in (
+            (["--model", "rbd-friction", "--max-minutes", "5"], f"{note} rbd-friction: it has no epochs, and no "
+             "kind's physics identification (here --id-method sdp) is bounded"),
+            (["--model", "rbd", "--id-method", "diffbary", "--max-minutes", "5"], f"{note} rbd: it has no epochs, "
+             "and no kind's physics identification (here --id-method diffbary) is bounded"),
+            (["--model", "rbd", "--id-method", "nominal", "--max-minutes", "5"], f"{note} rbd: nothing is fitted "
+             "(--id-method nominal: the URDF's parameters)"),
+            (["--model", "rbd-friction"], "")):  # not given: nothing to say
+        with pytest.raises(AssertionError, match="loaded data"):
+            main([*base, *extra])
+        out = capsys.readouterr().out
+        assert "budget" not in out and ((said in out) if said else "--max-minutes" not in out), (extra, out)
+    with pytest.raises(SystemExit):
+        main(["train", "--help"])
+    assert "No effect on rbd and rbd-friction, which have no epochs" in " ".join(capsys.readouterr().out.split())
+
+
+def test_delan_lstm_says_which_stage_its_share_of_the_budget_stopped(files, tmp_path, capsys, monkeypatch):
+    """--max-minutes 0.001 printed "time budget of 0.0005 min reached at epoch 0": half the budget given, for the
+    residual stage alone, with the DeLaN stage's stop not said at all."""
+    from idyn_ros.models import pipeline
+
+    monkeypatch.setattr(pipeline, "export_problem", lambda *args, **kwargs: None)  # one epoch fits badly: export it
+    out = tmp_path / "run"
+    assert main(["train", "--robot", "iiwa14", "--data", files[0], "--val", files[1], "--model", "delan-lstm",
+                 "--max-minutes", "0.001", "--hidden", "8", "--window", "50", "-o", str(out), "--no-progress"]) == 0
+    share = "stopped at its share of the time budget, 0.0005 of 0.001 min, at epoch 0"
+    stopped = f"stage 1 of 2 (DeLaN): {share}; then stage 2 of 2 (residual LSTM): {share}"
+    printed = capsys.readouterr().out
+    assert f"delan-lstm: {stopped}; val nMSE" in printed and "time budget of 0.0005" not in printed, printed
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert metrics["stopped"] == stopped and metrics["identification"]["stage1_delan"]["stopped"] == share
 
 
 def test_a_negative_number_list_is_an_options_value():
@@ -259,3 +297,54 @@ def test_data_errors_suggest_options_that_exist(iiwa):
     with pytest.raises(DatasetError) as info:
         to_recording(raw, iiwa, "x.npz")
     assert "drop-nonfinite" not in str(info.value) and "no idyn option drops them" in str(info.value)
+
+
+
+def _interrupt(fd: int) -> None:
+    """os.fsync stand-in: Ctrl-C while a file is written, after the write made its folders (data.atomic)."""
+    raise KeyboardInterrupt
+
+
+@pytest.mark.parametrize("command", ["identify", "export", "payload"])
+def test_identify_export_and_payload_leave_no_empty_folder_when_they_fail(files, tmp_path, capsys, monkeypatch,
+                                                                         command):
+    """Interrupted while writing their one output file, they left the folders they had made for it, empty; `idyn
+    train` removes its own (commands.output_folder). A file the user had stays as it was."""
+    import os
+
+    run = tmp_path / "run"
+    if command == "export":
+        assert main(["train", "--robot", "iiwa14", "--data", files[0], "--model", "rbd-friction", "--id-method",
+                     "ols", "--allow-inconsistent", "-o", str(run), "--no-progress"]) == 0
+    option, args = {"identify": ("--params-out", ["identify", "--robot", "iiwa14", "--data", files[0], "--method",
+                                                  "ols"]),
+                    "export": ("--out", ["export", "--checkpoint", str(run), "--robot", "iiwa14"]),
+                    "payload": ("--vendor-out", ["payload", "identify", "--robot", "iiwa14", "--data", files[0],
+                                                 "--reference", files[1]])}[command]
+    name = "m.onnx" if command == "export" else "out.json"
+    new, kept = tmp_path / "new", tmp_path / "kept"  # kept: a folder and a file of the user's
+    kept.mkdir()
+    (kept / name).write_text("the user's")
+    # refused: a recording or model that is not there
+    missing = [str(tmp_path / "missing") if a in (files[0], str(run)) else a for a in args]
+    assert main([*missing, option, str(new / "a" / name)]) == 2
+    assert not new.exists()
+    with monkeypatch.context() as patch:
+        patch.setattr(os, "fsync", _interrupt)
+        assert main([*args, option, str(new / "a" / name)]) == 130
+        assert not new.exists()  # the folders it made for the file are gone again
+        assert main([*args, option, str(kept / name)]) == 130
+    assert (kept / name).read_text() == "the user's" and os.listdir(kept) == [name]
+    assert main([*args, option, str(new / "a" / name)]) == 0
+    assert (new / "a" / name).stat().st_size > 0
+
+
+def test_identify_that_refuses_its_urdf_writes_no_parameters_either(files, tmp_path, capsys):
+    """An OLS fit with inconsistent bodies refused --urdf-out, exit 2, after --params-out had been overwritten."""
+    params = tmp_path / "p.json"
+    params.write_text("the user's")
+    rc = main(["identify", "--robot", "iiwa14", "--data", files[0], "--method", "ols", "--params-out", str(params),
+               "--urdf-out", str(tmp_path / "new" / "x.urdf")])
+    assert rc == 2 and params.read_text() == "the user's" and not (tmp_path / "new").exists()
+    err = _one_line(capsys)
+    assert "physically inconsistent" in err and "nothing written (drop --urdf-out to write --params-out alone)" in err
