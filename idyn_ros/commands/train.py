@@ -179,10 +179,12 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--epochs", type=positive(int), default=None, help="maximum epochs (default: 300)")
     parser.add_argument("--max-minutes", type=positive(float), default=None, metavar="M",
                         help="wall-clock budget in minutes, > 0, for the fitting alone: one kind's epochs (checked "
-                             "after each; delan-lstm: half per stage), auto's candidate fits, a GP's hyperparameter "
+                             "after each; delan-lstm: half for each of its two stages, all of it for the second when "
+                             "--resume continues that), auto's candidate fits, a GP's hyperparameter "
                              "optimisation per noise start (and again for --gp-refine). Not counted: loading the "
-                             "data, one kind's physics identification, auto's refit, scoring and the export. rbd "
-                             "and rbd-friction have no epochs to bound (default: none; GP kinds: 10)")
+                             "data, one kind's physics identification, auto's refit, scoring and the export "
+                             "(default: none; GP kinds: 10). No effect on rbd and rbd-friction, which have no "
+                             "epochs: accepted with a note, for scripts that pass it to every kind")
     parser.add_argument("--patience", type=positive(int), default=None,
                         help="early-stopping patience in epochs (default: 30)")
     parser.add_argument("--lr", type=positive(float), default=None,
@@ -246,7 +248,8 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _budget_line(args: argparse.Namespace) -> str | None:
-    """What --max-minutes bounds for this kind and what it does not, said before the run (the help says it too)."""
+    """What --max-minutes bounds for this kind and what it does not, said before the run (the help says it too); for
+    rbd and rbd-friction, given, a note that it has no effect (not a budget line, which would read like a limit)."""
     minutes = args.max_minutes
     if args.model in GP_KINDS:
         minutes = 10.0 if minutes is None else minutes
@@ -255,13 +258,19 @@ def _budget_line(args: argparse.Namespace) -> str | None:
         uncounted = "the posterior"
     elif minutes is None:
         return None
-    elif args.model in PHYSICS_KINDS:
-        return f"idyn train: --max-minutes bounds nothing here: {args.model} is identified in one solve, no epochs"
+    elif args.model in PHYSICS_KINDS:  # accepted (scripts pass it for every kind), but said to do nothing here
+        why = ("nothing is fitted (--id-method nominal: the URDF's parameters)"
+               if args.model == "rbd" and args.id_method == "nominal" else
+               f"it has no epochs, and no kind's physics identification (here --id-method {args.id_method}) is "
+               f"bounded")
+        return f"idyn train: note: --max-minutes has no effect with --model {args.model}: {why}"
     elif args.model == "auto":
         what = "the candidate fits (the physics ones always run, the learned ones share what is left)"
         uncounted = "the refit on all the training data" if not (args.val or args.no_refit) else ""
     else:
-        what = "the epochs" + (" (half per stage)" if args.model == "delan-lstm" else "") + ", checked after each"
+        staged = (" (half for each of its two stages" + ("; all of it for the second if --resume finds its checkpoint"
+                                                         if args.resume else "") + ")")
+        what = "the epochs" + (staged if args.model == "delan-lstm" else "") + ", checked after each"
         uncounted = "the physics identification" if args.model in RBD_KINDS else ""
     return (f"idyn train: time budget {minutes:g} min (--max-minutes) for {what}; not counted: loading the data, "
             + (f"{uncounted}, " if uncounted else "") + "scoring and the export")

@@ -313,8 +313,14 @@ def fit(
     resume: bool = False,
     progress: bool = True,
     resume_on_new_data: bool = False,
+    *,
+    budget_of: float | None = None,
 ) -> TrainResult:
-    """Identify/initialise the physics part, then train the learnable parts (see module doc)."""
+    """Identify/initialise the physics part, then train the learnable parts (see module doc).
+
+    ``budget_of``: the whole time budget when ``max_minutes`` is only this fit's share of it (a stage of delan-lstm),
+    so that the stop text says which budget stopped it, not a smaller one that reads as the user's.
+    """
     if cfg.kind not in KINDS:
         raise ParameterError(f"unknown model kind '{cfg.kind}'; choose one of {KINDS}")
     if cfg.mode not in ("e2e", "2s"):
@@ -362,15 +368,16 @@ def fit(
     model.set_velocity_hold(velocity_range(train))  # validation, test and export score what the runtime runs
     if cfg.mode == "2s" or cfg.kind in ("rbd", "rbd-friction"):
         model.freeze_physics()
+    stage1 = None
     if cfg.kind == "delan-lstm" and ck is None:  # Doenges 2025 sec. 3.2: DeLaN first, frozen, then the residual LSTM
         stage1 = fit(dataclasses.replace(cfg, kind="delan"), robot, train, val, None,
-                     None if max_minutes is None else max_minutes / 2, False, progress)
+                     None if max_minutes is None else max_minutes / 2, False, progress, budget_of=max_minutes)
         with torch.no_grad():
             model.delan.load_state_dict(stage1.model.delan.state_dict())
             model.friction.copy_(stage1.model.friction)
         id_info = {"stage1_delan": {"stopped": stage1.stopped, "epochs": len(stage1.history),
                                     "val": stage1.history[-1].get("val") if stage1.history else None}}
-        max_minutes = None if max_minutes is None else max_minutes / 2
+        budget_of, max_minutes = max_minutes, None if max_minutes is None else max_minutes / 2
     if cfg.kind == "delan-lstm":
         model.delan.requires_grad_(False)
         model.friction.requires_grad_(False)
@@ -450,16 +457,27 @@ def fit(
             result.stopped = f"early stop at epoch {epoch} (no val improvement for {cfg.patience})"
             break
         if max_minutes is not None and time.perf_counter() - t0 > 60 * max_minutes:
-            result.stopped = f"time budget of {max_minutes:.3g} min reached at epoch {epoch}"
+            result.stopped = _budget_stop(max_minutes, budget_of, epoch)
             break
     else:
         result.stopped = f"max epochs ({cfg.epochs})"
     bar.close()
+    if cfg.kind == "delan-lstm":  # the stop of each stage: the residual's alone hid a DeLaN cut short by the budget
+        first = (f"stage 1 of 2 (DeLaN): {stage1.stopped}; then" if stage1 is not None
+                 else "stage 1 of 2 (DeLaN) ran before --resume;")
+        result.stopped = f"{first} stage 2 of 2 (residual LSTM): {result.stopped}"
     if best_state is not None:
         model.load_state_dict(best_state)
     if cfg.gate and val and cfg.has_rbd and model.residual is not None:
         result.gate = fit_residual_gate(model, va)
     return result
+
+
+def _budget_stop(minutes: float, whole: float | None, epoch: int) -> str:
+    """Why training stopped when the time budget ran out: ``minutes``, or a share of the ``whole`` one."""
+    if whole is None:
+        return f"time budget of {minutes:.3g} min reached at epoch {epoch}"
+    return f"stopped at its share of the time budget, {minutes:.3g} of {whole:.3g} min, at epoch {epoch}"
 
 
 def fit_again(result: TrainResult, robot: Any, data: Sequence[Recording], progress: bool = True) -> TrainResult:
