@@ -156,9 +156,11 @@ def physics_only(result: TrainResult) -> TrainResult:
 
 
 def _fit_candidate(name: str, settings: dict[str, Any], robot: Any, train: Sequence[Recording],
-                   val: Sequence[Recording], budget: float | None, progress: bool) -> Candidate:
+                   val: Sequence[Recording], budget: float | None, progress: bool,
+                   whole_budget: float | None = None) -> Candidate:
     t1 = time.perf_counter()
-    res = fit(ModelConfig.from_dict(settings), robot, train, val, max_minutes=budget, progress=progress)
+    res = fit(ModelConfig.from_dict(settings), robot, train, val, max_minutes=budget, progress=progress,
+              budget_of=whole_budget)  # the stop text names the share and auto's whole budget
     v, vp = scores(res, robot, val)
     return Candidate(name, res, v, vp, time.perf_counter() - t1)
 
@@ -264,7 +266,7 @@ def fit_auto(base: ModelConfig, robot: Any, train: Sequence[Recording], val: Seq
                 continue
             budget = max(left / (len(fits) - i), MIN_CANDIDATE_MINUTES)
         done.append(_fit_candidate(name, {**base.to_dict(), **pbase, **over, "extra": dict(base.extra)}, robot,
-                                   train, val, budget, progress))
+                                   train, val, budget, progress, max_minutes))
     members = [c for c in done if c.result is not None and (c.result.cfg.kind, c.result.cfg.mode) == ("hybrid-j", "2s")]
     if len(members) >= 2:
         done.append(average_candidate(members, robot, val))

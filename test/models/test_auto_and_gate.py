@@ -337,9 +337,10 @@ def test_a_short_budget_goes_to_the_first_candidates_and_skips_from_the_back(iiw
     real_fit = auto._fit_candidate
     budgets: dict[str, float] = {}
 
-    def fake_fit(name, settings, robot, train_, val_, budget, progress):
+    def fake_fit(name, settings, robot, train_, val_, budget, progress, whole_budget=None):
         if budget is None:  # a physics candidate: the real fit
             return real_fit(name, settings, robot, train_, val_, budget, progress)
+        assert whole_budget == 0.25  # a share's stop text names auto's whole budget
         budgets[name] = budget
         clock["now"] += budget  # uses all of its share
         return auto.Candidate(name, None, {}, {}, 0.0, skipped="not fitted in this test")
