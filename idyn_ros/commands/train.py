@@ -179,8 +179,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--epochs", type=positive(int), default=None, help="maximum epochs (default: 300)")
     parser.add_argument("--max-minutes", type=positive(float), default=None, metavar="M",
                         help="wall-clock budget in minutes, > 0, for the fitting alone: one kind's epochs (checked "
-                             "after each; delan-lstm: half for each of its two stages, all of it for the second when "
-                             "--resume continues that), auto's candidate fits, a GP's hyperparameter "
+                             "after each; delan-lstm: at most half for DeLaN, what it left for the LSTM, all of it "
+                             "for the LSTM when --resume continues that), auto's candidate fits, a GP's hyperparameter "
                              "optimisation per noise start (and again for --gp-refine). Not counted: loading the "
                              "data, one kind's physics identification, auto's refit, scoring and the export "
                              "(default: none; GP kinds: 10). No effect on rbd and rbd-friction, which have no "
@@ -268,8 +268,8 @@ def _budget_line(args: argparse.Namespace) -> str | None:
         what = "the candidate fits (the physics ones always run, the learned ones share what is left)"
         uncounted = "the refit on all the training data" if not (args.val or args.no_refit) else ""
     else:
-        staged = (" (half for each of its two stages" + ("; all of it for the second if --resume finds its checkpoint"
-                                                         if args.resume else "") + ")")
+        staged = (" (at most half for DeLaN, what it left for the LSTM" + (
+            "; all of it for the LSTM if --resume finds its checkpoint" if args.resume else "") + ")")
         what = "the epochs" + (staged if args.model == "delan-lstm" else "") + ", checked after each"
         uncounted = "the physics identification" if args.model in RBD_KINDS else ""
     return (f"idyn train: time budget {minutes:g} min (--max-minutes) for {what}; not counted: loading the data, "

@@ -370,14 +370,16 @@ def fit(
         model.freeze_physics()
     stage1 = None
     if cfg.kind == "delan-lstm" and ck is None:  # Doenges 2025 sec. 3.2: DeLaN first, frozen, then the residual LSTM
+        t_stage1 = time.perf_counter()
         stage1 = fit(dataclasses.replace(cfg, kind="delan"), robot, train, val, None,
                      None if max_minutes is None else max_minutes / 2, False, progress, budget_of=max_minutes)
+        stage1_minutes = (time.perf_counter() - t_stage1) / 60.0
         with torch.no_grad():
             model.delan.load_state_dict(stage1.model.delan.state_dict())
             model.friction.copy_(stage1.model.friction)
         id_info = {"stage1_delan": {"stopped": stage1.stopped, "epochs": len(stage1.history),
                                     "val": stage1.history[-1].get("val") if stage1.history else None}}
-        budget_of, max_minutes = max_minutes, None if max_minutes is None else max_minutes / 2
+        budget_of, max_minutes = max_minutes, stage2_minutes(max_minutes, stage1_minutes)
     if cfg.kind == "delan-lstm":
         model.delan.requires_grad_(False)
         model.friction.requires_grad_(False)
@@ -471,6 +473,11 @@ def fit(
     if cfg.gate and val and cfg.has_rbd and model.residual is not None:
         result.gate = fit_residual_gate(model, va)
     return result
+
+
+def stage2_minutes(whole: float | None, stage1_minutes: float) -> float | None:
+    """delan-lstm's LSTM budget: what DeLaN left of ``whole`` (an early stop passes its time on), at least half."""
+    return None if whole is None else max(whole - stage1_minutes, whole / 2)
 
 
 def _budget_stop(minutes: float, whole: float | None, epoch: int) -> str:

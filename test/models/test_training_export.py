@@ -212,3 +212,11 @@ def test_a_kind_without_physics_worse_than_the_mean_torque_is_not_exported():
     assert "worse than predicting" in export_problem(model, "delan", robot, {"nmse_mean": float("nan")})
     assert export_problem(model, "delan", robot, {"nmse_mean": 0.4}) is None
     assert export_problem(model, "delan", robot, None) is None  # nothing held out: nothing to judge on
+
+
+def test_delan_lstm_passes_the_time_delan_did_not_use_to_the_lstm():
+    from idyn_ros.models.training import stage2_minutes
+
+    assert stage2_minutes(10.0, 2.0) == 8.0  # DeLaN stopped early: the LSTM gets the rest
+    assert stage2_minutes(10.0, 7.0) == 5.0  # DeLaN's identification ran over its half: the LSTM keeps half
+    assert stage2_minutes(None, 3.0) is None
