@@ -84,8 +84,9 @@ def run_demo(robot: str = "panda", out: Path | None = None, minutes: float = 10.
     dds_info: dict[str, Any] = {}
     if not skip_dds:
         bag = work / "excitation_bag"
-        # the drive PD the in-process recordings use (models_cache.excitation_controller: acceleration-space gains
-        # cannot move the distal joints of the true plant, and the stiff preset lost control of the arm over DDS)
+        # the drive PD the in-process recordings use (models_cache.excitation_controller): acceleration-space gains
+        # cannot move the distal joints of the true plant (the stiff preset lags joint 7 by 30-50 deg RMSE, over DDS
+        # and in-process alike; once, inside a loaded demo, it lost control of the arm)
         controller = {"gain_preset": "stiff", **models_cache.excitation_drive_parameters(robot_model),
                       "model_path": "", "fallback": "rbd", "use_adaptation": False, "mode": "npz",
                       "npz_path": str(ref_npz.resolve()), "start_delay": start_delay}
