@@ -10,6 +10,7 @@ at import time, so ``idyn --help`` stays fast; heavy imports (torch, mujoco) hap
 from __future__ import annotations
 
 import argparse
+import errno
 import importlib
 import re
 import sys
@@ -87,6 +88,10 @@ def attach_negative_lists(argv: list[str]) -> list[str]:
     return out
 
 
+# the machine's, not the command's: a full disk, a quota, a folder the user cannot write
+DISK_ERRORS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EACCES, errno.EPERM, errno.EROFS})
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(attach_negative_lists(sys.argv[1:] if argv is None else list(argv)))
@@ -103,6 +108,11 @@ def main(argv: list[str] | None = None) -> int:
     except IdynError as exc:  # expected, user-fixable problems: one clear line, no traceback
         print(f"idyn {args.command}: error: {exc}", file=sys.stderr)
         return 2
+    except OSError as exc:
+        if exc.errno not in DISK_ERRORS:  # anything else is ours to see with its traceback
+            raise
+        print(f"idyn {args.command}: error: {exc}", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

@@ -80,6 +80,25 @@ def test_wrong_robot_is_one_line_error(files, tmp_path, capsys):
     assert err.count("\n") == 0 and "panda_joint1" in err
 
 
+def test_a_full_disk_is_one_line_and_other_os_errors_keep_their_traceback(files, tmp_path, capsys, monkeypatch):
+    """A full disk while writing the output printed a traceback (export alone turned it into a line)."""
+    import errno
+    import os
+
+    def full(*_args):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    out = tmp_path / "new" / "p.json"
+    args = ["identify", "--robot", "iiwa14", "--data", files[0], "--method", "ols", "--params-out", str(out)]
+    monkeypatch.setattr(os, "fsync", full)
+    assert main(args) == 1
+    err = capsys.readouterr().err.strip()
+    assert err == "idyn identify: error: [Errno 28] No space left on device" and not out.parent.exists()
+    monkeypatch.setattr(os, "fsync", lambda *_: (_ for _ in ()).throw(OSError(errno.EIO, "I/O error")))
+    with pytest.raises(OSError, match="I/O error"):
+        main(args)
+
+
 def test_help_answers_questions(capsys):
     with pytest.raises(SystemExit):
         main(["train", "--help"])
