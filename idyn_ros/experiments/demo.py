@@ -259,8 +259,9 @@ def _write_report(out: Path, s: dict[str, Any]) -> None:
              f"DDS recording: {json.dumps(s['steps'].get('record', {}), default=float)}", "",
              "## Models (validation = a different excitation trajectory)"]
     for row, m in s["models"].items():
-        lines.append(f"- {row}: val nMSE mean {m['val_nmse_mean']:.4f} (its physics part "
-                     f"{m['val_physics_nmse_mean']:.4f}), RMSE mean {m['val_rmse_mean_nm']:.3f} Nm, {m['stopped']}"
+        lines.append(f"- {row}: val nMSE mean {100 * m['val_nmse_mean']:.2f} % (its physics part "
+                     f"{100 * m['val_physics_nmse_mean']:.2f} %), RMSE mean {m['val_rmse_mean_nm']:.3f} Nm, "
+                     f"{m['stopped']}"
                      + (f"; auto chose {m['selected']}" if row == "auto" else ""))
     lines += ["", "## Tracking (min-jerk moves, 2 s; RMSE / final offset in deg, mean over joints and moves)",
               "```", format_table(s["table"]), "```", "", f"Acceptance (hybrid 2S): {json.dumps(s['acceptance'])}",

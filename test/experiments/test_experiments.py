@@ -268,3 +268,15 @@ def test_a_dds_window_the_arm_did_not_play_is_named():
     assert window_problem(lagging, fast, q_ref, lower, upper, vmax) == "joint 5 ran at 3.0x its velocity limit"
     held = np.repeat(mid[None], len(t), 0)
     assert window_problem(held, 0 * held, q_ref, lower, upper, vmax).startswith("the arm barely moved")
+
+
+def test_the_demo_report_gives_nmse_in_percent_as_train_prints_it(tmp_path):
+    from idyn_ros.experiments.demo import _write_report
+
+    model = {"val_nmse_mean": 0.013, "val_physics_nmse_mean": 0.0295, "val_rmse_mean_nm": 0.283, "stopped": "done",
+             "selected": "hybrid-j E2E"}
+    summary = {"robot": "panda", "total_s": 1.0, "minutes_budget": 10, "steps": {}, "data": [], "table": {},
+               "acceptance": {}, "acceptance_auto": {}, "figures": {}, "models": {"auto": model}}
+    _write_report(tmp_path, summary)
+    assert ("- auto: val nMSE mean 1.30 % (its physics part 2.95 %), RMSE mean 0.283 Nm, done; auto chose hybrid-j E2E"
+            in (tmp_path / "report.md").read_text())
