@@ -265,6 +265,9 @@ class ControllerParams(CommonParams):
                                         "recover by itself (the arm may have moved under the hold torque): latched "
                                         "until deactivate + activate, which holds the pose then (0 = always "
                                         "recover)", lo=0.0, hi=60.0)
+    position_limit_margin: float = param(0.05, "rad; a joint measured this far past its URDF position limit sends the "
+                                         "controller to safe mode (latched, like saturation; the vendor's own limit "
+                                         "stop normally comes first on hardware; 0 = no check)", lo=0.0, hi=1.0)
     saturation_timeout: float = param(0.5, "s a joint's command may sit at its effort limit before the controller "
                                       "goes to safe mode (latched; 0 = never)", lo=0.0, hi=60.0)
     safe_mode: str = param("", "override the robot's safe mode: damping | zero ('' = the robot's)",

@@ -18,6 +18,8 @@ Decisions (one line each; tested in test/control/test_controller.py):
 - but not after a silence longer than ``max_recovery_silence``: the arm moved under the hold torque (gravity of the
   nominal model, no feedback) and the reference ran on, so the law would come back far from it (a 5 s pause
   returned with 148 deg of error and commands at the effort limit); that latches, and activation holds the new pose;
+- a joint measured ``position_limit_margin`` past its URDF range latches safe mode, like saturation: no reference
+  goes there (references are clipped to the range), so the arm is at an end stop or the law lost it;
 - a state whose stamp does not advance is not fresh input (a driver re-sending its cached state must reach the
   stale-input hold); a stamp that jumps back or stalls while the joints move (the filter's ``RESTARTS``) is a data
   fault, with the safe torque from that live state; a rejected state's safe torque uses dq = 0 (its damping on the
@@ -126,6 +128,7 @@ class Controller:
         self.acceleration_command = z(n)
         self._safe, self._M, self._zero = z(n), z((n, n)), z(n)
         self._at_limit_ticks = np.zeros(n, dtype=np.int64)
+        self._below, self._above = np.zeros(n, dtype=bool), np.zeros(n, dtype=bool)
         self._abs, self._at_limit = z(n), np.zeros(n, dtype=bool)
         self._ref_map, self._ff_map, self._off_map = NameMap(self.joint_names), NameMap(self.joint_names), \
             NameMap(self.joint_names)
@@ -208,6 +211,9 @@ class Controller:
             if params.max_recovery_silence > 0 else 0
         self._ramp_total = max(1, round(params.recovery_ramp / self.period))
         self._saturation_ticks = round(params.saturation_timeout / self.period) if params.saturation_timeout else 0
+        margin = params.position_limit_margin
+        self._trip_lower, self._trip_upper = self.robot.lower - margin, self.robot.upper + margin
+        self._check_position_limits = margin > 0
         self._adaptation_timeout_ns = round(params.adaptation_timeout * 1e9)
         self.params = params
 
@@ -366,6 +372,8 @@ class Controller:
         if not self._holding:
             self._start_hold(q)
         fresh = status == se.OK
+        if fresh and self._check_position_limits and not wd.latched:
+            self._past_position_limit(q)
         if fresh and p.max_stamp_age > 0 and clock_ns is not None:
             fresh = wd.check_stamp_age(clock_ns, stamp_ns)
         topic_ff = not self.embedded and p.use_feedforward
@@ -487,6 +495,18 @@ class Controller:
         self.tau -= safe
         self.tau *= alpha
         self.tau += safe
+
+    def _past_position_limit(self, q: np.ndarray) -> None:
+        """Latch safe mode when a joint is ``position_limit_margin`` past its range: no reference takes it there, so
+        the arm is against an end stop or lost by the law (a lagging preset drove a plant joint into its stop)."""
+        below = np.less(q, self._trip_lower, out=self._below)
+        above = np.greater(q, self._trip_upper, out=self._above)
+        if not (below.any() or above.any()):
+            return
+        j = int(np.argmax(below | above))
+        lo, hi = np.degrees(self.robot.lower[j]), np.degrees(self.robot.upper[j])
+        self.watchdog.trip(f"position limit: {self.joint_names[j]} at {np.degrees(q[j]):.1f} deg, more than "
+                           f"{self.params.position_limit_margin:g} rad outside its range {lo:.1f}..{hi:.1f} deg")
 
     def _saturated(self, tau: np.ndarray) -> bool:
         """Count ticks at the effort limit per joint; True on the tick one has sat there too long (latched)."""

@@ -54,6 +54,28 @@ def test_feedback_armature_adds_rotor_inertia_to_the_feedbacks_mass_matrix_only(
         c.set_params(params.replace(7, feedback_armature=()))
 
 
+def test_a_joint_past_its_position_limit_latches_safe_mode():
+    """A lagging preset drove a plant joint into its end stop (-175.8 deg against -176): the controller pushed at the
+    effort limit until the saturation timeout. Past the range by the margin it now holds at once, and says where."""
+    from idyn_ros.control.controller import MODE_SAFE_DAMPING
+
+    params = load("controller", "panda", overrides={"torque_rate_limit": -1.0}, n=7)
+    upper = Controller.for_robot(params).robot.upper[3]
+    for margin, past, tripped in ((0.05, 0.04, False), (0.05, 0.06, True), (0.0, 0.5, False)):
+        c = Controller.for_robot(params.replace(7, position_limit_margin=margin))
+        c.activate()
+        q = Q0.copy()
+        c.update(PANDA, list(q), [0.0] * 7, [], 1_000_000, 1_000_000)
+        q[3] = upper + past
+        c.update(PANDA, list(q), [0.0] * 7, [], 2_000_000, 2_000_000)
+        assert (c.mode == MODE_SAFE_DAMPING) == tripped, (margin, past, c.reason)
+        if tripped:
+            assert c.reason.startswith("position limit: panda_joint4 at ") and "outside its range" in c.reason
+            q[3] = upper  # back inside: latched until deactivate + activate
+            c.update(PANDA, list(q), [0.0] * 7, [], 3_000_000, 3_000_000)
+            assert c.mode == MODE_SAFE_DAMPING
+
+
 def test_where_the_robot_adds_gravity_the_command_and_the_safe_hold_leave_it_out():
     params = load("controller", "panda", overrides={"subtract_gravity": True, "torque_rate_limit": -1.0}, n=7)
     c = Controller.for_robot(params)
