@@ -128,7 +128,6 @@ class Controller:
         self.acceleration_command = z(n)
         self._safe, self._M, self._zero = z(n), z((n, n)), z(n)
         self._at_limit_ticks = np.zeros(n, dtype=np.int64)
-        self._below, self._above = np.zeros(n, dtype=bool), np.zeros(n, dtype=bool)
         self._abs, self._at_limit = z(n), np.zeros(n, dtype=bool)
         self._ref_map, self._ff_map, self._off_map = NameMap(self.joint_names), NameMap(self.joint_names), \
             NameMap(self.joint_names)
@@ -212,7 +211,9 @@ class Controller:
         self._ramp_total = max(1, round(params.recovery_ramp / self.period))
         self._saturation_ticks = round(params.saturation_timeout / self.period) if params.saturation_timeout else 0
         margin = params.position_limit_margin
-        self._trip_lower, self._trip_upper = self.robot.lower - margin, self.robot.upper + margin
+        # plain floats: a Python loop over 7 joints costs 0.8 us a tick, four numpy calls 2.7 us (measured)
+        lower, upper = (self.robot.lower - margin).tolist(), (self.robot.upper + margin).tolist()
+        self._trip_bounds = list(zip(lower, upper, strict=True))
         self._check_position_limits = margin > 0
         self._adaptation_timeout_ns = round(params.adaptation_timeout * 1e9)
         self.params = params
@@ -499,14 +500,13 @@ class Controller:
     def _past_position_limit(self, q: np.ndarray) -> None:
         """Latch safe mode when a joint is ``position_limit_margin`` past its range: no reference takes it there, so
         the arm is against an end stop or lost by the law (a lagging preset drove a plant joint into its stop)."""
-        below = np.less(q, self._trip_lower, out=self._below)
-        above = np.greater(q, self._trip_upper, out=self._above)
-        if not (below.any() or above.any()):
-            return
-        j = int(np.argmax(below | above))
-        lo, hi = np.degrees(self.robot.lower[j]), np.degrees(self.robot.upper[j])
-        self.watchdog.trip(f"position limit: {self.joint_names[j]} at {np.degrees(q[j]):.1f} deg, more than "
-                           f"{self.params.position_limit_margin:g} rad outside its range {lo:.1f}..{hi:.1f} deg")
+        for j, (x, (lower, upper)) in enumerate(zip(q.tolist(), self._trip_bounds, strict=True)):
+            if not lower <= x <= upper:
+                lo, hi = np.degrees(self.robot.lower[j]), np.degrees(self.robot.upper[j])
+                self.watchdog.trip(f"position limit: {self.joint_names[j]} at {np.degrees(x):.1f} deg, more than "
+                                   f"{self.params.position_limit_margin:g} rad outside its range {lo:.1f}..{hi:.1f} "
+                                   "deg")
+                return
 
     def _saturated(self, tau: np.ndarray) -> bool:
         """Count ticks at the effort limit per joint; True on the tick one has sat there too long (latched)."""
