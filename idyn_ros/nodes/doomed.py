@@ -146,7 +146,7 @@ class DoomedNode(Node):
             log.info(f"the controller's feedforward changed ({before} -> {model_id}): offset reset to zero")
         if model_id and model_id != self.model_id:
             log.warning(f"the controller runs feedforward {model_id}, DOOMED's step scales with the inertia of "
-                     f"{self.model_id} (parameter model_path): give both the same model")
+                        f"{self.model_id} (parameter model_path): give both the same model")
 
     def _on_joint_state(self, msg: Any) -> None:
         f = self.filter
