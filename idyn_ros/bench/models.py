@@ -302,7 +302,7 @@ def training_speed(n_samples: int = 100_000, max_minutes: float = 10.0, epochs: 
         "n_samples": int(sum(r.n_samples for r in tr)), "n_train_paths": n_tr, "n_val_paths": len(va),
         "n_test_paths": len(te), "batch": batch, "wall_s": round(wall, 1), "epochs": len(res.history),
         "s_per_epoch": round(wall / max(len(res.history), 1), 2), "stopped": res.stopped,
-        "converged": res.stopped.startswith("early stop"),
+        "converged": res.early_stopped,
         "best_epoch": int(np.argmin(vals)) if vals else None,
         "val_initial_physics_only": res.initial_val,
         "val_curve": [[i, vals[i]] for i in sorted({*range(0, len(vals), step), len(vals) - 1}) if i >= 0],

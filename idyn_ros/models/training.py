@@ -77,7 +77,8 @@ class TrainResult:
     tau_min: np.ndarray | None = None
     tau_max: np.ndarray | None = None
     fingerprint: str = ""
-    stopped: str = ""
+    stopped: str = ""  # why training stopped, for people; code reads ``early_stopped``
+    early_stopped: bool = False  # validation stopped improving (not the budget or the epoch limit)
     initial_val: float = float("nan")  # validation loss of the initial (physics-only) model
     gate: np.ndarray | None = None  # (n,) residual gate fitted on validation (None: not fitted)
     dq_abs_max: np.ndarray | None = None  # (n,) largest |dq| per joint in the training data (rad/s)
@@ -457,6 +458,7 @@ def fit(
             result.checkpoint = ckpt_path
         if bad >= cfg.patience:
             result.stopped = f"early stop at epoch {epoch} (no val improvement for {cfg.patience})"
+            result.early_stopped = True
             break
         if max_minutes is not None and time.perf_counter() - t0 > 60 * max_minutes:
             result.stopped = _budget_stop(max_minutes, budget_of, epoch)

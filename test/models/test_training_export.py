@@ -220,3 +220,14 @@ def test_delan_lstm_passes_the_time_delan_did_not_use_to_the_lstm():
     assert stage2_minutes(10.0, 2.0) == 8.0  # DeLaN stopped early: the LSTM gets the rest
     assert stage2_minutes(10.0, 7.0) == 5.0  # DeLaN's identification ran over its half: the LSTM keeps half
     assert stage2_minutes(None, 3.0) is None
+
+
+@pytest.mark.parametrize("kind", ["lstm", "delan-lstm"])
+def test_an_early_stop_is_a_flag_not_only_a_sentence(iiwa, synth, kind):
+    """The benchmark read "converged" from the stop text's first words, which delan-lstm's two-stage text does not
+    start with; with lr 0 validation never improves, so patience 1 stops at epoch 1."""
+    still = ModelConfig(kind=kind, epochs=5, patience=1, **{**TINY, "lr": 0.0})
+    res = fit(still, iiwa, [synth[1]], [synth[1]], progress=False)
+    assert res.early_stopped and len(res.history) == 2 and "early stop at epoch 1" in res.stopped, res.stopped
+    short = fit(ModelConfig(kind=kind, epochs=1, **TINY), iiwa, [synth[1]], [synth[1]], progress=False)
+    assert not short.early_stopped and short.stopped.endswith("max epochs (1)"), short.stopped
