@@ -11,8 +11,9 @@ with the geometric prior (each link's pseudo-inertia held relative to its own si
 others with a ridge relative to the mean excitation (1e-4 keeps unexcited directions at their nominal values).
 The written URDF (--urdf-out) reloads in pinocchio; for ols/wls it is only written if every link is
 physically consistent. Friction coefficients go to --params-out (JSON) since URDF cannot hold them. Both are written
-atomically at the end, after every check (a URDF refused writes neither): a run that fails, is refused or is
-interrupted leaves no part of a file, no empty folder it created, and a file it did not get to write as it was.
+together at the end, after every check (a URDF refused writes neither; both are complete on disk before either replaces
+an old file): a run that fails, is refused or is interrupted leaves no part of a file, no empty folder it created, and
+the files it was to write as they were.
 Recordings of motor currents (UR drivers) are refused: `idyn train --model rbd-friction` identifies their gains.
 """
 
@@ -85,7 +86,7 @@ def _run(args: argparse.Namespace) -> int:
 
     import numpy as np
 
-    from idyn_ros.data.atomic import atomic_write_text
+    from idyn_ros.data.atomic import write_together
     from idyn_ros.dynamics.friction import parse_kinds
     from idyn_ros.errors import DatasetError, IdentificationError
     from idyn_ros.models.identification import identify, write_urdf
@@ -136,14 +137,14 @@ def _run(args: argparse.Namespace) -> int:
 
         check = RobotModel.from_urdf(xml, name=robot.name, joints=robot.joint_names, check_inertia=False)
         err = max(np.abs(check.inertial_parameters() - res.pi).max(), np.abs(check.armature - res.armature).max())
-    if args.params_out:
-        atomic_write_text(args.params_out, json.dumps({
-            "method": res.method, "robot": robot.name, "joint_names": list(robot.joint_names),
-            "inertial": res.pi.tolist(), "friction_kinds": list(res.friction_kinds),
-            "friction": res.friction.tolist(), "armature": res.armature.tolist(), "info": res.info}, indent=2))
+    params = None if not args.params_out else json.dumps({
+        "method": res.method, "robot": robot.name, "joint_names": list(robot.joint_names),
+        "inertial": res.pi.tolist(), "friction_kinds": list(res.friction_kinds),
+        "friction": res.friction.tolist(), "armature": res.armature.tolist(), "info": res.info}, indent=2)
+    write_together({args.params_out: params, args.urdf_out: xml})
+    if params is not None:
         print(f"wrote {args.params_out}")
     if xml is not None:
-        atomic_write_text(args.urdf_out, xml)
         print(f"wrote {args.urdf_out} (reloaded: max parameter difference {err:.2e}, "
               f"consistency check: {len(check_physical_consistency(check.inertial_parameters()))} problems)")
     return 0

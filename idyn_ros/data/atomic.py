@@ -13,7 +13,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import BinaryIO
 
-__all__ = ["atomic_write_bytes", "atomic_write_text", "atomic_writer", "replace_durably"]
+__all__ = ["atomic_write_bytes", "atomic_write_text", "atomic_writer", "replace_durably", "write_together"]
 
 
 def _fsync_dir(folder: Path) -> None:
@@ -68,3 +68,28 @@ def atomic_write_bytes(path: str | Path, data: bytes) -> None:
 def atomic_write_text(path: str | Path, text: str) -> None:
     """``atomic_write_bytes`` for UTF-8 text (metrics.json, result files, parameter files, URDFs)."""
     atomic_write_bytes(path, text.encode("utf-8"))
+
+
+def write_together(texts: dict[str | Path | None, str | None]) -> None:
+    """Write each path's UTF-8 text (a None path or text is skipped): every file is complete and synced on disk
+    before the first one replaces its old content, so a failed write (a full disk) changes none of them."""
+    done: list[tuple[Path, Path]] = []
+    try:
+        for path, text in texts.items():
+            if path is None or text is None:
+                continue
+            final = Path(path)
+            final.parent.mkdir(parents=True, exist_ok=True)
+            tmp = final.with_name(f".{final.name}.{secrets.token_hex(4)}.tmp")
+            done.append((tmp, final))
+            with open(tmp, "xb") as f:
+                f.write(text.encode("utf-8"))
+                f.flush()
+                os.fsync(f.fileno())
+    except BaseException:
+        for tmp, _ in done:
+            tmp.unlink(missing_ok=True)
+        raise
+    for tmp, final in done:
+        os.replace(tmp, final)
+        _fsync_dir(final.parent)

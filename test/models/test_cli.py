@@ -367,3 +367,28 @@ def test_identify_that_refuses_its_urdf_writes_no_parameters_either(files, tmp_p
     assert rc == 2 and params.read_text() == "the user's" and not (tmp_path / "new").exists()
     err = _one_line(capsys)
     assert "physically inconsistent" in err and "nothing written (drop --urdf-out to write --params-out alone)" in err
+
+
+def test_identify_writes_both_files_or_neither(files, tmp_path, capsys, monkeypatch):
+    """--params-out was replaced before the URDF was written, so a full disk at the URDF left the user a new
+    parameter file next to an old URDF."""
+    import errno
+    import os
+
+    params, urdf = tmp_path / "p.json", tmp_path / "x.urdf"
+    params.write_text("the user's parameters")
+    urdf.write_text("the user's urdf")
+    real_fsync, calls = os.fsync, []
+
+    def full_at_the_second(fd: int) -> None:
+        calls.append(fd)
+        if len(calls) == 2:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", full_at_the_second)
+    assert main(["identify", "--robot", "iiwa14", "--data", files[0], "--method", "sdp", "--params-out", str(params),
+                 "--urdf-out", str(urdf)]) == 1
+    assert "No space left on device" in _one_line(capsys)
+    assert params.read_text() == "the user's parameters" and urdf.read_text() == "the user's urdf"
+    assert sorted(os.listdir(tmp_path)) == ["p.json", "x.urdf"]  # no temp file left either
