@@ -5,17 +5,19 @@ idyn_ros/dynamics/payload.py). The arm's own dynamics come from a recording with
 are identified in one least-squares problem, the payload is the difference at the flange body) or from a trained
 model of the bare arm (--model). Plain least squares first; when its result is not physically consistent (mass <= 0,
 inertia not positive definite, triangle inequalities) the constrained solve is reported instead. Play an excitation
-from `idyn excite --payload` for both recordings. --vendor-out is written atomically after the identification: a
-run that fails, is refused or is interrupted leaves an earlier file there as it was, no part of one, and no empty
-folder it created.
+from `idyn excite --payload` for both recordings. The result ends in a verdict: a payload, no payload (the mass is
+within 3 sigma of zero), or undetermined (the data do not excite the payload's parameters, or the result is not
+physical). --vendor-out is written atomically after the identification, and only for a payload: a run that fails, is
+refused, is interrupted or finds no payload leaves an earlier file there as it was, no part of one, and no empty
+folder it created (exit 2 when the verdict is not a payload, after printing the result).
 """
 
 from __future__ import annotations
 
 import argparse
+from typing import Any
 
 DEFAULT_FRICTION = "coulomb,viscous,offset"
-NO_PAYLOAD_KG = 0.02  # below this (or 3 sigma) the mass is no payload: its CoM, mass moment / mass, is noise
 
 HELP = "identify a flange payload (mass, CoM, inertia) from recordings with and without it, or with a bare-arm model"
 
@@ -27,7 +29,8 @@ EPILOG = """examples:
 
 --json prints exactly: mass_kg, mass_std_kg, com_m, com_std_m (flange frame), inertia_kgm2, inertia_std_kgm2
 ([ixx, ixy, ixz, iyy, iyz, izz] about the CoM, flange axes) and consistency (least_squares_consistent, problems,
-solve: least_squares | constrained, condition_number). --vendor-out writes the result as Franka SetLoad, UR
+solve: least_squares | constrained, condition_number), verdict (result: payload | no payload | undetermined,
+reason). --vendor-out writes the result as Franka SetLoad, UR
 set_target_payload, KUKA load data and this package's xacro payload arguments.
 """
 
@@ -91,6 +94,7 @@ def _identify(args: argparse.Namespace) -> int:
     from idyn_ros.control import payload as cp
     from idyn_ros.dynamics.friction import parse_kinds
     from idyn_ros.dynamics.payload import vendor_formats
+    from idyn_ros.errors import IdentificationError
     from idyn_ros.models.sources import load_recordings, load_robot
 
     robot = load_robot(args.robot)
@@ -102,22 +106,28 @@ def _identify(args: argparse.Namespace) -> int:
     else:
         est = cp.identify_with_model(robot, with_payload, cp.artifact_predictor(robot, args.model), args.rate,
                                      args.cutoff, offsets=not args.no_offsets)
-    if args.vendor_out:
+    verdict, why = cp.payload_verdict(est)
+    if args.vendor_out and verdict == "payload":
         from idyn_ros.data.atomic import atomic_write_text
 
         atomic_write_text(args.vendor_out, json.dumps({**est.to_json(), "robot": robot.name,
                                                        "flange_frame": robot.flange_frame,
                                                        **vendor_formats(est.payload)}, indent=2) + "\n")
     if args.json:
-        print(json.dumps(est.to_json(), indent=2))
-        return 0
+        print(json.dumps({**est.to_json(), "verdict": {"result": verdict, "reason": why}}, indent=2))
+    else:
+        _print_result(args, robot, est, verdict, why)
+    if args.vendor_out and verdict != "payload":  # after the result, which says why
+        raise IdentificationError(f"{args.vendor_out} not written: {_verdict_line(verdict, why)}")
+    return 0
+
+
+def _print_result(args: argparse.Namespace, robot: Any, est: Any, verdict: str, why: str) -> None:
+    """The human-readable result: the estimate with its standard deviations, then the verdict."""
     p = est.payload
     print(f"{robot.name}: {est.n_samples} samples ({est.info['mode']}: "
           + ("recordings with and without the payload" if args.reference else f"bare-arm model {args.model}") + ")")
     print(f"mass     {p.mass:.4f} +- {est.mass_std:.4f} kg")
-    if p.mass < max(3.0 * est.mass_std, NO_PAYLOAD_KG):
-        print(f"no payload detected: the mass is within {max(3.0 * est.mass_std, NO_PAYLOAD_KG):.3f} kg of zero, so "
-              "the CoM and inertia below mean nothing (was the payload on in --data, and off in --reference?)")
     print("CoM      " + "  ".join(f"{1e3 * c:+.2f}" for c in p.com) + "  mm (flange frame)  +- "
           + " ".join(f"{1e3 * s:.2f}" for s in est.com_std))
     print("inertia  " + "  ".join(f"{v:+.5f}" for v in p.inertia) + "  kg m^2 (ixx ixy ixz iyy iyz izz, about the CoM)")
@@ -129,6 +139,11 @@ def _identify(args: argparse.Namespace) -> int:
     else:
         print("least squares NOT physically consistent (" + "; ".join(est.ls_problems)
               + "): reporting the constrained solve")
-    if args.vendor_out:
+    print(f"verdict: {_verdict_line(verdict, why)}")
+    if args.vendor_out and verdict == "payload":
         print(f"wrote {args.vendor_out} (Franka SetLoad, UR set_target_payload, KUKA load data, xacro arguments)")
-    return 0
+
+
+def _verdict_line(verdict: str, why: str) -> str:
+    """"payload", "no payload detected: ..." or "undetermined: ...": the verdict once, then its reason."""
+    return {"payload": "payload", "no payload": why}.get(verdict, f"{verdict}: {why}")

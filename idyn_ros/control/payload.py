@@ -55,9 +55,10 @@ SPEED = 0.5  # fraction of the velocity and acceleration limits the design may u
 # reference node that refused the plan leaves the arm holding, and a recording of an arm at rest solved to 1.4 kg at
 # -195 mm, condition 6e4).
 MIN_EXCURSION_FRACTION = 0.5  # measured joint travel (sum of per-joint ranges) below half the planned: not played
-# Applied only when the data determined it (``apply_problem``; decision): the designed excitations give 27-200 on the
+# Applied only when the data determined it (``payload_verdict``; decision): the designed excitations give 27-200 on the
 # plant (docs/benchmarks.md, payload), an arm that did not move 6e4; 1e3 leaves 5x headroom over the worst good run.
 MAX_APPLY_CONDITION = 1e3
+NO_PAYLOAD_KG = 0.02  # below this (or 3 sigma) the mass is no payload: its CoM, mass moment / mass, is noise
 
 
 def _lowpass_decimate(t: np.ndarray, arrays: Sequence[np.ndarray], rate_hz: float,
@@ -184,7 +185,8 @@ def artifact_predictor(model: Any, path: str | Path) -> Callable[[Any], np.ndarr
         raise DatasetError(f"model {path} not found; `idyn train ... --out DIR` writes DIR/model.onnx")
 
     def predict(rec: Any) -> np.ndarray:
-        ff = FeedforwardComputer(model, path, "none", rec.rate_hz)
+        ff = FeedforwardComputer(model, path, "none", rec.rate_hz,
+                                 advice=f"give --model an artifact exported for {model.name}")
         ff.warm_up(rec.q[0], rec.dq[0], rec.ddq[0])
         out = np.empty_like(rec.tau)
         for k in range(len(rec.t)):
@@ -301,22 +303,32 @@ def excitation_problem(t_plan: np.ndarray, q_plan: np.ndarray, t_rec: np.ndarray
     return None
 
 
-def apply_problem(est: PayloadEstimate) -> str | None:
-    """None, or why the estimate must not be applied: the data did not determine it (condition number above
-    MAX_APPLY_CONDITION), or the payload itself is not physically consistent or is implausible. (A plain least-squares
-    solution that was not consistent is normal with real data, the small inertia being noisy: the reported payload is
-    then the constrained solve, which is checked here like any other.)"""
+def payload_verdict(est: PayloadEstimate) -> tuple[str, str]:
+    """("payload" | "no payload" | "undetermined", why): what an estimate says; only a payload is applied or written
+    as vendor forms.
+
+    Undetermined first: the data did not excite it (condition number above MAX_APPLY_CONDITION; an arm at rest solves
+    to some mass with a small-looking band, a standstill UR5 recording 15.4 +- 5.2 kg at condition 3e5, which is no
+    evidence of an empty flange). Then no payload: a mass within 3 sigma (or NO_PAYLOAD_KG) of zero, whose CoM is noise.
+    Then the payload itself must be physically consistent and plausible. (A plain least-squares solution that was not
+    consistent is normal with real data, the small inertia being noisy: the reported payload is then the constrained
+    solve, which is checked here like any other.)"""
     from idyn_ros.dynamics.inertia import check_physical_consistency
     from idyn_ros.dynamics.payload import payload_phi
 
     if not est.condition_number <= MAX_APPLY_CONDITION:
-        return (f"the data did not determine the payload: condition number {est.condition_number:.3g} is above "
-                f"{MAX_APPLY_CONDITION:g} (did the arm play the excitation with the payload on?)")
+        return "undetermined", (f"the data did not determine the payload: condition number "
+                                f"{est.condition_number:.3g} is above {MAX_APPLY_CONDITION:g} (did the arm play the "
+                                "excitation with the payload on?)")
+    band = max(3.0 * est.mass_std, NO_PAYLOAD_KG)
+    if est.payload.mass < band:
+        return "no payload", (f"no payload detected: the mass is within {band:.3f} kg of zero, so the CoM and "
+                              "inertia mean nothing (was the payload on in the data, and off in the reference?)")
     problems = check_physical_consistency(payload_phi(est.payload), tol=1e-9, names=["payload"])
     if problems:
-        return f"the payload is not physically consistent: {'; '.join(problems)}"
+        return "undetermined", f"the payload is not physically consistent: {'; '.join(problems)}"
     implausible = est.payload.implausible()
-    return f"the payload is implausible: {implausible}" if implausible else None
+    return ("undetermined", f"the payload is implausible: {implausible}") if implausible else ("payload", "")
 
 
 def excitation_plan(q_now: np.ndarray, excitation: Any, limits: Any, rate_hz: float, move_speed: float = 0.2,

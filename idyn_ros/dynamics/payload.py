@@ -235,8 +235,8 @@ def _project_out(nuisance: np.ndarray, *blocks: np.ndarray) -> tuple[tuple[np.nd
 @dataclass
 class PayloadEstimate:
     """An identified payload. ``payload`` is the physically consistent result (the constrained solve when plain
-    least squares was not consistent); standard deviations (mass kg, CoM m, inertia kg m^2 in URDF order) are those
-    of the (weighted) least-squares solution."""
+    least squares was not consistent); standard deviations (mass kg, CoM m, inertia kg m^2 in URDF order) are the
+    (weighted) least-squares covariance mapped to ``payload``'s mass, CoM and inertia."""
 
     payload: Any
     mass_std: float
@@ -260,10 +260,13 @@ class PayloadEstimate:
     def to_json(self) -> dict[str, Any]:
         """The CLI's ``--json`` (exactly these keys)."""
         p = self.payload
+        def finite(x: float) -> float | None:  # JSON has no infinity: an undetermined std is null
+            return float(x) if math.isfinite(x) else None
+
         return {
-            "mass_kg": p.mass, "mass_std_kg": float(self.mass_std),
-            "com_m": list(p.com), "com_std_m": [float(x) for x in self.com_std],
-            "inertia_kgm2": list(p.inertia), "inertia_std_kgm2": [float(x) for x in self.inertia_std],
+            "mass_kg": p.mass, "mass_std_kg": finite(self.mass_std),
+            "com_m": list(p.com), "com_std_m": [finite(x) for x in self.com_std],
+            "inertia_kgm2": list(p.inertia), "inertia_std_kgm2": [finite(x) for x in self.inertia_std],
             "consistency": {"least_squares_consistent": self.physically_consistent,
                             "problems": list(self.ls_problems), "solve": self.solve,
                             "condition_number": float(self.condition_number)},
@@ -380,7 +383,11 @@ def solve_payload(Ap: np.ndarray, tau: np.ndarray, nuisance: np.ndarray | None =
         Q, R = np.linalg.qr(A)
         phi = _constrained(R, Q.T @ b)
         solve = "constrained"
-    std = _barycentric_std(phi_ls, cov)
+    # linearised at the reported payload, not at phi_ls: at a least-squares mass of -5.6 kg the CoM of a reported
+    # 0.07 kg came out +- 1.3 mm; the CoM of a near-zero mass is undetermined and its std says so
+    with np.errstate(divide="ignore", invalid="ignore"):
+        std = _barycentric_std(phi, cov)
+    std = np.where(np.isfinite(std), std, math.inf)
     est = PayloadEstimate(payload_from_phi(phi), float(std[0]), std[1:4], std[4:], phi, phi_ls, cov, problems, solve,
                           regressor_condition(Ap, nuisance), np.sqrt((resid**2).mean(0)), N)
     est.info["row_weights"] = weights.tolist()

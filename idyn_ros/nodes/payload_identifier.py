@@ -13,8 +13,9 @@ The plan starts from the reference node's current q_d (``reference_topic``), whe
 JointTrajectory from, once it holds (the measured pose sags below it: a plan from there began with a step the
 reference refused). The call fails, nothing recorded, identified or applied and the baseline kept, when the reference
 node logs that it refused the plan (/rosout) or the recording shows the arm did not play it
-(``control.payload.excitation_problem``); an estimate the data did not determine or that is not physically
-consistent (``control.payload.apply_problem``) answers success=false with its numbers and is never applied.
+(``control.payload.excitation_problem``); an estimate the data did not determine, that is not physically consistent
+or that finds no payload (``control.payload.payload_verdict``) answers success=false with its numbers and is never
+applied.
 
 Decisions: the service callback is a coroutine (rclpy awaits it) in a reentrant callback group, so the executor
 keeps serving the joint states, the clients and other services while the excitation plays; the solve itself (a
@@ -310,10 +311,10 @@ class PayloadIdentifierNode(Node):
         else:
             est = cp.identify_with_model(self.robot, [rec], cp.artifact_predictor(self.robot, v.model_path))
         self._fill(response, est)
-        refused = cp.apply_problem(est)
-        if refused:  # the estimate stays in the response for inspection, nowhere else
+        verdict, why = cp.payload_verdict(est)
+        if verdict != "payload":  # the estimate stays in the response for inspection, nowhere else
             response.success = False
-            response.message += f"; NOT applied: {refused}"
+            response.message += f"; NOT applied: {why}"
             self.get_logger().error(response.message)
             self.diag.set(Diagnostics.WARN, response.message, publish=True)
             return
@@ -344,8 +345,9 @@ class PayloadIdentifierNode(Node):
         response.condition_number = float(est.condition_number)
         vendor = vendor_formats(p)
         response.vendor_json = json.dumps(vendor)
-        self.last_result = {**est.to_json(), "robot": self.robot.name, "flange_frame": self.robot.flange_frame,
-                            **vendor}
+        verdict, why = cp.payload_verdict(est)
+        self.last_result = {**est.to_json(), "verdict": {"result": verdict, "reason": why}, "robot": self.robot.name,
+                            "flange_frame": self.robot.flange_frame, **vendor}
         response.message = (f"{describe_payload(p)} (+- {est.mass_std:.3f} kg), {est.solve}, condition number "
                             f"{est.condition_number:.0f}")
         self.get_logger().info(response.message)

@@ -130,7 +130,8 @@ def test_cli_identify_with_reference_prints_the_json_keys(arms: tuple[RobotModel
                  "--vendor-out", str(vendor)]) == 0
     out = json.loads(capsys.readouterr().out)
     assert set(out) == {"mass_kg", "mass_std_kg", "com_m", "com_std_m", "inertia_kgm2", "inertia_std_kgm2",
-                        "consistency"}
+                        "consistency", "verdict"}
+    assert out["verdict"] == {"result": "payload", "reason": ""}
     assert out["mass_kg"] == pytest.approx(TRUTH.mass, rel=0.02)
     assert np.linalg.norm(np.subtract(out["com_m"], TRUTH.com)) < 0.005
     written = json.loads(vendor.read_text())
@@ -213,7 +214,7 @@ def test_excitation_problem_tells_a_played_run_from_a_held_arm() -> None:
     assert cp.excitation_problem(t_plan, q_plan, t_rec, late) is None  # played, only later: identifies fine
 
 
-def test_apply_problem_refuses_an_undetermined_or_unphysical_estimate() -> None:
+def test_the_verdict_refuses_an_undetermined_unphysical_or_absent_payload() -> None:
     from idyn_ros.dynamics.payload import PayloadEstimate
 
     def estimate(payload: Payload, condition: float, ls_problems: tuple[str, ...] = ()) -> PayloadEstimate:
@@ -221,10 +222,17 @@ def test_apply_problem_refuses_an_undetermined_or_unphysical_estimate() -> None:
                                ls_problems, "constrained" if ls_problems else "least_squares", condition, np.zeros(7),
                                100)
 
-    assert cp.apply_problem(estimate(TRUTH, 80.0)) is None
-    assert "condition number 6.15e+04" in cp.apply_problem(estimate(TRUTH, 61542.0))
-    assert "implausible" in cp.apply_problem(estimate(Payload(1.0, (3.0, 0.0, 0.0), (0.01, 0.0, 0.0, 0.01, 0.0, 0.01)),
-                                                      80.0))
+    assert cp.payload_verdict(estimate(TRUTH, 80.0)) == ("payload", "")
+    verdict, why = cp.payload_verdict(estimate(TRUTH, 61542.0))
+    assert verdict == "undetermined" and "condition number 6.15e+04" in why
+    far = Payload(1.0, (3.0, 0.0, 0.0), (0.01, 0.0, 0.0, 0.01, 0.0, 0.01))
+    assert cp.payload_verdict(estimate(far, 80.0))[0] == "undetermined"
+    assert "implausible" in cp.payload_verdict(estimate(far, 80.0))[1]
+    # 25 g against a 10 g sigma: within 3 sigma of zero, and the condition alone decides first
+    grams = Payload(0.025, (1.0, 0.0, 0.0), (1e-5, 0.0, 0.0, 1e-5, 0.0, 1e-5))
+    verdict, why = cp.payload_verdict(estimate(grams, 80.0))
+    assert verdict == "no payload" and "within 0.030 kg of zero" in why
+    assert cp.payload_verdict(estimate(grams, 61542.0))[0] == "undetermined"
     # decision: a plain least-squares solution with a slightly non-PSD inertia is what every plant run of the bench
     # gives (docs/benchmarks.md): the constrained payload reported then (consistent by construction) may be applied
-    assert cp.apply_problem(estimate(TRUTH, 80.0, ("payload: inertia about the CoM is not PSD",))) is None
+    assert cp.payload_verdict(estimate(TRUTH, 80.0, ("payload: inertia about the CoM is not PSD",)))[0] == "payload"

@@ -107,6 +107,48 @@ def test_cli_says_when_there_is_no_payload_to_identify(tmp_path: Path, panda: Ro
     assert "no payload detected" not in capsys.readouterr().out
 
 
+def test_vendor_forms_are_written_for_a_payload_only(tmp_path: Path, panda: RobotModel,
+                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    """--json and --vendor-out gave a few grams at a CoM a metre away as a ready-to-paste set_target_payload, with
+    the text mode's "no payload detected" nowhere in either."""
+    import json
+
+    from idyn_ros.cli import main
+
+    data, vendor = _write(tmp_path, panda), tmp_path / "out" / "load.json"
+    args = ["payload", "identify", "--robot", "panda", "--data", data, "--reference", data, "--vendor-out", str(vendor)]
+    assert main([*args, "--json"]) == 2
+    out, err = capsys.readouterr()
+    assert json.loads(out)["verdict"]["result"] == "no payload" and "no payload detected" in out
+    assert f"{vendor} not written: no payload detected" in err and not vendor.parent.exists()
+    assert main(args) == 2
+    assert "verdict: no payload detected: the mass is within" in capsys.readouterr().out
+
+
+def test_an_arm_that_hardly_moved_determines_no_payload(tmp_path: Path, panda: RobotModel,
+                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    """A UR5 standing still (condition 3e5) came out "no payload: the mass is within 15.457 kg of zero", which is
+    no evidence of an empty flange: the data determine nothing."""
+    import json
+
+    from idyn_ros.cli import main
+    from idyn_ros.data.dataset import Dataset
+
+    t = np.arange(0.0, 6.0, 1.0 / RATE_HZ)
+    centre = 0.5 * (np.asarray(panda.lower) + np.asarray(panda.upper))
+    files = []
+    for name, arm in (("with", panda.with_payload(TRUTH)), ("without", panda)):
+        q = centre + 0.01 * np.sin(2 * np.pi * 0.3 * t[:, None] + np.arange(panda.n)[None, :])  # 0.6 deg
+        dq = np.gradient(q, t, axis=0)
+        tau = arm.rnea(q, dq, _ddq_from_dq(t, dq)) + np.random.default_rng(len(files)).normal(size=q.shape) * 0.05
+        files.append(str(Dataset(t=t, q=q, dq=dq, tau=tau, joint_names=panda.joint_names, robot="panda")
+                         .save(tmp_path / f"{name}.npz")))
+    assert main(["payload", "identify", "--robot", "panda", "--data", files[0], "--reference", files[1],
+                 "--json"]) == 0
+    verdict = json.loads(capsys.readouterr().out)["verdict"]
+    assert verdict["result"] == "undetermined" and "did not determine" in verdict["reason"], verdict
+
+
 def test_cli_refuses_a_vendor_out_it_cannot_write_before_identifying(tmp_path: Path, panda: RobotModel,
                                                                      capsys: pytest.CaptureFixture[str],
                                                                      monkeypatch: pytest.MonkeyPatch) -> None:

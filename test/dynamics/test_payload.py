@@ -152,6 +152,19 @@ def test_data_that_do_not_excite_the_payload_are_refused() -> None:
         P.solve_payload(P.joint_regressor(arm, q, zero, zero), P.payload_torque(arm, PAYLOAD, q, zero, zero))
 
 
+def test_the_standard_deviations_belong_to_the_reported_payload_not_to_least_squares() -> None:
+    """Noise alone: least squares gives -11 g, the constrained solve 0.2 g, and the CoM of 0.2 g was reported
+    +- 0.6 m, the std of the -11 g point; the CoM of next to no mass is undetermined, and its std must say so."""
+    arm = RobotModel.from_robot("ur5")
+    q, dq, ddq = arm.random_states(40, 12)
+    tau = np.random.default_rng(4).normal(size=(40, arm.n)) * 0.5
+    est = P.solve_payload(P.joint_regressor(arm, q, dq, ddq), tau)
+    assert est.solve == "constrained" and est.phi_ls[0] < 0 < est.payload.mass < est.mass_std
+    assert est.com_std.min() > 10.0  # metres: nothing is known of where a 0.2 g mass sits
+    json_std = est.to_json()["com_std_m"]
+    assert all(x is None or x > 10.0 for x in json_std)
+
+
 def test_json_keys() -> None:
     arm = RobotModel.from_robot("ur5")
     est = P.solve_payload(*_data(arm, 40, 12))
