@@ -262,12 +262,8 @@ def to_dataset(
         raise DatasetError(f"{raw.source}: the joint map {mapping} renames several joints to the same name: {sources}")
     if any(n.startswith("#") for n in names):  # numbered columns: position decides
         if target is not None and len(target) != len(names):
-            raise DatasetError(
-                f"{raw.source} has {len(names)} unnamed joint columns but the robot has {len(target)} joints "
-                f"{list(target)}; "
-                + option_hint("--joints", ",".join(f"J{i + 1}" for i in range(len(names))), keyword="joint_names=[...]")
-            )
-        names = list(target) if target is not None else [f"joint{i + 1}" for i in range(len(names))]
+            raise unnamed_count_error(raw.source, len(names), list(target))
+        names = list(target) if target is not None else placeholder_joint_names(len(names))
         report.notes.append(f"{UNNAMED_NOTE}: assigned by position to " + ", ".join(names))
     if target is None:
         target = tuple(names)
@@ -616,13 +612,30 @@ def _prefix_hint(have: list[str], want: list[str]) -> str:
     return f"{have[0]}={want[0]}" if have and want else "old=new"
 
 
+def unnamed_count_error(source: str, n: int, robot_joints: list[str]) -> DatasetError:
+    """Unnamed columns that cannot be the robot's joints by position: fewer is another robot; more may be extras."""
+    what = f"{source} has {n} unnamed joint columns but the robot has {len(robot_joints)} joints {robot_joints}"
+    if n < len(robot_joints):
+        return DatasetError(f"{what}: it is another robot's recording; pick that robot")
+    return DatasetError(f"{what}: another robot's recording (pick that robot), or this one's with extra columns (a "
+                        "gripper): name them all in the recorded order, so that the robot's are found by name: "
+                        + option_hint("--joints", ",".join(f"J{i + 1}" for i in range(n)), keyword="joint_names=[...]"))
+
+
+def placeholder_joint_names(n: int) -> list[str]:
+    """The names unnamed columns get when no robot says which joints they are (position still decides later)."""
+    return [f"joint{i + 1}" for i in range(n)]
+
+
 def _check_nan(values: np.ndarray, stamps_ns: np.ndarray, name: str, joints, source: str) -> None:
-    bad = np.isnan(values)
+    bad = ~np.isfinite(values)  # an inf too: resampling smeared it over two samples and blamed the one before
     if bad.any() and not bad.all(axis=0).any():
         r, c = np.argwhere(bad)[0]
         where = f"joint {joints[c]!r}" if joints is not None else f"component {c}"
+        nan = np.isnan(values[bad])
+        kind = "NaN" if nan.all() else "inf" if not nan.any() else "NaN or inf"
         raise DatasetError(
-            f"{source}: {int(bad.sum())} NaN value(s) in {name}, first at sample {r} "
+            f"{source}: {int(bad.sum())} {kind} value(s) in {name}, first at sample {r} "
             f"(stamp {int(stamps_ns[r])} ns), {where}; cut or clean the recording"
         )
     if bad.all(axis=0).any() and not bad.all():
@@ -760,6 +773,11 @@ def _import_source(
             if duplicated(names):
                 raise DatasetError(f"{path}: the joint map {mapping} renames several joints to {duplicated(names)}")
             wanted = robot_joint_order(joint_names, target, label) if joint_names else list(target or ())
+            if (wanted and not mapping and any(x.startswith(UNNAMED_NOTE) for x in dataset.notes)
+                    and names == placeholder_joint_names(len(names))):  # imported without a robot: position decides
+                if len(wanted) != len(names):
+                    raise unnamed_count_error(str(path), len(names), wanted)
+                names = list(wanted)
             names, note = read_as_robot(names, wanted)
             dataset.joint_names = tuple(names)
             report = ImportReport(str(path), len(dataset), len(dataset), notes=[note] if note else [])

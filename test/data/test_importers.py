@@ -155,6 +155,15 @@ def test_nan_error_names_sample_and_joint() -> None:
         to_dataset(raw)
 
 
+def test_an_inf_is_named_at_its_own_sample() -> None:
+    """An inf slipped past the NaN check into resampling, which reported 2 non-finite values from the sample before."""
+    raw = _raw(np.arange(10) * 1_000_000 + np.array([0, 3, -2, 4, 0, -3, 2, 1, -1, 0]) * 10_000)  # jitter: resampled
+    raw.signals["q"] = raw.signals["q"].copy()
+    raw.signals["q"][6, 0] = np.inf
+    with pytest.raises(DatasetError, match=r"1 inf value\(s\) in q, first at sample 6 .*joint 'j1'"):
+        to_dataset(raw)
+
+
 def test_foreign_npz_columns_and_contract_roundtrip(tmp_path: Path) -> None:
     stamps, q, dq, tau = synthetic_motion(300, rate=200.0, n=7, t0_ns=1_460_000_000_000_000_000)
     np.savez(
@@ -180,6 +189,24 @@ def test_foreign_npz_columns_and_contract_roundtrip(tmp_path: Path) -> None:
     # a contract npz can be reordered by name on load
     rev = load_dataset(path, joint_names=names[::-1])
     np.testing.assert_array_equal(rev.q, ds.q[:, ::-1])
+
+
+def test_columns_imported_without_names_stay_positional_in_the_saved_dataset(tmp_path: Path) -> None:
+    """Imported without --robot, the columns were saved as joint1..joint7, and training on a robot then called the
+    file another robot's recording (the raw file trained, taken by position)."""
+    from idyn_ros.dynamics import RobotModel
+
+    stamps, q, dq, tau = synthetic_motion(300, rate=200.0, n=7)
+    np.savez(tmp_path / "raw.npz", times=stamps / 1e9, positions=q, velocities=dq, torques=tau)
+    ds, _ = import_source(tmp_path / "raw.npz")
+    assert ds.joint_names == tuple(f"joint{i + 1}" for i in range(7))
+    saved = ds.save(tmp_path / "saved.npz")
+    iiwa = RobotModel.from_robot("iiwa14").joint_names
+    again, _ = import_source(saved, robot="iiwa14")
+    assert again.joint_names == tuple(iiwa)
+    np.testing.assert_array_equal(again.q, ds.q)
+    with pytest.raises(DatasetError, match=r"7 unnamed joint columns but the robot has 6 joints.*another robot's"):
+        import_source(saved, robot="ur5")
 
 
 def test_dataset_validation_and_select() -> None:

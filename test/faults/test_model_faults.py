@@ -309,7 +309,8 @@ def test_data_of_another_robot_is_refused(iiwa, panda, files, tmp_path, capsys):
     # another joint count
     assert main([*base, "--data", panda_named, "--val", six_unnamed]) == 2
     err = _err(capsys)
-    assert six_unnamed in err and "6 unnamed joint columns" in err
+    assert six_unnamed in err and "6 unnamed joint columns" in err and "another robot's recording; pick" in err
+    assert "--joints" not in err  # six columns cannot name seven joints
     # named data of another robot
     assert main([*base, "--data", files["a"]]) == 2
     err = _err(capsys)
