@@ -92,9 +92,21 @@ def attach_negative_lists(argv: list[str]) -> list[str]:
 DISK_ERRORS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EACCES, errno.EPERM, errno.EROFS})
 
 
+def _innermost_parser(parser: argparse.ArgumentParser, args: argparse.Namespace) -> argparse.ArgumentParser:
+    """The (sub)subcommand parser ``args`` came through: its usage is the one a wrong option needs."""
+    while True:
+        action = next((a for a in parser._actions if isinstance(a, argparse._SubParsersAction)), None)
+        chosen = None if action is None else action.choices.get(getattr(args, action.dest, None))
+        if chosen is None:
+            return parser
+        parser = chosen
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(attach_negative_lists(sys.argv[1:] if argv is None else list(argv)))
+    args, unknown = parser.parse_known_args(attach_negative_lists(sys.argv[1:] if argv is None else list(argv)))
+    if unknown:  # argparse says it with the top-level usage ("usage: idyn [-h] COMMAND ..."): say it as the command
+        _innermost_parser(parser, args).error(f"unrecognized arguments: {' '.join(unknown)}")
     try:
         return int(args._run(args) or 0)
     except KeyboardInterrupt:

@@ -18,6 +18,7 @@ what really differs per robot.
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import json
 import math
 import types
@@ -527,8 +528,9 @@ class RecorderParams(NodeParams):
     output: str = param("", "bag folder to create (required, must not exist)", read_only=True)
     storage: str = param("mcap", "rosbag2 storage: mcap | sqlite3", choices=("mcap", "sqlite3"), read_only=True)
     topics: tuple[str, ...] = param(("/joint_states",), "topics to record", read_only=True)
-    qos_depth: int = param(10000, "subscription queue depth (RELIABLE): what a slow disk may fall behind by", lo=1,
-                           hi=1000000, read_only=True)
+    qos_depth: int = param(10000, "subscription queue depth per topic (KEEP_LAST; RELIABLE when all of the topic's "
+                           "publishers are, else BEST_EFFORT): what a slow disk may fall behind by", lo=1, hi=1000000,
+                           read_only=True)
     flush_period: float = param(0.5, "s between flushes to disk (what a SIGKILL can lose at most)", lo=0.01,
                                 hi=60.0, read_only=True)
 
@@ -648,14 +650,19 @@ def render_markdown() -> str:
         base = [b.__name__ for b in cls.__mro__[1:] if b not in (NodeParams, object) and dataclasses.is_dataclass(b)]
         lines += [f"## {name}", ""]
         if cls.__doc__ and not cls.__doc__.startswith(cls.__name__):
-            lines += [cls.__doc__.strip().splitlines()[0], ""]
+            lines += [_summary(cls), ""]
         if base:
             lines += [f"Also: the parameters of {', '.join(f'`{b}`' for b in base)}.", ""]
         lines += _rows(own)
     for cls in (RobotParams, CommonParams):
         own = [p for p in cls.table() if not _inherited(cls, p.attr)]
-        lines += [f"## `{cls.__name__}`", "", cls.__doc__.strip().splitlines()[0], "", *_rows(own)]
+        lines += [f"## `{cls.__name__}`", "", _summary(cls), "", *_rows(own)]
     return "\n".join(lines).rstrip() + "\n"
+
+
+def _summary(cls: type) -> str:
+    """The docstring's first paragraph on one line (its first line alone cuts a wrapped sentence)."""
+    return " ".join(inspect.cleandoc(cls.__doc__).split("\n\n")[0].split())
 
 
 def _inherited(cls: type, attr: str) -> bool:

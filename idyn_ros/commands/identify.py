@@ -23,6 +23,7 @@ import argparse
 from pathlib import Path
 
 HELP = "identify inertial + friction parameters (ols, wls, sdp, diffbary, logchol) -> URDF"
+DEFAULT_FRICTION = "coulomb,viscous,offset"  # also `idyn train`'s
 
 EPILOG = """examples:
   idyn identify --robot kuka_lwr4.urdf --data measurements_1.npz --method sdp --urdf-out kuka_id.urdf
@@ -52,10 +53,11 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="recordings (rosbag2 folder, .db3, .mcap, .npz, .csv)")
     parser.add_argument("--method", choices=["ols", "wls", "sdp", "diffbary", "logchol"], default="sdp",
                         help="identification method (default: sdp)")
-    parser.add_argument("--friction", default="coulomb,viscous,offset",
-                        help="friction kinds, comma separated or 'none' (default: coulomb,viscous,offset)")
+    parser.add_argument("--friction", default=DEFAULT_FRICTION,
+                        help=f"friction kinds, comma separated or 'none' (default: {DEFAULT_FRICTION})")
     add_prior_arguments(parser)
-    parser.add_argument("--solver", choices=["CLARABEL", "SCS"], default="CLARABEL", help="SDP solver")
+    parser.add_argument("--solver", choices=["CLARABEL", "SCS"], default="CLARABEL",
+                        help="SDP solver (default: CLARABEL)")
     parser.add_argument("--urdf-out", metavar="X.urdf",
                         help="write the identified model as a URDF (an ols or wls fit with a physically inconsistent "
                              "body is refused, and then --params-out is not written either)")

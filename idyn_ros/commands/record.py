@@ -2,6 +2,7 @@
 
 Stops on Ctrl-C / SIGTERM (drains what is queued and closes a complete bag) or after --duration.
 After a hard kill, `idyn dataset import BAG --recover` reads everything up to the last flush.
+A topic that got no message (no publisher seen) is named in a warning and the exit code is 1; the bag is kept.
 """
 
 from __future__ import annotations
@@ -32,13 +33,21 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    import os
+    import sys
+    from pathlib import Path
+
     from tqdm import tqdm
 
     from idyn_ros.commands import writable_output
-    from idyn_ros.nodes.recorder import run_recorder
+    from idyn_ros.errors import ParameterError
+    from idyn_ros.nodes.recorder import parse_topic, run_recorder
 
     if args.output:  # else the ROS parameter output:= names it (the recorder checks that one)
         writable_output(args.output, "-o", folder=True)
+        if Path(args.output).exists():  # before the progress bar, which the recorder's own refusal came after
+            raise ParameterError(f"-o {args.output} exists already; choose a new output folder (bags are never "
+                                 "overwritten)")
     bar = tqdm(desc="recorded", unit="msg", disable=args.quiet)
 
     def progress(counts: dict[str, int]) -> None:
@@ -50,4 +59,11 @@ def run(args: argparse.Namespace) -> int:
     finally:
         bar.close()
     print(f"wrote {args.output}: " + (", ".join(f"{t} {c} messages" for t, c in counts.items()) or "no topic seen"))
+    silent = [name for name, _ in map(parse_topic, args.topics or ["/joint_states"]) if not counts.get(name)]
+    if silent:  # an empty bag and exit 0 looked like a recording
+        env = ", ".join(f"{v}={os.environ.get(v, 'unset')}" for v in ("ROS_DOMAIN_ID", "ROS_AUTOMATIC_DISCOVERY_RANGE"))
+        print(f"idyn record: warning: 0 messages on {', '.join(silent)} (the bag {args.output} is kept); check that "
+              f"a publisher runs, the topic name, and that ROS_DOMAIN_ID and ROS_AUTOMATIC_DISCOVERY_RANGE are the "
+              f"publisher's (here {env})", file=sys.stderr)
+        return 1
     return 0

@@ -80,7 +80,7 @@ import warnings
 from collections.abc import Iterator
 
 from idyn_ros.commands import non_negative, positive
-from idyn_ros.commands.identify import add_prior_arguments
+from idyn_ros.commands.identify import DEFAULT_FRICTION, add_prior_arguments
 
 HELP = ("train a model (auto, rbd*, hybrid, hybrid-r, hybrid-j, mlp-hybrid, lstm, delan[-lstm], *-gp) "
         "-> DIR/model.onnx")
@@ -97,7 +97,7 @@ EPILOG = """examples:
   idyn train --robot panda --data bags/excite_* --model rbd-friction --id-method sdp --out runs/panda_rbd
   idyn train ... --out runs/x --resume          # continue an interrupted run from runs/x/checkpoint.pt
   idyn train --robot ur5 --data ur5_ft/Movement_No6_Acc_slow_Verify_Model ur5_ft/Movement_No2 \\
-      --val ur5_ft/Movement_No7_Acc_slow_Verify_Model_short --model rbd-friction --out runs/ur5   # currents
+      --val ur5_ft/Movement_No5_Acc_slow_no_disturbance --model rbd-friction --out runs/ur5   # currents
   idyn train --robot kuka_lwr4.urdf --data measurements_1.npz --val measurements_2.npz \\
       --test measurements_3.npz --model lip-gp --max-samples 500 --out runs/kuka_lip   # ~10 min on 2 cores
 """
@@ -114,7 +114,7 @@ KIND_OPTIONS: dict[str, tuple[str, object, tuple[str, ...], str]] = {
                "training a hybrid's physics part with its residual or before it (auto fits both, mlp-hybrid is always "
                "before it)"),
     "--id-method": ("id_method", "sdp", RBD_KINDS, "the identification of a rigid-body part"),
-    "--friction": ("friction", "coulomb,viscous,offset", FRICTION_KINDS, "a friction model"),
+    "--friction": ("friction", DEFAULT_FRICTION, FRICTION_KINDS, "a friction model"),
     "--epochs": ("epochs", 300, LEARNED_KINDS, "gradient training"),
     "--patience": ("patience", 30, LEARNED_KINDS, "gradient training"),
     "--lr": ("lr", None, LEARNED_KINDS, "gradient training"),
@@ -172,7 +172,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
                              "indefinite, so a controller must not run it)")
     parser.add_argument("--friction", default=None,
                         help="friction kinds, comma separated or 'none' (coulomb = Reuss Eq. 13 with "
-                             "dq_lim 0.02 rad/s; also viscous, asymmetric, stribeck, sigmoid, offset)")
+                             "dq_lim 0.02 rad/s; also viscous, asymmetric, stribeck, sigmoid, offset; default: "
+                             f"{DEFAULT_FRICTION})")
     add_prior_arguments(parser)
     parser.add_argument("--seed", type=non_negative(int, SEED_MAX), default=0,
                         help=f"random seed, 0..{SEED_MAX} (default: 0)")

@@ -80,8 +80,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--observer-gain", type=float, default=node.observer_gain,
                         help=f"K_O of the momentum observer [1/s] (default {node.observer_gain:g}, the node's)")
     parser.add_argument("--contact-model", choices=CONTACT_MODELS, default=d.contact_model,
-                        help="wrench: any wrench at the flange; point: a contact near the flange (little moment, "
-                             "forces estimated with redundancy)")
+                        help="wrench: any wrench at the flange; point: a contact near the flange, little moment, "
+                             f"forces estimated with redundancy (default {d.contact_model}, the node's)")
     parser.add_argument("--point-moment", type=float, default=None, metavar="NM",
                         help=f"with --contact-model point: 1-sigma moment the contact transmits at the flange [Nm] "
                              f"(default {d.point_moment_nm:g}, the node's)")

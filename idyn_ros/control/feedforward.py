@@ -36,8 +36,11 @@ class FeedforwardComputer:
         fallback: str = "rbd",
         rate_hz: float | None = None,
         warmup_ticks: int = PAPER_WARMUP_TICKS,
+        advice: str | None = None,
     ) -> None:
-        """``robot``: the ``idyn_ros.dynamics.RobotModel`` of the configured robot (nominal URDF)."""
+        """``robot``: the ``idyn_ros.dynamics.RobotModel`` of the configured robot (nominal URDF); ``advice``: what a
+        refused model (fallback 'none') tells the user to do, None = the node's parameters (a command names its own
+        options)."""
         if fallback not in FALLBACKS:
             raise ModelArtifactError(f"feedforward fallback must be one of {FALLBACKS}, got {fallback!r}")
         self.robot = robot
@@ -66,10 +69,11 @@ class FeedforwardComputer:
             self.fallback_reason = "no model configured (parameter model_path is empty)"
         if self.fallback:
             if fallback == "none":
-                raise ModelArtifactError(
-                    f"{self.fallback_reason}; fallback is 'none'. Set model_path to an artifact exported "
-                    f"for {robot.name if hasattr(robot, 'name') else 'this robot'} or set fallback to rbd|gravity"
-                )
+                if advice is None:
+                    advice = (f"fallback is 'none'. Set model_path to an artifact exported for "
+                              f"{robot.name if hasattr(robot, 'name') else 'this robot'} or set fallback to "
+                              "rbd|gravity")
+                raise ModelArtifactError(f"{self.fallback_reason}; {advice}")
             self.fallback_reason += f"; using fallback '{fallback}' (nominal URDF)"
 
     def _load(self, path: Path, rate_hz: float | None) -> Any:

@@ -164,7 +164,8 @@ def replay(model_path: str | Path, source: str | Path, robot: Any = None, rate_h
     else:
         notes.append(f"rate {rate:.4g} Hz = the recording's stamps" + (
             f" (the model's: {model_rate:g} Hz)" if model_rate is not None else ""))
-    model = FeedforwardComputer(robot_model, model_path, "none", rate)
+    model = FeedforwardComputer(robot_model, model_path, "none", rate,
+                                advice=f"give --model an artifact exported for {robot_model.name}")
     unit = series.effort_kind if effort_unit == "auto" and series.effort_kind else effort_unit
     data = torque_constants(robot_model.name)
     conv = EffortToTorque(unit, robot_model.n, model.effort_metadata, (), None if data is None else data.as_array())

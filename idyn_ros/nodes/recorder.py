@@ -246,7 +246,8 @@ def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.Argu
         help="topics to record (default /joint_states); TYPE like sensor_msgs/msg/JointState, "
         "else found by discovery (idyn_ros/msg/* types work too)",
     )
-    parser.add_argument("-o", "--output", help="bag folder to create (must not exist); or ROS parameter output")
+    parser.add_argument("-o", "--output", help="bag folder to create (must not exist); or the ROS parameter "
+                        "output:=BAG")
     parser.add_argument("--storage", choices=("mcap", "sqlite3"), default="mcap", help="storage format (default mcap)")
     parser.add_argument(
         "--qos-depth",

@@ -47,6 +47,41 @@ def test_output_is_required_as_its_description_says(tmp_path: Path) -> None:
         run_recorder("", ["/joint_states"], duration=1.0)
 
 
+def test_the_queue_depth_description_says_reliability_follows_the_publishers() -> None:
+    """It said "(RELIABLE)", but a topic with a best-effort publisher is subscribed BEST_EFFORT."""
+    from idyn_ros.parameters import RecorderParams
+
+    field = next(f for f in dataclasses.fields(RecorderParams) if f.name == "qos_depth")
+    assert "RELIABLE when all of the topic's publishers are, else BEST_EFFORT" in field.metadata["idyn"].description
+
+
+def test_cli_refuses_an_existing_output_folder_before_the_progress_bar(tmp_path: Path,
+                                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    """The "exists already" refusal came after a progress bar had started."""
+    from idyn_ros.cli import main
+
+    (tmp_path / "bag").mkdir()
+    assert main(["record", "-o", str(tmp_path / "bag"), "--duration", "1"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == f"idyn record: error: -o {tmp_path / 'bag'} exists already; choose a new output folder (bags are " \
+                  "never overwritten)", err
+
+
+@pytest.mark.ros
+def test_cli_names_the_topics_nothing_was_received_on_keeps_the_bag_and_exits_1(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """With no publisher, `idyn record -o BAG --duration 3` wrote an empty bag and exited 0 without a word."""
+    from idyn_ros.cli import main
+
+    bag = tmp_path / "bag"
+    assert main(["record", "-o", str(bag), "--duration", "1", "--quiet", "/test_silent:sensor_msgs/msg/JointState",
+                 "/test_never_seen"]) == 1
+    err = capsys.readouterr().err
+    assert f"warning: 0 messages on /test_silent, /test_never_seen (the bag {bag} is kept)" in err, err
+    assert "ROS_DOMAIN_ID" in err and "ROS_AUTOMATIC_DISCOVERY_RANGE" in err and "topic name" in err
+    assert (bag / "metadata.yaml").is_file()
+
+
 @pytest.mark.ros
 def test_a_discovered_topic_of_a_type_it_cannot_record_is_skipped_and_the_recording_goes_on(tmp_path: Path,
                                                                                              monkeypatch) -> None:

@@ -444,3 +444,39 @@ def test_outputs_and_options_that_cannot_apply_are_refused_before_the_replay(rec
         assert err.count("\n") == 0 and said in err, err
     with pytest.raises(AssertionError, match="replayed"):  # applicable: through to the replay
         main([*base, "-o", str(tmp_path / "w.npz"), "--contact-model", "point", "--point-moment", "1"])
+
+
+def test_help_states_the_default_contact_model(capsys):
+    """--contact-model did not say which model runs when it is not given."""
+    from idyn_ros.cli import main
+
+    with pytest.raises(SystemExit):
+        main(["wrench", "--help"])
+    assert "forces estimated with redundancy (default wrench, the node's)" in " ".join(capsys.readouterr().out.split())
+
+
+def test_refusing_a_model_names_its_option_not_the_nodes_parameters(tmp_path, capsys):
+    """The refusal of a model the runtime cannot run ended in the node's advice: "Set model_path to an artifact
+    exported for ur5 or set fallback to rbd|gravity", parameters `idyn wrench` does not have."""
+    from onnx import TensorProto, helper
+
+    from idyn_ros.cli import main
+    from idyn_ros.data.bag import BagWriter
+    from idyn_ros.models.artifact import FORMAT_VERSION, write_artifact
+    from idyn_ros.robots import get_robot
+
+    names = list(get_robot("ur5").joint_names)
+    io = [helper.make_tensor_value_info(n, TensorProto.FLOAT, [1, 6]) for n in ("q", "tau")]
+    graph = helper.make_graph([helper.make_node("Identity", ["q"], ["tau"])], "g", io[:1], io[1:])
+    model = tmp_path / "ur5.onnx"  # an artifact whose metadata lacks what the runtime needs
+    write_artifact(helper.make_model(graph), {"format_version": FORMAT_VERSION, "robot": "ur5", "joint_names": names,
+                                              "rate_hz": RATE}, model)
+    q = np.array([0.0, -1.571, 1.571, -1.571, -1.571, 0.0])
+    with BagWriter(tmp_path / "bag") as bag:
+        bag.add_topic("/joint_states", "sensor_msgs/msg/JointState")
+        for k in range(100):
+            stamp = 1_700_000_000_000_000_000 + k * round(1e9 / RATE)
+            bag.write("/joint_states", stamp, joint_state_cdr(stamp, names, q, np.zeros(6), np.zeros(6)))
+    assert main(["wrench", "--model", str(model), "--data", str(tmp_path / "bag"), "-o", str(tmp_path / "o.npz")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.endswith("; give --model an artifact exported for ur5") and "model_path" not in err, err

@@ -42,6 +42,11 @@ def test_docs_are_generated_from_the_declaration():
         "docs/parameters.md is stale: python -m idyn_ros.parameters > docs/parameters.md"
 
 
+def test_docs_give_a_node_summary_that_wraps_in_its_docstring_whole():
+    """Only the docstring's first line was kept: gripper_compensation's ended in "; not in the default"."""
+    assert "(``idyn_ros.nodes.gripper_compensation``); not in the default graph.\n" in prm.render_markdown()
+
+
 def test_values_are_checked_with_reasons():
     table = {p.name: p for p in prm.ControllerParams.table()}
     assert "below its minimum" in prm.check(table["presets.soft.kp"], [-1.0] * 7, 7, {})

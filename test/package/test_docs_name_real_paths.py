@@ -70,3 +70,16 @@ def test_every_idyn_command_a_message_suggests_exists():
                 if flag.startswith("--") and flag not in options:
                     wrong.append(f"{path.name}: `idyn {text}`: no option {flag}")
     assert not wrong, "\n".join(wrong)
+
+
+def test_interfaces_doc_lists_every_option_load_dataset_passes_on():
+    """`time_unit` and `torque_constants` were missing from the options docs/interfaces.md gives `load_dataset`."""
+    import inspect
+
+    from idyn_ros.data.importers import import_source
+
+    text = (ROOT / "docs" / "interfaces.md").read_text()
+    start = text.index("- `load_dataset(")
+    entry = text[start:text.index("\n- ", start)]
+    options = list(inspect.signature(import_source).parameters)[3:]  # after path, robot, joint_map
+    assert [o for o in options if f"`{o}`" not in entry] == []
