@@ -145,11 +145,15 @@ def _options(args: argparse.Namespace) -> dict:
 def _targets(args: argparse.Namespace) -> list:
     """The file each source is written to (``Dataset.save`` gives it the suffix .npz), each checked now: before
     the first import, not after it."""
+    import os
     from pathlib import Path
 
     from idyn_ros.commands import writable_output
+    from idyn_ros.errors import ParameterError
 
     out = Path(args.output)
+    if out.is_dir() or args.output.endswith(("/", os.sep)):  # Path() drops the slash: emptydir/ became emptydir.npz
+        raise ParameterError(f"-o {args.output} is a folder; give the file to write, e.g. -o {out / 'recording.npz'}")
     many = len(args.sources) > 1
     targets = [out.with_name(f"{out.stem}_{i}{out.suffix or '.npz'}") if many else out
                for i in range(len(args.sources))]

@@ -52,6 +52,24 @@ def test_record_help_answers_questions(capsys: pytest.CaptureFixture[str]) -> No
     assert "--storage" in text and "sqlite3" in text and "examples" in text and "SIGKILL" in text
 
 
+def test_record_help_says_how_the_ros_parameter_names_the_bag(capsys: pytest.CaptureFixture[str]) -> None:
+    """-o said "...; or ROS parameter output", not what to write."""
+    with pytest.raises(SystemExit):
+        main(["record", "--help"])
+    assert "or the ROS parameter output:=BAG" in " ".join(capsys.readouterr().out.split())
+
+
+@pytest.mark.parametrize(("options", "said"), [(["--urdf"], "--urdf needs a robot: `idyn robots ROBOT --urdf`"),
+                                               (["ur5", "--mode", "hardware"], "--mode: only for the printed URDF; "
+                                                "add --urdf"),
+                                               (["--prefix", "left_"], "--prefix: only for the printed URDF")])
+def test_robots_refuses_options_it_would_ignore(capsys: pytest.CaptureFixture[str], options: list[str],
+                                               said: str) -> None:
+    """`idyn robots --urdf` listed the table, `idyn robots ur5 --mode hardware` printed the robot: options ignored."""
+    assert main(["robots", *options]) == 2
+    assert said in _one_line(capsys)
+
+
 def test_output_into_a_closed_pipe_ends_quietly() -> None:
     """`idyn dataset info ... | head`: a BrokenPipeError traceback used to follow the lines head showed."""
     import subprocess
@@ -162,3 +180,13 @@ def test_unnamed_columns_outside_the_robots_limits_are_refused_on_import(tmp_pat
     assert "--joints" in err and not (tmp_path / "no.npz").exists()
     # without --robot the columns get no robot's names and nothing is checked
     assert main(["dataset", "import", str(other), "-o", str(tmp_path / "anon.npz")]) == 0
+
+
+def test_dataset_import_refuses_an_output_that_is_a_folder(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`-o emptydir/` wrote emptydir.npz next to the folder, without a word."""
+    write_joint_state_bag(tmp_path / "bag", "mcap", 50)
+    (tmp_path / "emptydir").mkdir()
+    for out in (tmp_path / "emptydir", f"{tmp_path / 'new'}/"):
+        assert main(["dataset", "import", str(tmp_path / "bag"), "-o", str(out)]) == 2
+        assert "is a folder; give the file to write" in _one_line(capsys)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bag", "emptydir"]

@@ -21,6 +21,19 @@ def files(iiwa, synth, tmp_path_factory):
     return out
 
 
+@pytest.fixture(scope="module")
+def with_payload(iiwa, synth, tmp_path_factory):
+    """The training recording again with 2 kg on the flange: `payload identify --data` it, --reference files[0]."""
+    from idyn_ros.robots.spec import Payload
+
+    rec = synth[0]
+    extra = iiwa.with_payload(Payload(2.0, (0.0, 0.02, 0.08), (0.004, 0.0, 0.0, 0.004, 0.0, 0.002))).rnea(
+        rec.q, rec.dq, rec.ddq) - iiwa.rnea(rec.q, rec.dq, rec.ddq)
+    f = tmp_path_factory.mktemp("payload") / "with.npz"
+    np.savez(f, t=rec.t, q=rec.q, dq=rec.dq, ddq=rec.ddq, tau=rec.tau + extra, joint_names=np.array(iiwa.joint_names))
+    return str(f)
+
+
 def test_train_then_evaluate_json(files, tmp_path, capsys):
     out = tmp_path / "run"
     rc = main(["train", "--robot", "iiwa14", "--data", files[0], "--val", files[1], "--model", "rbd-friction",
@@ -325,8 +338,8 @@ def _interrupt(fd: int) -> None:
 
 
 @pytest.mark.parametrize("command", ["identify", "export", "payload"])
-def test_identify_export_and_payload_leave_no_empty_folder_when_they_fail(files, tmp_path, capsys, monkeypatch,
-                                                                         command):
+def test_identify_export_and_payload_leave_no_empty_folder_when_they_fail(files, with_payload, tmp_path, capsys,
+                                                                         monkeypatch, command):
     """Interrupted while writing their one output file, they left the folders they had made for it, empty; `idyn
     train` removes its own (commands.output_folder). A file the user had stays as it was."""
     import os
@@ -338,8 +351,8 @@ def test_identify_export_and_payload_leave_no_empty_folder_when_they_fail(files,
     option, args = {"identify": ("--params-out", ["identify", "--robot", "iiwa14", "--data", files[0], "--method",
                                                   "ols"]),
                     "export": ("--out", ["export", "--checkpoint", str(run), "--robot", "iiwa14"]),
-                    "payload": ("--vendor-out", ["payload", "identify", "--robot", "iiwa14", "--data", files[0],
-                                                 "--reference", files[1]])}[command]
+                    "payload": ("--vendor-out", ["payload", "identify", "--robot", "iiwa14", "--data", with_payload,
+                                                 "--reference", files[0]])}[command]
     name = "m.onnx" if command == "export" else "out.json"
     new, kept = tmp_path / "new", tmp_path / "kept"  # kept: a folder and a file of the user's
     kept.mkdir()
@@ -392,3 +405,50 @@ def test_identify_writes_both_files_or_neither(files, tmp_path, capsys, monkeypa
     assert "No space left on device" in _one_line(capsys)
     assert params.read_text() == "the user's parameters" and urdf.read_text() == "the user's urdf"
     assert sorted(os.listdir(tmp_path)) == ["p.json", "x.urdf"]  # no temp file left either
+
+
+@pytest.mark.parametrize("command", [["train", "--robot", "ur5", "--data", "x.npz", "-o", "x", "--torque-constants",
+                                      "-10,2"], ["dataset", "import", "x.npz", "-o", "y.npz"]])
+def test_an_unknown_option_is_refused_with_the_usage_of_the_command_it_was_given_to(capsys, command):
+    """`idyn train ... --bogus` printed the top-level usage ("usage: idyn [-h] COMMAND ...")."""
+    name = " ".join(command[:2] if command[0] == "dataset" else command[:1])
+    with pytest.raises(SystemExit) as info:
+        main([*command, "--bogus"])
+    err = capsys.readouterr().err
+    assert info.value.code == 2 and err.startswith(f"usage: idyn {name} "), err
+    assert err.strip().splitlines()[-1] == f"idyn {name}: error: unrecognized arguments: --bogus"
+
+
+@pytest.mark.parametrize(("command", "said"), [("identify", "SDP solver (default: CLARABEL)"),
+                                               ("train", "sigmoid, offset; default: {})")])
+def test_help_states_the_default_of_the_solver_and_of_the_friction(capsys, command, said):
+    """`identify --solver` and `train --friction` did not say what runs when they are not given."""
+    from idyn_ros.commands.train import KIND_OPTIONS
+
+    with pytest.raises(SystemExit):
+        main([command, "--help"])
+    assert said.format(KIND_OPTIONS["--friction"][1]) in " ".join(capsys.readouterr().out.split())  # what train uses
+
+
+def test_payload_refusing_a_model_names_its_option_not_the_nodes_parameters(files, tmp_path, capsys):
+    """The refusal ended in the node's advice: "Set model_path to an artifact exported for iiwa14 or set fallback
+    to rbd|gravity", parameters `idyn payload` does not have."""
+    junk = tmp_path / "junk.onnx"
+    junk.write_bytes(b"not onnx")
+    assert main(["payload", "identify", "--robot", "iiwa14", "--data", files[0], "--model", str(junk)]) == 2
+    err = _one_line(capsys)
+    assert err.endswith("; give --model an artifact exported for iiwa14") and "model_path" not in err, err
+
+
+@pytest.mark.realdata
+def test_the_ur5_help_example_validates_on_another_trajectory(shared_data, tmp_path, capsys):
+    """Its --val (Movement_No7_Acc_slow_Verify_Model_short replays Movement_No6's start) drew the warning that
+    validation repeats 100 % of the training states."""
+    from idyn_ros.commands.train import EPILOG
+
+    example = EPILOG[EPILOG.index("idyn train --robot ur5"):].split("#")[0].replace("\\\n", " ").split()
+    args = [str(shared_data / w) if w.startswith("ur5_ft/") else w for w in example[2:]]
+    args[args.index("--out") + 1] = str(tmp_path / "ur5")
+    assert main(["train", *args, "--no-progress"]) == 0
+    err = capsys.readouterr().err
+    assert "validation states are already in the training data" not in err, err
