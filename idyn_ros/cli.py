@@ -118,12 +118,12 @@ def main(argv: list[str] | None = None) -> int:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # the interpreter's final flush must not fail
         return 141
     except IdynError as exc:  # expected, user-fixable problems: one clear line, no traceback
-        print(f"idyn {args.command}: error: {exc}", file=sys.stderr)
+        print(f"{_innermost_parser(parser, args).prog}: error: {exc}", file=sys.stderr)
         return 2
     except OSError as exc:
         if exc.errno not in DISK_ERRORS:  # anything else is ours to see with its traceback
             raise
-        print(f"idyn {args.command}: error: {exc}", file=sys.stderr)
+        print(f"{_innermost_parser(parser, args).prog}: error: {exc}", file=sys.stderr)
         return 1
 
 

@@ -102,7 +102,10 @@ def _run(args: argparse.Namespace) -> int:
         if rec.effort_kind == "current":
             raise DatasetError(f"{path}: its efforts are motor currents [A], and identify fits joint torques [Nm]: "
                                f"every parameter would come out scaled by the unknown gains; identify them with "
-                               f"`idyn train --model rbd-friction` (it finds the current gains too) or record torques")
+                               f"`idyn train --model rbd-friction` (it finds the current gains too), convert them "
+                               f"with known gains and identify the result (`idyn dataset import {path} "
+                               f"--torque-constants K1,..,Kn -o X.npz`; `--torque-constants ur5` takes the UR5's "
+                               f"published ones), or record torques")
     res = identify(robot.pin_model, recs, args.method, parse_kinds(args.friction), reg=args.reg,
                    solver=args.solver, prior=args.prior)
     from idyn_ros.dynamics.inertia import check_physical_consistency

@@ -43,9 +43,11 @@ class GripperCompensationNode(Node):
         self.diag = Diagnostics(self, f"idyn: {self.get_name()}", v.robot)
         gripper_model = arm_model = gripper = None
         if v.gripper_model_path:  # "none": a model that does not load is an error here, not a silent fallback
-            gripper_model = FeedforwardComputer(self.robot, v.gripper_model_path, "none", v.rate_hz, v.warmup_ticks)
+            gripper_model = FeedforwardComputer(self.robot, v.gripper_model_path, "none", v.rate_hz, v.warmup_ticks,
+                                                advice=f"set gripper_model_path to a model exported for {v.robot}")
             if v.arm_model_path:
-                arm_model = FeedforwardComputer(self.robot, v.arm_model_path, "none", v.rate_hz, v.warmup_ticks)
+                arm_model = FeedforwardComputer(self.robot, v.arm_model_path, "none", v.rate_hz, v.warmup_ticks,
+                                                advice=f"set arm_model_path to a model exported for {v.robot}")
         else:
             gripper = Payload(v.gripper_mass, tuple(v.gripper_com), tuple(v.gripper_inertia))
         self.comp = GripperCompensation(self.robot, v.rate_hz, gripper_model, arm_model, gripper, v.pinv_damping,

@@ -101,7 +101,12 @@ def test_identify_refuses_motor_currents_read_as_torques(run, tmp_path, capsys):
     current["effort_kind"] = np.array("current")
     np.savez(tmp_path / "current.npz", **current)
     rc = main(["identify", "--robot", "iiwa14", "--data", str(tmp_path / "current.npz"), "--method", "ols"])
-    assert rc == 2 and "motor currents" in _one_line_error(capsys)
+    err = _one_line_error(capsys)
+    assert rc == 2 and "motor currents" in err and "--torque-constants K1,..,Kn -o X.npz" in err  # the other way
+    assert err.startswith("idyn identify: error: ")
+    rc = main(["dataset", "import", str(tmp_path / "current.npz"), "--torque-constants", "0", "-o",
+               str(tmp_path / "x.npz")])
+    assert rc == 2 and _one_line_error(capsys).startswith("idyn dataset import: error: ")  # was "idyn dataset:"
 
 
 def test_evaluate_json_is_strict_json_when_an_nmse_is_undefined(run, tmp_path, capsys):

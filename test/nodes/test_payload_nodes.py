@@ -186,6 +186,21 @@ def test_gripper_compensation_drops_a_nan_reading_and_stops_on_a_silent_sensor(r
     peer.destroy_node()
 
 
+def test_gripper_compensation_refusing_a_model_names_its_own_parameter(rclpy_context, tmp_path):
+    """A gripper model that would not load ended in "Set model_path ... or set fallback to rbd|gravity", parameters
+    this node does not have."""
+    from rclpy.parameter import Parameter
+
+    from idyn_ros.errors import ModelArtifactError
+    from idyn_ros.nodes.gripper_compensation import GripperCompensationNode
+
+    junk = tmp_path / "junk.onnx"
+    junk.write_bytes(b"not onnx")
+    with pytest.raises(ModelArtifactError, match=r"set gripper_model_path to a model exported for ur5$"):
+        GripperCompensationNode(context=rclpy_context, parameter_overrides=[
+            Parameter("robot", value="ur5"), Parameter("gripper_model_path", value=str(junk))])
+
+
 def _gripper_graph(context, *parameters):
     """A ur5 gripper_compensation node with a 1 kg gripper, and a peer publishing /joint_states and the F/T reading,
     collecting the compensated output: (node, peer, js_pub, ft_pub, got, exe)."""
