@@ -92,12 +92,14 @@ def _continuous_to_revolute(xml: str) -> tuple[str, list[str]]:
 
     Returns the new XML and the names of the rewritten joints (their limits are set to ±inf later).
     """
-    if "continuous" not in xml:
-        return xml, []
-    try:
+    try:  # parsed here first: urdfdom prints its own C++ lines to stderr before pinocchio's error
         root = ET.fromstring(xml)
     except ET.ParseError as exc:
         raise RobotDescriptionError(f"URDF is not valid XML: {exc}") from None
+    if root.tag != "robot":
+        raise RobotDescriptionError(f"not a URDF: the root element is <{root.tag}>, not <robot>")
+    if "continuous" not in xml:
+        return xml, []
     names = []
     for joint in root.iter("joint"):
         if joint.get("type") == "continuous":

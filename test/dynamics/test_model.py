@@ -118,8 +118,17 @@ def test_bad_urdfs_name_the_problem() -> None:
         RobotModel.from_urdf(xml, joints=[*PANDA_JOINTS[:6], "not_a_joint"])
     with pytest.raises(RobotDescriptionError, match="not found"):
         RobotModel.from_urdf("/nonexistent/robot.urdf")
-    with pytest.raises(RobotDescriptionError, match="parse"):
+    with pytest.raises(RobotDescriptionError, match="parse"):  # valid XML, no URDF: pinocchio's own error
+        RobotModel.from_urdf("<robot name='x'><link name='a'/><joint name='j' type='revolute'/></robot>")
+
+
+def test_a_urdf_that_is_not_xml_is_one_error_without_urdfdoms_lines(capfd: pytest.CaptureFixture[str]) -> None:
+    """urdfdom printed "Error: Error=XML_ERROR_PARSING_TEXT ... at line 103 in .../model.cpp" to stderr first."""
+    with pytest.raises(RobotDescriptionError, match=r"URDF is not valid XML: mismatched tag: line 1, column 33"):
         RobotModel.from_urdf("<robot name='x'><link name='a'></robot>")
+    with pytest.raises(RobotDescriptionError, match="not a URDF: the root element is <sdf>, not <robot>"):
+        RobotModel.from_urdf("<sdf version='1.6'><model name='x'/></sdf>")
+    assert capfd.readouterr().err == ""
 
 
 @pytest.mark.skipif(not presets_available(), reason="idyn_ros.robots presets not available yet")
