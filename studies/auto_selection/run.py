@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import argparse
 import functools
+import itertools
 import json
 import time
 import warnings
@@ -957,6 +958,83 @@ def own_angle_harmonics(work: Path, minutes: float) -> dict:
     return out
 
 
+CV_STRENGTHS = (1e-3, 1e-2, 1e-1, 1.0)
+CV_CLUSTERS = 5
+
+
+def _pose_clusters(recs: list, k: int, seed: int = 0) -> list[np.ndarray]:
+    """Per recording, each sample's cluster of the joint positions (k-means on positions scaled by their std)."""
+    from scipy.cluster.vq import kmeans2
+
+    X = np.concatenate([r.q for r in recs])
+    scale = X.std(0)
+    scale[scale < 1e-9] = 1.0
+    X = X / scale
+    sub = X[:: max(1, len(X) // 5000)]
+    _, label = kmeans2(sub, k, seed=seed, minit="++")
+    centres = np.array([sub[label == j].mean(0) if np.any(label == j) else sub[0] for j in range(k)])
+    bounds = np.cumsum([0, *(len(r.q) for r in recs)])
+    return [np.argmin(((X[a:b, None, :] - centres[None]) ** 2).sum(-1), axis=1) for a, b in itertools.pairwise(bounds)]
+
+
+def _pieces(recs: list, labels: list[np.ndarray], keep: Any) -> list:
+    """The contiguous stretches (at least 20 samples) of ``recs`` whose cluster label ``keep`` accepts."""
+    from idyn_ros.models.sources import Recording
+
+    out = []
+    for rec, label in zip(recs, labels, strict=True):
+        idx = np.flatnonzero(keep(label))
+        for seg in np.split(idx, np.flatnonzero(np.diff(idx) > 1) + 1) if idx.size else []:
+            if len(seg) >= 20:
+                s = slice(seg[0], seg[-1] + 1)
+                out.append(Recording(rec.t[s], rec.q[s], rec.dq[s], rec.ddq[s], rec.tau[s], rec.source,
+                                     rec.effort_kind, ""))
+    return out
+
+
+def prior_strength_cv(work: Path, minutes: float) -> dict:
+    """Could the training data choose the geometric prior's strength? Pose-cluster cross-validation of the physics
+    (SDP + default friction, geometric prior) on the training recordings: k-means on the joint positions, each
+    cluster held out in turn, nMSE pooled over the held-out stretches; next to validation and test nMSE of the fit on
+    all the training data. A periodic excitation (KUKA file 1 is two periods of 12.5 s) puts both passes of a pose in
+    one cluster, so a held-out cluster is a region of poses the fit has not seen. Unheld physics (the regressor
+    product), as in ``own_angle_harmonics``."""
+    from idyn_ros.dynamics.friction import DEFAULT_KINDS
+    from idyn_ros.models.identification import identify
+    from idyn_ros.models.metrics import state_overlap, torque_metrics
+
+    def nmse(res: Any, robot: Any, recs: list) -> float | None:
+        if not recs:
+            return None
+        pred = np.concatenate([res.predict(robot.pin_model, r) for r in recs])
+        return float(torque_metrics(pred, np.concatenate([r.tau for r in recs]))["nmse_mean"])
+
+    out: dict[str, Any] = {"strengths": list(CV_STRENGTHS), "clusters": CV_CLUSTERS, "datasets": {}}
+    for name, split, robot, train, val, test, _ in _every_dataset(work):
+        labels = _pose_clusters(train, CV_CLUSTERS)
+        rows = {}
+        for reg in CV_STRENGTHS:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                preds, taus = [], []
+                for j in range(CV_CLUSTERS):
+                    held = _pieces(train, labels, lambda label, j=j: label == j)
+                    if held:
+                        res = identify(robot.pin_model, _pieces(train, labels, lambda label, j=j: label != j), "sdp",
+                                       DEFAULT_KINDS, reg=reg, prior="geometric")
+                        preds += [res.predict(robot.pin_model, r) for r in held]
+                        taus += [r.tau for r in held]
+                full = identify(robot.pin_model, train, "sdp", DEFAULT_KINDS, reg=reg, prior="geometric")
+            cv = torque_metrics(np.concatenate(preds), np.concatenate(taus))["nmse_mean"]
+            rows[f"{reg:g}"] = {"cv": float(cv), "val": nmse(full, robot, val), "test": nmse(full, robot, test)}
+            print(f"{name:<12} geometric {reg:<6g} CV {100 * rows[f'{reg:g}']['cv']:7.2f} %", flush=True)
+        overlap = state_overlap(train, val) if val else None
+        out["datasets"][name] = {"split": split, "validation_overlap": overlap, "rows": rows,
+                                 "cv_choice": min(rows, key=lambda r: rows[r]["cv"]),
+                                 "test_choice": None if not test else min(rows, key=lambda r: rows[r]["test"])}
+    return out
+
+
 SECTIONS = {"plant_regularisation": plant_regularisation, "plant_data_size": plant_data_size,
             "kuka_regularisation": kuka_regularisation, "kuka_acceptance": kuka_acceptance,
             "kuka_gp_holdout": kuka_gp_holdout, "kuka_seed_spread": kuka_seed_spread,
@@ -965,7 +1043,7 @@ SECTIONS = {"plant_regularisation": plant_regularisation, "plant_data_size": pla
             "ur5_base_average": ur5_base_average, "joint_linear": joint_linear,
             "time_split": time_split, "selection_score": selection_score,
             "time_split_kinds": time_split_kinds, "uncovered_validation": uncovered_validation,
-            "own_angle_harmonics": own_angle_harmonics}
+            "own_angle_harmonics": own_angle_harmonics, "prior_strength_cv": prior_strength_cv}
 
 
 def main() -> None:
