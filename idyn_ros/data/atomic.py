@@ -35,6 +35,11 @@ def replace_durably(tmp: Path, final: Path) -> None:
     _fsync_dir(final.parent)
 
 
+def _temp_sibling(path: Path) -> Path:
+    """A hidden sibling of ``path`` (``.NAME.XXXX.tmp``): same folder, so the final rename is atomic."""
+    return path.with_name(f".{path.name}.{secrets.token_hex(4)}.tmp")
+
+
 @contextmanager
 def atomic_writer(path: str | Path) -> Iterator[BinaryIO]:
     """A binary file to write ``path``'s new content into; it replaces ``path`` only if the block succeeds.
@@ -43,7 +48,7 @@ def atomic_writer(path: str | Path) -> Iterator[BinaryIO]:
     an exception removes it; a SIGKILL may leave it behind, never a half ``path``.
     """
     path = Path(path)
-    tmp = path.with_name(f".{path.name}.{secrets.token_hex(4)}.tmp")
+    tmp = _temp_sibling(path)
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
     try:
         with os.fdopen(fd, "wb") as f:
@@ -80,7 +85,7 @@ def write_together(texts: dict[str | Path | None, str | None]) -> None:
                 continue
             final = Path(path)
             final.parent.mkdir(parents=True, exist_ok=True)
-            tmp = final.with_name(f".{final.name}.{secrets.token_hex(4)}.tmp")
+            tmp = _temp_sibling(final)
             done.append((tmp, final))
             with open(tmp, "xb") as f:
                 f.write(text.encode("utf-8"))
