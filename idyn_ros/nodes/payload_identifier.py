@@ -310,8 +310,8 @@ class PayloadIdentifierNode(Node):
             est = cp.identify_with_reference(self.robot, [rec], [self.baseline])
         else:
             est = cp.identify_with_model(self.robot, [rec], cp.artifact_predictor(self.robot, v.model_path))
-        self._fill(response, est)
         verdict, why = cp.payload_verdict(est)
+        self._fill(response, est, verdict, why)
         if verdict != "payload":  # the estimate stays in the response for inspection, nowhere else
             response.success = False
             response.message += f"; NOT applied: {why}"
@@ -329,7 +329,7 @@ class PayloadIdentifierNode(Node):
                 response.message += f"; result_path {v.result_path} not written: {exc}"
                 self.diag.set(Diagnostics.WARN, f"result_path {v.result_path} not written: {exc}", publish=True)
 
-    def _fill(self, response: Any, est: Any) -> None:
+    def _fill(self, response: Any, est: Any, verdict: str, why: str) -> None:
         from idyn_ros.dynamics.payload import vendor_formats
 
         p = est.payload
@@ -345,7 +345,6 @@ class PayloadIdentifierNode(Node):
         response.condition_number = float(est.condition_number)
         vendor = vendor_formats(p)
         response.vendor_json = json.dumps(vendor)
-        verdict, why = cp.payload_verdict(est)
         self.last_result = {**est.to_json(), "verdict": {"result": verdict, "reason": why}, "robot": self.robot.name,
                             "flange_frame": self.robot.flange_frame, **vendor}
         response.message = (f"{describe_payload(p)} (+- {est.mass_std:.3f} kg), {est.solve}, condition number "
