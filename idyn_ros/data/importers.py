@@ -263,7 +263,7 @@ def to_dataset(
     if any(n.startswith("#") for n in names):  # numbered columns: position decides
         if target is not None and len(target) != len(names):
             raise unnamed_count_error(raw.source, len(names), list(target))
-        names = list(target) if target is not None else placeholder_joint_names(len(names))
+        names = list(target) if target is not None else positional_joint_names(len(names))
         report.notes.append(f"{UNNAMED_NOTE}: assigned by position to " + ", ".join(names))
     if target is None:
         target = tuple(names)
@@ -622,8 +622,9 @@ def unnamed_count_error(source: str, n: int, robot_joints: list[str]) -> Dataset
                         + option_hint("--joints", ",".join(f"J{i + 1}" for i in range(n)), keyword="joint_names=[...]"))
 
 
-def placeholder_joint_names(n: int) -> list[str]:
-    """The names unnamed columns get when no robot says which joints they are (position still decides later)."""
+def positional_joint_names(n: int) -> list[str]:
+    """joint1..jointN: the names of columns recorded without names when no robot says which joints they are; a saved
+    dataset with exactly these names (and the import's no-names note) is matched to a robot by position later."""
     return [f"joint{i + 1}" for i in range(n)]
 
 
@@ -774,7 +775,7 @@ def _import_source(
                 raise DatasetError(f"{path}: the joint map {mapping} renames several joints to {duplicated(names)}")
             wanted = robot_joint_order(joint_names, target, label) if joint_names else list(target or ())
             if (wanted and not mapping and any(x.startswith(UNNAMED_NOTE) for x in dataset.notes)
-                    and names == placeholder_joint_names(len(names))):  # imported without a robot: position decides
+                    and names == positional_joint_names(len(names))):  # imported without a robot: position decides
                 if len(wanted) != len(names):
                     raise unnamed_count_error(str(path), len(names), wanted)
                 names = list(wanted)
