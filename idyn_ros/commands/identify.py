@@ -23,7 +23,7 @@ import argparse
 from pathlib import Path
 
 HELP = "identify inertial + friction parameters (ols, wls, sdp, diffbary, logchol) -> URDF"
-DEFAULT_FRICTION = "coulomb,viscous,offset"  # also `idyn train`'s
+DEFAULT_FRICTION = "coulomb,viscous,offset"  # dynamics.friction.DEFAULT_KINDS, kept light for --help; train, payload
 
 EPILOG = """examples:
   idyn identify --robot kuka_lwr4.urdf --data measurements_1.npz --method sdp --urdf-out kuka_id.urdf

@@ -17,7 +17,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-DEFAULT_FRICTION = "coulomb,viscous,offset"
+from idyn_ros.commands.identify import DEFAULT_FRICTION
 
 HELP = "identify a flange payload (mass, CoM, inertia) from recordings with and without it, or with a bare-arm model"
 

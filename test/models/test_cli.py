@@ -452,3 +452,12 @@ def test_the_ur5_help_example_validates_on_another_trajectory(shared_data, tmp_p
     assert main(["train", *args, "--no-progress"]) == 0
     err = capsys.readouterr().err
     assert "validation states are already in the training data" not in err, err
+
+
+def test_the_commands_default_friction_is_the_models():
+    """identify, train and payload name it as a string (no numpy import for --help); it must stay the model's."""
+    from idyn_ros.commands import identify, payload, train
+    from idyn_ros.dynamics.friction import DEFAULT_KINDS
+
+    assert identify.DEFAULT_FRICTION == payload.DEFAULT_FRICTION == ",".join(DEFAULT_KINDS)
+    assert train.KIND_OPTIONS["--friction"][1] == identify.DEFAULT_FRICTION
