@@ -7,9 +7,10 @@ model of the bare arm (--model). Plain least squares first; when its result is n
 inertia not positive definite, triangle inequalities) the constrained solve is reported instead. Play an excitation
 from `idyn excite --payload` for both recordings. The result ends in a verdict: a payload, no payload (the mass is
 within 3 sigma of zero), or undetermined (the data do not excite the payload's parameters, or the result is not
-physical). --vendor-out is written atomically after the identification, and only for a payload: a run that fails, is
-refused, is interrupted or finds no payload leaves an earlier file there as it was, no part of one, and no empty
-folder it created (exit 2 when the verdict is not a payload, after printing the result).
+physical). --vendor-out is written atomically after the identification: the payload's forms, or an empty flange's
+(mass 0, which clears a payload set before) when there is no payload. A run that fails, is refused, is interrupted or
+is undetermined leaves an earlier file there as it was, no part of one, and no empty folder it created (exit 2 when
+undetermined, after printing the result).
 """
 
 from __future__ import annotations
@@ -31,7 +32,8 @@ EPILOG = """examples:
 ([ixx, ixy, ixz, iyy, iyz, izz] about the CoM, flange axes) and consistency (least_squares_consistent, problems,
 solve: least_squares | constrained, condition_number), verdict (result: payload | no payload | undetermined,
 reason). --vendor-out writes the result as Franka SetLoad, UR
-set_target_payload, KUKA load data and this package's xacro payload arguments.
+set_target_payload, KUKA load data and this package's xacro payload arguments (an empty flange, mass 0, when there is
+no payload; nothing when undetermined, exit 2).
 """
 
 
@@ -59,7 +61,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
                        help="Hz of the zero-phase low-pass applied alike to all signals, below half the recordings' "
                        "rate (default: 5)")
     ident.add_argument("--json", action="store_true", help="print the result as JSON (keys above) and nothing else")
-    ident.add_argument("--vendor-out", metavar="F.json", help="write the vendor forms of the result")
+    ident.add_argument("--vendor-out", metavar="F.json", help="write the vendor forms of the result (mass 0 for no payload; not written when undetermined)")
 
 
 def _check_options(args: argparse.Namespace) -> None:
@@ -107,17 +109,19 @@ def _identify(args: argparse.Namespace) -> int:
         est = cp.identify_with_model(robot, with_payload, cp.artifact_predictor(robot, args.model), args.rate,
                                      args.cutoff, offsets=not args.no_offsets)
     verdict, why = cp.payload_verdict(est)
-    if args.vendor_out and verdict == "payload":
+    if args.vendor_out and verdict != "undetermined":
         from idyn_ros.data.atomic import atomic_write_text
+        from idyn_ros.robots.spec import Payload
 
-        atomic_write_text(args.vendor_out, json.dumps({**est.to_json(), "robot": robot.name,
-                                                       "flange_frame": robot.flange_frame,
-                                                       **vendor_formats(est.payload)}, indent=2) + "\n")
+        told = est.payload if verdict == "payload" else Payload(0.0)  # no payload: tell the robot its flange is empty
+        atomic_write_text(args.vendor_out, json.dumps({**est.to_json(), "verdict": {"result": verdict, "reason": why},
+                                                       "robot": robot.name, "flange_frame": robot.flange_frame,
+                                                       **vendor_formats(told)}, indent=2) + "\n")
     if args.json:
         print(json.dumps({**est.to_json(), "verdict": {"result": verdict, "reason": why}}, indent=2))
     else:
         _print_result(args, robot, est, verdict, why)
-    if args.vendor_out and verdict != "payload":  # after the result, which says why
+    if args.vendor_out and verdict == "undetermined":  # after the result, which says why
         raise IdentificationError(f"{args.vendor_out} not written: {_verdict_line(verdict, why)}")
     return 0
 
@@ -140,8 +144,9 @@ def _print_result(args: argparse.Namespace, robot: Any, est: Any, verdict: str, 
         print("least squares NOT physically consistent (" + "; ".join(est.ls_problems)
               + "): reporting the constrained solve")
     print(f"verdict: {_verdict_line(verdict, why)}")
-    if args.vendor_out and verdict == "payload":
-        print(f"wrote {args.vendor_out} (Franka SetLoad, UR set_target_payload, KUKA load data, xacro arguments)")
+    if args.vendor_out and verdict != "undetermined":
+        what = "" if verdict == "payload" else "an empty flange, mass 0: "
+        print(f"wrote {args.vendor_out} ({what}Franka SetLoad, UR set_target_payload, KUKA load data, xacro arguments)")
 
 
 def _verdict_line(verdict: str, why: str) -> str:

@@ -304,8 +304,8 @@ def excitation_problem(t_plan: np.ndarray, q_plan: np.ndarray, t_rec: np.ndarray
 
 
 def payload_verdict(est: PayloadEstimate) -> tuple[str, str]:
-    """("payload" | "no payload" | "undetermined", why): what an estimate says; only a payload is applied or written
-    as vendor forms.
+    """("payload" | "no payload" | "undetermined", why): what an estimate says; a payload is applied and written as
+    vendor forms as estimated, no payload as an empty flange (mass 0), an undetermined one nowhere.
 
     Undetermined first: the data did not excite it (condition number above MAX_APPLY_CONDITION; an arm at rest solves
     to some mass with a small-looking band, a standstill UR5 recording 15.4 +- 5.2 kg at condition 3e5, which is no

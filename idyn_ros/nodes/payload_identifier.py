@@ -13,9 +13,9 @@ The plan starts from the reference node's current q_d (``reference_topic``), whe
 JointTrajectory from, once it holds (the measured pose sags below it: a plan from there began with a step the
 reference refused). The call fails, nothing recorded, identified or applied and the baseline kept, when the reference
 node logs that it refused the plan (/rosout) or the recording shows the arm did not play it
-(``control.payload.excitation_problem``); an estimate the data did not determine, that is not physically consistent
-or that finds no payload (``control.payload.payload_verdict``) answers success=false with its numbers and is never
-applied.
+(``control.payload.excitation_problem``); an estimate the data did not determine or that is not physically consistent
+(``control.payload.payload_verdict``) answers success=false with its numbers and is never applied. One that finds no
+payload succeeds and applies an empty flange (mass 0), which clears a payload applied before the tool came off.
 
 Decisions: the service callback is a coroutine (rclpy awaits it) in a reentrant callback group, so the executor
 keeps serving the joint states, the clients and other services while the excitation plays; the solve itself (a
@@ -312,14 +312,16 @@ class PayloadIdentifierNode(Node):
             est = cp.identify_with_model(self.robot, [rec], cp.artifact_predictor(self.robot, v.model_path))
         verdict, why = cp.payload_verdict(est)
         self._fill(response, est, verdict, why)
-        if verdict != "payload":  # the estimate stays in the response for inspection, nowhere else
+        if verdict == "undetermined":  # the estimate stays in the response for inspection, nowhere else
             response.success = False
             response.message += f"; NOT applied: {why}"
             self.get_logger().error(response.message)
             self.diag.set(Diagnostics.WARN, response.message, publish=True)
             return
-        if request.apply:
-            response.message += "; " + await self._apply(est.payload)
+        if verdict == "no payload":
+            response.message += f"; {why}"
+        if request.apply:  # no payload applies an empty flange: it clears an earlier payload, whose tool came off
+            response.message += "; " + await self._apply(est.payload if verdict == "payload" else None)
         if v.result_path:
             from idyn_ros.data.atomic import atomic_write_text
 
@@ -331,6 +333,7 @@ class PayloadIdentifierNode(Node):
 
     def _fill(self, response: Any, est: Any, verdict: str, why: str) -> None:
         from idyn_ros.dynamics.payload import vendor_formats
+        from idyn_ros.robots.spec import Payload
 
         p = est.payload
         response.success = True
@@ -343,7 +346,7 @@ class PayloadIdentifierNode(Node):
         response.physically_consistent = est.physically_consistent
         response.solve = est.solve
         response.condition_number = float(est.condition_number)
-        vendor = vendor_formats(p)
+        vendor = vendor_formats(p if verdict == "payload" else Payload(0.0))  # what to tell the robot
         response.vendor_json = json.dumps(vendor)
         self.last_result = {**est.to_json(), "verdict": {"result": verdict, "reason": why}, "robot": self.robot.name,
                             "flange_frame": self.robot.flange_frame, **vendor}
@@ -352,10 +355,13 @@ class PayloadIdentifierNode(Node):
         self.get_logger().info(response.message)
 
     async def _apply(self, payload: Any) -> str:
+        """Send ``payload`` (None: an empty flange, mass 0) to every set_payload_services entry."""
         from idyn_ros.srv import SetPayload
 
-        req = SetPayload.Request(mass=payload.mass, inertia=list(payload.inertia))
-        req.com.x, req.com.y, req.com.z = payload.com
+        req = SetPayload.Request()
+        if payload is not None:
+            req.mass, req.inertia = payload.mass, list(payload.inertia)
+            req.com.x, req.com.y, req.com.z = payload.com
         done, failed = [], []
         for name in self.params.value.set_payload_services:
             client = self.create_client(SetPayload, name, callback_group=self.group)
@@ -374,8 +380,8 @@ class PayloadIdentifierNode(Node):
                 (done if reply.success else failed).append(name if reply.success else f"{name} ({reply.message})")
             finally:
                 self.destroy_client(client)
-        return (f"applied to {', '.join(done) or 'nothing'}" + (f"; NOT applied to {', '.join(failed)}" if failed
-                                                                 else ""))
+        what = "applied to" if payload is not None else "no payload applied to"
+        return f"{what} {', '.join(done) or 'nothing'}" + (f"; NOT applied to {', '.join(failed)}" if failed else "")
 
     def _save(self, rec: Any, path: str) -> None:
         from idyn_ros.data.dataset import Dataset

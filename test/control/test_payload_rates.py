@@ -107,22 +107,29 @@ def test_cli_says_when_there_is_no_payload_to_identify(tmp_path: Path, panda: Ro
     assert "no payload detected" not in capsys.readouterr().out
 
 
-def test_vendor_forms_are_written_for_a_payload_only(tmp_path: Path, panda: RobotModel,
-                                                     capsys: pytest.CaptureFixture[str]) -> None:
+def test_no_payload_writes_the_vendor_forms_of_an_empty_flange(tmp_path: Path, panda: RobotModel,
+                                                               capsys: pytest.CaptureFixture[str]) -> None:
     """--json and --vendor-out gave a few grams at a CoM a metre away as a ready-to-paste set_target_payload, with
-    the text mode's "no payload detected" nowhere in either."""
+    the text mode's "no payload detected" nowhere in either. No payload is a result: its forms say mass 0, which
+    clears a payload set before."""
     import json
 
     from idyn_ros.cli import main
 
     data, vendor = _write(tmp_path, panda), tmp_path / "out" / "load.json"
     args = ["payload", "identify", "--robot", "panda", "--data", data, "--reference", data, "--vendor-out", str(vendor)]
-    assert main([*args, "--json"]) == 2
-    out, err = capsys.readouterr()
+    assert main([*args, "--json"]) == 0
+    out = capsys.readouterr().out
     assert json.loads(out)["verdict"]["result"] == "no payload" and "no payload detected" in out
-    assert f"{vendor} not written: no payload detected" in err and not vendor.parent.exists()
-    assert main(args) == 2
-    assert "verdict: no payload detected: the mass is within" in capsys.readouterr().out
+    written = json.loads(vendor.read_text())
+    assert written["verdict"]["result"] == "no payload"
+    assert written["ur_set_target_payload"]["urscript"] == "set_target_payload(0, [0, 0, 0], [0, 0, 0, 0, 0, 0])"
+    assert written["franka_set_load"]["mass"] == 0.0 and written["kuka_load_data"]["M"] == 0.0
+    vendor.unlink()
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    assert "verdict: no payload detected: the mass is within" in out and "an empty flange, mass 0" in out
+    assert vendor.exists()
 
 
 def test_an_arm_that_hardly_moved_determines_no_payload(tmp_path: Path, panda: RobotModel,
@@ -143,10 +150,14 @@ def test_an_arm_that_hardly_moved_determines_no_payload(tmp_path: Path, panda: R
         tau = arm.rnea(q, dq, _ddq_from_dq(t, dq)) + np.random.default_rng(len(files)).normal(size=q.shape) * 0.05
         files.append(str(Dataset(t=t, q=q, dq=dq, tau=tau, joint_names=panda.joint_names, robot="panda")
                          .save(tmp_path / f"{name}.npz")))
-    assert main(["payload", "identify", "--robot", "panda", "--data", files[0], "--reference", files[1],
-                 "--json"]) == 0
+    args = ["payload", "identify", "--robot", "panda", "--data", files[0], "--reference", files[1], "--json"]
+    assert main(args) == 0
     verdict = json.loads(capsys.readouterr().out)["verdict"]
     assert verdict["result"] == "undetermined" and "did not determine" in verdict["reason"], verdict
+    vendor = tmp_path / "load.json"
+    assert main([*args, "--vendor-out", str(vendor)]) == 2
+    assert f"{vendor} not written: undetermined: the data did not determine" in capsys.readouterr().err
+    assert not vendor.exists()
 
 
 def test_cli_refuses_a_vendor_out_it_cannot_write_before_identifying(tmp_path: Path, panda: RobotModel,

@@ -251,3 +251,38 @@ def test_an_estimate_the_data_did_not_determine_is_not_applied(rclpy_context, tm
     finally:
         node.destroy_node()
         peer.destroy_node()
+
+
+def test_no_payload_applies_an_empty_flange(rclpy_context, tmp_path, monkeypatch):
+    """The tool came off: identification found no payload but left the old one applied on every node (success=false,
+    nothing sent), so the controller kept compensating a tool that was not there."""
+    import json
+
+    from idyn_ros.control import payload as cp
+    from idyn_ros.dynamics.payload import PayloadEstimate
+    from idyn_ros.robots.spec import Payload
+    from idyn_ros.srv import IdentifyPayload
+
+    node, exe, peer = _identifier(rclpy_context, tmp_path)
+    applied: list = []
+
+    async def apply(payload):
+        applied.append(payload)
+        return "applied"
+
+    noise = Payload(0.004, (-0.63, 0.41, -1.11), (0.0, 0.0, 0.0, 0.0, 0.0, 0.0))  # a few grams, CoM a metre away
+    estimate = PayloadEstimate(noise, 0.02, np.zeros(3), np.zeros(6), np.zeros(10), np.zeros(10), np.eye(10), (),
+                               "least_squares", 80.0, np.zeros(7), 100)
+    try:
+        node._apply = apply
+        assert _call(node, exe, IdentifyPayload.Request(record_baseline=True), follow=True).success
+        monkeypatch.setattr(cp, "identify_with_reference", lambda *a, **k: estimate)
+        reply = _call(node, exe, IdentifyPayload.Request(apply=True), follow=True)
+        assert reply.success and applied == [None], reply.message
+        assert "no payload detected" in reply.message
+        assert reply.mass == pytest.approx(0.004)  # the estimate itself, for inspection
+        assert json.loads(reply.vendor_json)["ur_set_target_payload"]["urscript"].startswith("set_target_payload(0, [0,")
+        assert node.last_result["verdict"]["result"] == "no payload"
+    finally:
+        node.destroy_node()
+        peer.destroy_node()
