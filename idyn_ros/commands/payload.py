@@ -61,7 +61,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
                        help="Hz of the zero-phase low-pass applied alike to all signals, below half the recordings' "
                        "rate (default: 5)")
     ident.add_argument("--json", action="store_true", help="print the result as JSON (keys above) and nothing else")
-    ident.add_argument("--vendor-out", metavar="F.json", help="write the vendor forms of the result (mass 0 for no payload; not written when undetermined)")
+    ident.add_argument("--vendor-out", metavar="F.json",
+                       help="write the vendor forms of the result (mass 0 for no payload; none when undetermined)")
 
 
 def _check_options(args: argparse.Namespace) -> None:

@@ -281,7 +281,8 @@ def test_no_payload_applies_an_empty_flange(rclpy_context, tmp_path, monkeypatch
         assert reply.success and applied == [None], reply.message
         assert "no payload detected" in reply.message
         assert reply.mass == pytest.approx(0.004)  # the estimate itself, for inspection
-        assert json.loads(reply.vendor_json)["ur_set_target_payload"]["urscript"].startswith("set_target_payload(0, [0,")
+        urscript = json.loads(reply.vendor_json)["ur_set_target_payload"]["urscript"]
+        assert urscript == "set_target_payload(0, [0, 0, 0], [0, 0, 0, 0, 0, 0])"
         assert node.last_result["verdict"]["result"] == "no payload"
     finally:
         node.destroy_node()
