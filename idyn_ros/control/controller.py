@@ -209,6 +209,7 @@ class Controller:
         self._latch_silence_ns = max(wd.stale_ns, round(params.max_recovery_silence * 1e9)) \
             if params.max_recovery_silence > 0 else 0
         self._ramp_total = max(1, round(params.recovery_ramp / self.period))
+        self._ramp_ticks = min(self._ramp_ticks, self._ramp_total)  # a shorter ramp set mid-ramp: alpha stays >= 0
         self._saturation_ticks = round(params.saturation_timeout / self.period) if params.saturation_timeout else 0
         margin = params.position_limit_margin
         # plain floats: a Python loop over 7 joints costs 0.8 us a tick, four numpy calls 2.7 us (measured)

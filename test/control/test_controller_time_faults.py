@@ -149,6 +149,28 @@ def test_a_silence_longer_than_max_recovery_silence_latches_until_reactivated():
     assert np.abs(c.q_d - moved).max() == 0.0
 
 
+def test_a_shorter_recovery_ramp_set_mid_ramp_blends_between_safe_and_law_torque():
+    """recovery_ramp lowered at run time while the law was being blended back in: alpha = 1 - ticks / total went to
+    -18.5 and the command to the effort limit on the far side of the safe torque, away from the law."""
+    c = _core(recovery_ramp=0.2)
+    c.set_reference(PANDA, Q0 + 0.05, np.zeros(7), np.zeros(7))  # the law pushes: it differs from the safe torque
+    for k in range(10):
+        _tick(c, k)
+    modes = _silence_then_states(c, 9, 30)
+    assert modes[-1] == MODE_ACTIVE and c._ramp_ticks > 100  # recovering, early in the 200-tick ramp
+    c.set_params(c.params.replace(recovery_ramp=0.01))
+    k = 9 + 30 + len(modes)
+    c._law(Q0, np.zeros(7), NOW + k * MS)
+    law_tau = c.tau.copy()
+    tau = _tick(c, k)
+    safe = c._safe.copy()
+    low, high = np.minimum(safe, law_tau), np.maximum(safe, law_tau)
+    assert np.all(tau >= low - 1e-9) and np.all(tau <= high + 1e-9), (tau, safe, law_tau)
+    for j in range(k + 1, k + 12):
+        tau = _tick(c, j)
+    assert c.reason == "" and c._ramp_ticks == 0  # the shorter ramp has ended
+
+
 @pytest.mark.parametrize(("silence_ms", "overrides"), [(300, {}), (600, {"max_recovery_silence": 0.0})])
 def test_a_shorter_silence_or_max_recovery_silence_0_still_recovers_with_the_ramp(silence_ms, overrides):
     c = _core(**overrides)
