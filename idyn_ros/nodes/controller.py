@@ -230,7 +230,8 @@ class ControllerNode(LifecycleNode):
         """~/set_payload: the payload enters feedforward, feedback M(q) and safe hold at the next tick."""
         if self.core is None:
             raise IdynError("the controller is not configured; configure it first")
-        self.core.set_payload(payload)
+        with self._tick_lock:  # set from the executor thread: no tick between the feedforward's and feedback's parts
+            self.core.set_payload(payload)
         self._payload = self.core.payload
         message = f"{describe_payload(payload)} included from the next tick"
         self.get_logger().info(message)
@@ -269,7 +270,8 @@ class ControllerNode(LifecycleNode):
 
     def _on_params(self, value: ControllerParams) -> None:
         if self.core is not None:
-            self.core.set_params(value)
+            with self._tick_lock:  # set from the executor thread: no tick sees new gains with old limits or ramp
+                self.core.set_params(value)
 
     # ------------------------------------------------------------------ inputs
     def _on_reference(self, msg: Any) -> None:

@@ -16,6 +16,8 @@ reconfigured with another model (ControllerState.model_id) resets the offset, le
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -63,7 +65,11 @@ class DoomedNode(Node):
         self.params, self.spec, self.robot = declare_and_load(self, DoomedParams, check=_settings_problem)
         v = self.params.value
         n = self.n = self.robot.n
-        self.params.on_change.append(self._on_params)
+        # ticks run in the hot loop's thread, parameters and services in the executor's: every callback that touches
+        # the learner holds one lock (a parameter change rebuilds its detector arrays one by one; a tick in between
+        # indexed past the end of one)
+        self._lock = threading.Lock()
+        self.params.on_change.append(self._serialised(self._on_params))
         learner = Doomed(n, config_from_params(v, self.robot.effort_limit))
         self.diag = Diagnostics(self, f"idyn: {self.get_name()}", v.robot)
         # the step scales with the controller's feedback inertia: the model's identified M(q) when it has one;
@@ -90,15 +96,23 @@ class DoomedNode(Node):
         self._offset, self._acc_error, self._error_variance = (field_view(self.out, name, n) for name in (
             "offset", "acceleration_error", "error_variance"))  # written each publish
         self.pub = self.create_publisher(AdaptationState, v.adaptation_topic, HOT_IN)
-        hot_loop.subscribe(self, JointState, v.joint_states_topic, self._on_joint_state, HOT_IN)
-        hot_loop.subscribe(self, ControllerState, v.controller_state_topic, self._on_controller_state, HOT_IN)
-        self.create_service(Trigger, "~/freeze", self._srv_freeze)
-        self.create_service(Trigger, "~/unfreeze", self._srv_unfreeze)
-        self.create_service(Trigger, "~/reset", self._srv_reset)
-        payload_service(self, self._set_payload)
+        hot_loop.subscribe(self, JointState, v.joint_states_topic, self._serialised(self._on_joint_state), HOT_IN)
+        hot_loop.subscribe(self, ControllerState, v.controller_state_topic,
+                           self._serialised(self._on_controller_state), HOT_IN)
+        self.create_service(Trigger, "~/freeze", self._serialised(self._srv_freeze))
+        self.create_service(Trigger, "~/unfreeze", self._serialised(self._srv_unfreeze))
+        self.create_service(Trigger, "~/reset", self._serialised(self._srv_reset))
+        payload_service(self, self._serialised(self._set_payload))
         self._paired_reported = 0  # adapter.paired at the last diagnostics report
         self.create_timer(v.diagnostics_period, self._on_diagnostics)
         self._on_diagnostics()
+
+    def _serialised(self, callback: Callable[..., Any]) -> Callable[..., Any]:
+        """``callback`` holding the node's lock (uncontended in the hot loop: well under a microsecond)."""
+        def run(*args: Any) -> Any:
+            with self._lock:
+                return callback(*args)
+        return run
 
     @property
     def learner(self) -> Doomed:

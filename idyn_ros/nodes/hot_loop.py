@@ -17,8 +17,9 @@ lifecycle services, diagnostics timers) stays on its executor, which now wakes o
 
 Callbacks must not modify the message they get (others read it too).
 Threading: callbacks run in the loop thread while parameter/lifecycle callbacks run in the executor thread.
-The nodes swap whole arrays or write in place with single numpy calls (atomic under the GIL); a tick may
-pair a new desired position with the previous desired velocity, which is harmless at 1 kHz.
+Where a change touches more than one array a tick reads (the controller's gains, limits and payload; DOOMED's
+learner), the node holds a lock in both; elsewhere the nodes swap whole arrays or write in place with single numpy
+calls (atomic under the GIL).
 """
 
 from __future__ import annotations

@@ -421,3 +421,25 @@ def test_a_slow_tick_is_a_deadline_miss_on_the_wall_clock_only(rclpy_context, mo
         assert node.deadline_misses == (0 if sim_time else node.core.ticks)
     finally:
         node.destroy_node()
+
+
+def test_a_parameter_change_waits_for_a_running_tick(rclpy_context):
+    """Parameters run in the executor thread while ticks run in the hot loop's: a tick could pair the new gains with
+    the old limits or recovery ramp. set_params now waits for the tick (here: the lock held as a tick holds it)."""
+    import threading
+
+    from rclpy.parameter import Parameter
+
+    from idyn_ros.nodes.controller import ControllerNode
+
+    node = ControllerNode(context=rclpy_context)
+    try:
+        with node._tick_lock:  # a tick in progress
+            worker = threading.Thread(target=node.set_parameters, args=([Parameter("recovery_ramp", value=0.05)],))
+            worker.start()
+            worker.join(0.3)
+            assert worker.is_alive() and node.core._ramp_total == 200
+        worker.join(5.0)
+        assert not worker.is_alive() and node.core._ramp_total == 50
+    finally:
+        node.destroy_node()

@@ -272,3 +272,36 @@ def test_a_controller_reconfigured_with_another_model_resets_the_offset(rclpy_co
                         f"inertia of {own} (parameter model_path): give both the same model")]
     finally:
         node.destroy_node()
+
+
+@pytest.mark.parametrize("call", ["parameter", "reset"])
+def test_a_parameter_change_or_service_waits_for_a_running_tick(rclpy_context, call):
+    """Parameters and services run in the executor thread while ticks run in the hot loop's: a change of
+    osc_tv_windows rebuilt the detector's arrays one by one, and a tick in between raised IndexError, which stops the
+    process. Each such callback now waits for the tick (here: the lock held as a tick would hold it)."""
+    import threading
+
+    from rclpy.parameter import Parameter
+    from std_srvs.srv import Trigger
+
+    from idyn_ros.nodes.doomed import DoomedNode
+
+    node = DoomedNode(context=rclpy_context)
+    try:
+        reset = next(s.callback for s in node.services if s.srv_name.endswith("/reset"))  # what ~/reset runs
+        work = {"parameter": lambda: node.set_parameters([Parameter("osc_tv_windows", value=2)]),
+                "reset": lambda: reset(Trigger.Request(), Trigger.Response())}[call]
+        before = node.learner._tv_hist.shape[0]
+        with node._lock:  # a tick in progress
+            worker = threading.Thread(target=work)
+            worker.start()
+            worker.join(0.3)
+            assert worker.is_alive()  # waits for the tick
+        worker.join(5.0)
+        assert not worker.is_alive()
+        if call == "parameter":
+            assert (before, node.learner._tv_hist.shape[0]) == (5, 2)
+        for k in range(5):  # ticks run afterwards as before
+            _tick(node, (1000 + k) * 1_000_000)
+    finally:
+        node.destroy_node()
