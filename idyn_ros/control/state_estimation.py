@@ -305,6 +305,8 @@ class JointStateFilter:
             self._forget()
         if have_eff:
             self.effort[:] = eff
+        else:  # as documented: none from this sample (a driver that stopped sending them), not the last one's
+            self.effort.fill(np.nan)
         # accepted: estimate derivatives
         restart = self.stamp_ns < 0 or stamp_ns - self.stamp_ns > self.max_gap_ns
         if restart and self.stamp_ns >= 0:

@@ -107,6 +107,7 @@ class WrenchObserverNode(Node):
         self.tau_applied = np.zeros(n)  # torque over the last period
         self._have_tau = False
         self._warm = False
+        self._no_effort = False  # the last joint state carried no (finite) effort for some joint (torque_source effort)
         self.frame_base = v.frame_id_base or self.spec.base_link
         self.frame_tool = self.robot.flange_frame
         topic = v.wrench_topic
@@ -165,7 +166,8 @@ class WrenchObserverNode(Node):
             self._warm = False  # and a learned model's recurrent state with them
         v = self.params.value
         if v.torque_source == "effort":
-            if not np.all(np.isfinite(f.effort)):
+            self._no_effort = not np.all(np.isfinite(f.effort))  # said on /diagnostics
+            if self._no_effort:
                 return
             self.effort.torque(f.effort, out=self.tau_applied)
         elif not self._have_tau:
@@ -219,6 +221,9 @@ class WrenchObserverNode(Node):
                 self.diag.set(Diagnostics.STALE, "waiting for /joint_states", **values)
             elif slow := self.filter.rate_problem():
                 self.diag.set(Diagnostics.WARN, slow, **values)
+            elif self._no_effort:
+                self.diag.set(Diagnostics.WARN, f"the joint states on {self.params.value.joint_states_topic} carry no "
+                              "effort for every joint (torque_source: effort): no estimate until they do", **values)
             elif est.singular:
                 self.diag.set(Diagnostics.WARN, f"near a singularity: {6 - est.rank} wrench direction(s) not "
                               f"estimated (see unobservable_tool)", **values)

@@ -96,3 +96,13 @@ def test_a_filter_without_the_acceleration_estimate_gives_the_same_state_with_dd
     assert moved  # the full filter did estimate one
     with pytest.raises(ValueError, match="estimate_acceleration"):
         se.JointStateFilter(NAMES, 1000.0, history_length=10, estimate_acceleration=False)
+
+
+def test_a_sample_without_effort_leaves_nan_not_the_last_samples_effort():
+    """A driver that stopped sending efforts left the previous sample's in the estimate, which the wrench observer
+    (torque_source effort) took as measured torque."""
+    f = se.JointStateFilter(NAMES, 1000.0)
+    assert f.update(NAMES, [0.0] * 5, [0.0] * 5, [1.0, 2.0, 3.0, 4.0, 5.0], 1 * MS) == se.OK
+    assert list(f.effort) == [1.0, 2.0, 3.0, 4.0, 5.0]
+    assert f.update(NAMES, [0.001] * 5, [0.0] * 5, [], 2 * MS) == se.OK
+    assert np.all(np.isnan(f.effort))

@@ -86,3 +86,40 @@ def test_currents_are_converted_and_the_trusted_estimate_published(rclpy_context
     _spin(exe, 0.1)
     f = got["tool"][-1].wrench.force
     assert abs(f.z) < 1.0 and not got["contact"][-1].data  # zeroed on request, with the push held
+
+
+def test_joint_states_without_effort_pause_the_estimate_and_say_so(rclpy_context):
+    """torque_source effort, and the driver stops sending efforts: the observer ran on the last effort it had,
+    silently. It now pauses and /diagnostics says why."""
+    from rclpy.parameter import Parameter
+    from sensor_msgs.msg import JointState
+
+    from idyn_ros.nodes.common import Diagnostics
+    from idyn_ros.nodes.wrench_observer import WrenchObserverNode
+
+    node = WrenchObserverNode(context=rclpy_context, parameter_overrides=[
+        Parameter("robot", value="ur5"), Parameter("rate_hz", value=500.0),
+        Parameter("torque_source", value="effort"), Parameter("effort_unit", value="torque")])
+    try:
+        g = node.observer.rbd.gravity(Q0)
+
+        def state(k, effort):
+            msg = JointState(name=UR, position=Q0.tolist(), velocity=[0.0] * 6, effort=effort)
+            msg.header.stamp.sec, msg.header.stamp.nanosec = 1 + k // 500, (k % 500) * 2_000_000
+            node._on_joint_state(msg)
+
+        for k in range(50):
+            state(k, g.tolist())
+        updates = node.observer.updates
+        assert updates > 0
+        for k in range(50, 60):
+            state(k, [])
+        assert node.observer.updates == updates  # paused: no torque to observe
+        node._on_diagnostics()
+        assert node.diag.level == Diagnostics.WARN and "carry no effort" in node.diag.message
+        for k in range(60, 70):
+            state(k, g.tolist())
+        node._on_diagnostics()
+        assert node.observer.updates > updates and "carry no effort" not in node.diag.message
+    finally:
+        node.destroy_node()
