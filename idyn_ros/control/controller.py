@@ -49,43 +49,6 @@ _ADD = np.add.reduce  # the ufunc method itself (see control/watchdog.py): a NaN
 RECOVERING = "recovering: the law's torque is being blended back in from the safe torque"  # ACTIVE, not yet steady
 
 
-class NameMap:
-    """Resolves a message's joint-name list to the robot's joint order once per distinct list."""
-
-    def __init__(self, joint_names: Sequence[str]) -> None:
-        self.joint_names = tuple(joint_names)
-        self._key: tuple[str, ...] | None = None
-        self.index = np.arange(len(self.joint_names))
-        self._identity = False
-        self.missing: list[str] = []
-
-    def resolve(self, names: Sequence[str]) -> bool:
-        key = tuple(names)
-        if key == self._key:
-            return True
-        lookup = {name: i for i, name in enumerate(key)}
-        if len(lookup) != len(key):
-            self.missing = [f"{name} (named twice)" for name in self.joint_names if key.count(name) > 1]
-            return False
-        self.missing = [j for j in self.joint_names if j not in lookup]
-        if self.missing:
-            return False
-        self.index = np.array([lookup[j] for j in self.joint_names], dtype=np.intp)
-        self._identity = key == self.joint_names  # the sender's order is ours: take copies without indexing
-        self._key = key
-        return True
-
-    def take(self, values: Sequence[float], out: np.ndarray) -> bool:
-        """out[:] = values in the robot's order; False if the length is wrong."""
-        if len(values) != len(self._key or ()):
-            return False
-        if self._identity:
-            out[:] = values
-        else:
-            out[:] = np.asarray(values, dtype=float)[self.index]
-        return True
-
-
 def with_feedback_armature(model: Any, armature: Sequence[float]) -> Any:
     """``model`` with ``armature`` (n,) kg m^2 added to its own (the ``feedback_armature`` parameter; () = as is)."""
     if not armature:
@@ -129,8 +92,7 @@ class Controller:
         self._safe, self._M, self._zero = z(n), z((n, n)), z(n)
         self._at_limit_ticks = np.zeros(n, dtype=np.int64)
         self._abs, self._at_limit = z(n), np.zeros(n, dtype=bool)
-        self._ref_map, self._ff_map, self._off_map = NameMap(self.joint_names), NameMap(self.joint_names), \
-            NameMap(self.joint_names)
+        self._ref_map, self._ff_map, self._off_map = (se.NameMap(self.joint_names) for _ in range(3))
         self._ref_in = z((3, n))  # a reference message (q, dq, ddq), checked here before it replaces q_d, dq_d, ddq_d
         self._ref_clipped = np.zeros(n, dtype=bool)
         self.reference_clipped = 0  # references with a position beyond a joint limit (held at the limit)
@@ -308,7 +270,7 @@ class Controller:
         """
         m, wd = self._ref_map, self.watchdog
         if not m.resolve(names):
-            wd.trip(f"reference lacks joint(s) {m.missing}")
+            wd.trip(f"reference: {m.problem}")
             return False
         ref = self._ref_in
         q, dq, ddq = ref

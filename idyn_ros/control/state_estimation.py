@@ -112,25 +112,54 @@ class RotationalDisplacement:
         return self.r
 
 
-class History:
-    """Ring buffer of the last ``length`` rows (n,) for sequence models; ``ordered()`` is oldest first."""
+class NameMap:
+    """A message's joint-name list resolved to the robot's joint order, once per distinct list (joint states,
+    references, feedforward and offsets all go through one). Names the robot does not have are ignored; one of its
+    joints missing or named twice refuses the list (which of two values would be the joint's?)."""
 
-    def __init__(self, length: int, n: int) -> None:
-        self.buf = np.zeros((length, n))
-        self.length = length
-        self.count = 0
-        self.head = 0
+    def __init__(self, joint_names: Sequence[str]) -> None:
+        self.joint_names = tuple(joint_names)
+        self._key: tuple[str, ...] | None = None
+        self.index = np.arange(len(self.joint_names))
+        self.identity = False  # the sender's order is ours: copies without indexing
+        self.missing: list[str] = []  # of the last refused list: the robot's joints it lacks
+        self.twice: list[str] = []  # ... and those it names more than once
 
-    def push(self, row: np.ndarray) -> None:
-        self.buf[self.head] = row
-        self.head = (self.head + 1) % self.length
-        self.count = min(self.count + 1, self.length)
+    def resolve(self, names: Sequence[str]) -> bool:
+        key = tuple(names)
+        if key == self._key:
+            return True
+        lookup = {name: i for i, name in enumerate(key)}
+        self.twice = [j for j in self.joint_names if key.count(j) > 1] if len(lookup) != len(key) else []
+        self.missing = [j for j in self.joint_names if j not in lookup]
+        if self.missing or self.twice:
+            return False
+        self.index = np.array([lookup[j] for j in self.joint_names], dtype=np.intp)
+        self.identity = key == self.joint_names
+        self._key = key
+        return True
 
-    def ordered(self) -> np.ndarray:
-        """Copy, oldest first, of the rows seen so far (not for the hot path)."""
-        if self.count < self.length:
-            return self.buf[: self.count].copy()
-        return np.roll(self.buf, -self.head, axis=0)
+    @property
+    def problem(self) -> str:
+        """Why the last list was refused: "missing joint(s) [...]", "joint(s) [...] named twice" or both."""
+        parts = [f"missing joint(s) {self.missing}"] if self.missing else []
+        return "; ".join(parts + ([f"joint(s) {self.twice} named twice"] if self.twice else []))
+
+    def take(self, values: Sequence[float], out: np.ndarray) -> bool:
+        """out[:] = values in the robot's order; False if their length is not the resolved list's."""
+        if len(values) != len(self._key or ()):
+            return False
+        self.gather(values, out)
+        return True
+
+    def gather(self, values: Sequence[float], out: np.ndarray) -> np.ndarray:
+        """out[:] = values (as long as the resolved list, checked by the caller) in the robot's order; rclpy's
+        array.array is read in place, no copy."""
+        if self.identity:  # the usual case (URDF order): a plain copy, 0.7 us against 2.1 us for asarray + take
+            out[:] = values
+        else:
+            np.take(np.asarray(values, dtype=float), self.index, out=out)
+        return out
 
 
 @dataclass
@@ -161,15 +190,12 @@ class JointStateFilter:
         rate_hz: float,
         accel_cutoff_hz: float = 50.0,
         max_gap_periods: float = 3.0,
-        history_length: int = 0,
         use_measured_velocity: bool = True,
         track_rotational_displacement: bool = False,
         estimate_acceleration: bool = True,
     ) -> None:
         if rate_hz <= 0:
             raise ValueError(f"rate_hz must be > 0, got {rate_hz}")
-        if history_length > 0 and not estimate_acceleration:
-            raise ValueError("history_length > 0 records ddq: it needs estimate_acceleration=True")
         self.joint_names = tuple(joint_names)
         self.n = len(self.joint_names)
         self.rate_hz = float(rate_hz)
@@ -181,10 +207,7 @@ class JointStateFilter:
         # r costs a Python loop over the joints per sample: only the filter that publishes it pays for it
         self.track_r = track_rotational_displacement
         self.estimate_acceleration = estimate_acceleration
-        self.history = History(history_length, 3 * self.n) if history_length > 0 else None
-        self._names_cache: tuple[str, ...] | None = None
-        self._index = np.arange(self.n)
-        self._identity = False  # the sender's joint order is ours (set by _resolve)
+        self._names = NameMap(self.joint_names)
         self.q = np.zeros(self.n)
         self.dq = np.zeros(self.n)
         self.ddq = np.zeros(self.n)
@@ -194,7 +217,6 @@ class JointStateFilter:
         self._scratch = np.zeros(self.n)
         self._dq_in = np.zeros(self.n)
         self._eff_in = np.zeros(self.n)
-        self._hist_row = np.zeros(3 * self.n)
         self._q_change = np.zeros(self.n)  # |q - q_last| of a sample stamped like the last one (stalled or re-sent)
         self._dq_valid = False  # dq is a velocity (measured or differenced), not the 0 a restart put there
         self.ddq_restarted = True  # the last accepted sample restarted the acceleration estimate (ddq = 0 there)
@@ -218,32 +240,6 @@ class JointStateFilter:
         self._rd.reset()
         self.ddq[:] = 0.0
 
-    def _resolve(self, names: Sequence[str]) -> bool:
-        key = tuple(names)
-        if key == self._names_cache:
-            return True
-        lookup = {name: i for i, name in enumerate(key)}
-        if len(lookup) != len(key):  # a JointState naming a joint twice is malformed: which value is the joint's?
-            twice = sorted({name for name in key if key.count(name) > 1})
-            self.reason = f"joint(s) {twice} named twice in /joint_states"
-            return False
-        missing = [name for name in self.joint_names if name not in lookup]
-        if missing:
-            self.reason = f"missing joint(s) {missing} in /joint_states (got {list(key)})"
-            return False
-        self._index = np.array([lookup[name] for name in self.joint_names], dtype=np.intp)
-        self._identity = key == self.joint_names
-        self._names_cache = key
-        return True
-
-    def _take(self, values: Sequence[float], out: np.ndarray) -> np.ndarray:
-        """out[:] = values in the configured joint order (rclpy's array.array is read in place, no copy)."""
-        if self._identity:  # the usual case (URDF order): a plain copy, 0.7 us against 2.1 us for asarray + take
-            out[:] = values
-        else:
-            np.take(np.asarray(values, dtype=float), self._index, out=out)
-        return out
-
     def update(
         self,
         names: Sequence[str],
@@ -253,7 +249,8 @@ class JointStateFilter:
         stamp_ns: int,
     ) -> int:
         """Take one sample (stamp in ns). Returns OK, DUPLICATE, RESTART_* or a REJECT_* code (module doc)."""
-        if not self._resolve(names):
+        if not self._names.resolve(names):
+            self.reason = f"{self._names.problem} in /joint_states (got {list(names)})"
             return REJECT_NAMES
         m = len(names)
         if len(position) != m or (len(velocity) not in (0, m)) or (len(effort) not in (0, m)):
@@ -269,7 +266,7 @@ class JointStateFilter:
         if 0 < behind <= self.max_gap_ns:  # late (reordered): dropped like ROS filters do, not an error
             self.dropped += 1
             return DUPLICATE
-        q = self._take(position, self._scratch)
+        q = self._names.gather(position, self._scratch)
         if not math.isfinite(_ADD(q)):
             self.reason = self._nonfinite_reason("position", q)
             return REJECT_NONFINITE
@@ -281,13 +278,13 @@ class JointStateFilter:
                 return DUPLICATE
         have_vel = self.use_measured_velocity and len(velocity) == m
         if have_vel:
-            dq_meas = self._take(velocity, self._dq_in)
+            dq_meas = self._names.gather(velocity, self._dq_in)
             if not math.isfinite(_ADD(dq_meas)):
                 self.reason = self._nonfinite_reason("velocity", dq_meas)
                 return REJECT_NONFINITE
         have_eff = len(effort) == m
         if have_eff:
-            eff = self._take(effort, self._eff_in)
+            eff = self._names.gather(effort, self._eff_in)
             if not math.isfinite(_ADD(eff)):
                 self.reason = self._nonfinite_reason("effort", eff)
                 return REJECT_NONFINITE
@@ -340,12 +337,6 @@ class JointStateFilter:
                 self.ddq[:] = self._accel_lp.update(self._scratch)
         if self.track_r:
             self._rd.update(self.q)
-        if self.history is not None:
-            n = self.n
-            self._hist_row[:n] = self.q
-            self._hist_row[n : 2 * n] = self.dq
-            self._hist_row[2 * n :] = self.ddq
-            self.history.push(self._hist_row)
         self.stamp_ns = stamp_ns
         self.estimate.stamp_ns = stamp_ns
         self.samples += 1

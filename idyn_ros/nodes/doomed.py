@@ -24,9 +24,10 @@ import numpy as np
 from rclpy.node import Node
 
 from idyn_ros.control import state_estimation as se
-from idyn_ros.control.controller import MODE_ACTIVE, NameMap
+from idyn_ros.control.controller import MODE_ACTIVE
 from idyn_ros.control.doomed import Doomed, DoomedAdapter, config_from_params
 from idyn_ros.control.feedforward import FeedforwardComputer
+from idyn_ros.control.state_estimation import NameMap
 from idyn_ros.nodes import hot_loop
 from idyn_ros.nodes.common import (
     HOT_IN,

@@ -76,7 +76,7 @@ def test_a_sender_in_our_joint_order_gets_exactly_the_estimate_of_one_in_another
             else:
                 np.testing.assert_array_equal(a, b)
     assert statuses >= {se.OK, se.DUPLICATE, se.RESTART_BACKWARDS, se.RESTART_STALLED, se.REJECT_NONFINITE}
-    assert same_order._identity and not other_order._identity
+    assert same_order._names.identity and not other_order._names.identity
 
 
 def test_a_filter_without_the_acceleration_estimate_gives_the_same_state_with_ddq_zero():
@@ -94,8 +94,6 @@ def test_a_filter_without_the_acceleration_estimate_gives_the_same_state_with_dd
         assert not lean.ddq.any()
         moved |= bool(full.ddq.any())
     assert moved  # the full filter did estimate one
-    with pytest.raises(ValueError, match="estimate_acceleration"):
-        se.JointStateFilter(NAMES, 1000.0, history_length=10, estimate_acceleration=False)
 
 
 def test_a_sample_without_effort_leaves_nan_not_the_last_samples_effort():
@@ -106,3 +104,28 @@ def test_a_sample_without_effort_leaves_nan_not_the_last_samples_effort():
     assert list(f.effort) == [1.0, 2.0, 3.0, 4.0, 5.0]
     assert f.update(NAMES, [0.001] * 5, [0.0] * 5, [], 2 * MS) == se.OK
     assert np.all(np.isnan(f.effort))
+
+
+def test_one_name_map_for_every_message_ignores_foreign_names_and_says_what_is_wrong():
+    """The controller's copy of the name resolution refused a reference naming all the robot's joints plus another
+    arm's joint twice, and latched with "reference lacks joint(s) []"; the filter's copy refused it too."""
+    from idyn_ros.control.controller import Controller
+    from idyn_ros.parameters import load
+
+    m = se.NameMap(NAMES)
+    assert m.resolve([*NAMES, "other_arm_joint", "other_arm_joint"])
+    out = np.zeros(5)
+    assert m.take([1.0, 2.0, 3.0, 4.0, 5.0, 0.0, 0.0], out) and list(out) == [1.0, 2.0, 3.0, 4.0, 5.0]
+    assert not m.take([1.0, 2.0], out)  # a length that is not the names'
+    assert not m.resolve(["j1", "j2", "j2", "j4"]) and m.problem == "missing joint(s) ['j3', 'j5']; joint(s) ['j2'] " \
+        "named twice"
+    f = se.JointStateFilter(NAMES, 1000.0)
+    assert f.update(["j1", "j1", "j2", "j3", "j4", "j5"], [0.0] * 6, [], [], MS) == se.REJECT_NAMES
+    assert f.reason.startswith("joint(s) ['j1'] named twice in /joint_states")
+    c = Controller.for_robot(load("controller", "panda", n=7))
+    c.activate()
+    panda = list(c.joint_names)
+    z = [0.0] * 9
+    assert c.set_reference([*panda, "other_arm_joint1", "other_arm_joint1"], z, z, z) and not c.watchdog.tripped
+    assert not c.set_reference([*panda[:6], panda[0]], z[:7], z[:7], z[:7])
+    assert c.reason.endswith("reference: missing joint(s) ['panda_joint7']; joint(s) ['panda_joint1'] named twice")
