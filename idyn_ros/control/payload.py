@@ -29,12 +29,13 @@ from typing import Any
 
 import numpy as np
 
+from idyn_ros.dynamics.friction import DEFAULT_KINDS
 from idyn_ros.dynamics.payload import TYPICAL_SCALE, PayloadEstimate, joint_regressor, solve_payload
 from idyn_ros.errors import DatasetError, IdentificationError, ParameterError
 
 DEFAULT_RATE_HZ = 100.0
 DEFAULT_CUTOFF_HZ = 5.0
-ARM_FRICTION = ("coulomb", "viscous", "offset")
+ARM_FRICTION = DEFAULT_KINDS
 EDGE_S = 0.5  # s dropped at both ends of a recording after zero-phase filtering (decision: filter start-up)
 # Excitation defaults (decision): 5 harmonics over 10 s (w_f = 0.2 pi rad/s) keep the arm slow enough for medium
 # gains to track while the wrist turns the payload through many orientations; shorter than the arm excitation's 20 s

@@ -564,36 +564,22 @@ class RobotModel:
             return pin.computeJointTorqueRegressor(self.pin_model, self.data, q, dq, ddq).copy()
         return regressor_batch(self.pin_model, q, dq, ddq, self.data)
 
-    def friction_regressor(
-        self,
-        dq: Any,
-        kinds: Sequence[str] | str = ("viscous", "coulomb", "offset"),
-        dq_lim: float | None = None,
-    ) -> np.ndarray:
+    def friction_regressor(self, dq: Any, kinds: Sequence[str] | str | None = None) -> np.ndarray:
         """Friction regressor (n, n B) (or (N, n, n B)), coefficients ``c (n, B)`` joint-major.
 
-        ``tau_f = F @ c.ravel()``; basis per kind as in :mod:`idyn_ros.dynamics.friction`:
-        ``coulomb`` = clamp(dq / dq_lim, -1, 1), Coulomb with a linear zone (Reuss et al. 2022 Eq. 13,
-        dq_lim = 0.02 rad/s there and by default), ``viscous`` = dq, ``offset`` = 1.
+        ``tau_f = F @ c.ravel()``; basis per kind as in :mod:`idyn_ros.dynamics.friction` (default
+        ``friction.DEFAULT_KINDS``), e.g. ``coulomb`` = clamp(dq / 0.02, -1, 1), Coulomb with a linear zone (Reuss et
+        al. 2022 Eq. 13; the zone's width is the friction module's, the one the exported models use), ``viscous`` = dq,
+        ``offset`` = 1.
 
         Args:
             dq: joint velocities (n,) or (N, n) in rad/s.
             kinds: basis kinds (names or a comma-separated string).
-            dq_lim: width of the Coulomb linear zone in rad/s (default: the friction module's 0.02).
         """
         from idyn_ros.dynamics import friction
 
-        kinds = friction.parse_kinds(kinds)
-        dq = self._vec(dq, "dq")
-        F = friction.friction_regressor(dq, kinds)
-        if dq_lim is not None and dq_lim != friction.DQ_LIM and "coulomb" in kinds:
-            if dq_lim <= 0:
-                raise ParameterError(f"dq_lim must be > 0 rad/s, got {dq_lim}")
-            B = friction.n_columns(kinds)
-            b = friction.column_names(kinds).index("coulomb")
-            cols = np.arange(self.n) * B + b
-            F[..., np.arange(self.n), cols] = np.clip(dq / dq_lim, -1.0, 1.0)
-        return F
+        kinds = friction.parse_kinds(friction.DEFAULT_KINDS if kinds is None else kinds)
+        return friction.friction_regressor(self._vec(dq, "dq"), kinds)
 
     def stacked_regressor(
         self,
@@ -601,18 +587,17 @@ class RobotModel:
         dq: Any,
         ddq: Any,
         friction_kinds: Sequence[str] | str | None = None,
-        dq_lim: float | None = None,
     ) -> np.ndarray:
         """Regressor for N samples stacked sample-major: (N n, 10 n [+ n B]).
 
         Row ``k n + i`` is joint ``i`` of sample ``k`` (so it matches ``tau.reshape(-1)`` of an (N, n) array).
-        Friction columns, if any, follow the 10 n inertial ones (``dq_lim``: see friction_regressor).
+        Friction columns, if any, follow the 10 n inertial ones.
         """
         q2 = np.atleast_2d(self._vec(q, "q"))
         dq2, ddq2 = np.atleast_2d(self._vec(dq, "dq")), np.atleast_2d(self._vec(ddq, "ddq"))
         Y = self.regressor(q2, dq2, ddq2)
         if friction_kinds:
-            Y = np.concatenate([Y, self.friction_regressor(dq2, friction_kinds, dq_lim)], axis=-1)
+            Y = np.concatenate([Y, self.friction_regressor(dq2, friction_kinds)], axis=-1)
         return Y.reshape(-1, Y.shape[-1])
 
     def base_parameters(

@@ -29,6 +29,7 @@ from typing import Any
 
 import numpy as np
 
+from idyn_ros.dynamics.friction import DEFAULT_KINDS
 from idyn_ros.errors import IdentificationError, ParameterError
 from idyn_ros.models import identification, rbd
 from idyn_ros.models.sources import Recording
@@ -150,8 +151,8 @@ def _nominal_prior(robot: Any, recs: Sequence[Recording]) -> tuple[np.ndarray, s
                                 f"on current, correlation {corr[j]:.2f})"
 
 
-def identify_gains(robot: Any, recs: Sequence[Recording], friction_kinds: Sequence[str] = ("coulomb", "viscous",
-                   "offset"), prior: np.ndarray | None = None, seed: int = 0) -> CurrentGains:
+def identify_gains(robot: Any, recs: Sequence[Recording], friction_kinds: Sequence[str] = DEFAULT_KINDS,
+                   prior: np.ndarray | None = None, seed: int = 0) -> CurrentGains:
     """Per-joint gains from current recordings (module doc); ``prior`` (n,) Nm/A overrides the robot data."""
     from scipy.optimize import minimize
 
@@ -218,7 +219,7 @@ def _gravity_scale(robot: Any, recs: Sequence[Recording], problem: _Problem, x: 
 
 
 def currents_to_torque(robot: Any, train: Sequence[Recording], val: Sequence[Recording] = (),
-                       test: Sequence[Recording] = (), friction_kinds: Sequence[str] = ("coulomb", "viscous", "offset"),
+                       test: Sequence[Recording] = (), friction_kinds: Sequence[str] = DEFAULT_KINDS,
                        torque_constants: Any = None, seed: int = 0
                        ) -> tuple[dict[str, Any] | None, CurrentGains | None, tuple[list, list, list]]:
     """What ``idyn train`` does with motor-current recordings: (artifact ``effort`` entry, identified gains or None,
@@ -244,7 +245,7 @@ def currents_to_torque(robot: Any, train: Sequence[Recording], val: Sequence[Rec
         raise ParameterError("validation/test recordings hold motor currents but the training ones torques: the "
                              "gains cannot be identified from them; pass --torque-constants")
     else:
-        found = identify_gains(robot, train, tuple(friction_kinds) or ("coulomb", "viscous", "offset"), seed=seed)
+        found = identify_gains(robot, train, tuple(friction_kinds) or DEFAULT_KINDS, seed=seed)
         gains = found.values
         effort = found.to_metadata(robot.joint_names)
     return effort, found, (to_torque(train, gains), to_torque(val, gains), to_torque(test, gains))

@@ -56,7 +56,7 @@ from typing import Any
 
 import numpy as np
 
-from idyn_ros.dynamics.friction import friction_regressor, friction_torque, n_columns
+from idyn_ros.dynamics.friction import DEFAULT_KINDS, friction_regressor, friction_torque, n_columns
 from idyn_ros.dynamics.inertia import pi_to_barycentric, pi_to_pseudo_inertia
 from idyn_ros.errors import IdentificationError, ParameterError
 from idyn_ros.models import rbd
@@ -169,7 +169,7 @@ def identify(
     pin_model: Any,
     recs: Sequence[Recording],
     method: str = "sdp",
-    friction_kinds: Sequence[str] = ("coulomb", "viscous", "offset"),
+    friction_kinds: Sequence[str] = DEFAULT_KINDS,
     reg: float | None = None,
     weights: np.ndarray | None = None,
     solver: str = "CLARABEL",

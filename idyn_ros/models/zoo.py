@@ -31,7 +31,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from idyn_ros.dynamics.friction import n_columns, torch_friction_torque
+from idyn_ros.dynamics.friction import DEFAULT_KINDS, n_columns, torch_friction_torque
 from idyn_ros.models import rbd
 from idyn_ros.models.features import R_DEADBAND, R_LIMIT
 
@@ -46,7 +46,7 @@ class ModelConfig:
     kind: str = "hybrid"
     mode: str = "e2e"  # e2e | 2s (hybrid kinds); Reuss et al. 2022 Sec. V
     id_method: str = "sdp"  # nominal | ols | wls | sdp | diffbary | logchol (RBD of rbd*/2s models)
-    friction_kinds: tuple[str, ...] = ("coulomb", "viscous", "offset")
+    friction_kinds: tuple[str, ...] = DEFAULT_KINDS
     e2e_inertial: str = "diffbary"  # diffbary | logchol: consistent parameterisation trained E2E
     linear_dim: int = 100  # Reuss Table IV: residual LSTM, 1 linear layer of 100
     hidden: int = 50  # Reuss Table IV: LSTM hidden 50

@@ -93,14 +93,13 @@ def test_too_few_rows() -> None:
         base_parameters_from_regressor(np.ones((5, 10)))
 
 
-def test_coulomb_zone_width_is_configurable(panda: RobotModel) -> None:
+def test_the_friction_regressor_uses_the_zone_width_and_kinds_the_models_use(panda: RobotModel) -> None:
+    from idyn_ros.dynamics import friction
+
     dq = np.array([0.05, -0.05, 0.01, -0.01, 0.0, 0.1, -0.2])
-    F = panda.friction_regressor(dq, "viscous,coulomb", dq_lim=0.1)  # columns per joint: viscous, coulomb
-    np.testing.assert_allclose(F[np.arange(7), np.arange(7) * 2 + 1], np.clip(dq / 0.1, -1, 1))
+    F = panda.friction_regressor(dq, "viscous,coulomb")  # columns per joint: viscous, coulomb
+    np.testing.assert_allclose(F[np.arange(7), np.arange(7) * 2 + 1], np.clip(dq / 0.02, -1, 1))
     np.testing.assert_allclose(F[np.arange(7), np.arange(7) * 2], dq)
-    Fb = panda.friction_regressor(np.stack([dq, 2 * dq]), "coulomb", dq_lim=0.1)
-    np.testing.assert_allclose(Fb[1, np.arange(7), np.arange(7)], np.clip(2 * dq / 0.1, -1, 1))
-    default = panda.friction_regressor(dq, "coulomb")
-    np.testing.assert_allclose(default[np.arange(7), np.arange(7)], np.clip(dq / 0.02, -1, 1))
-    with pytest.raises(ParameterError, match="dq_lim"):
-        panda.friction_regressor(dq, "coulomb", dq_lim=-1.0)
+    Fb = panda.friction_regressor(np.stack([dq, 2 * dq]), "coulomb")
+    np.testing.assert_allclose(Fb[1, np.arange(7), np.arange(7)], np.clip(2 * dq / 0.02, -1, 1))
+    np.testing.assert_array_equal(panda.friction_regressor(dq), friction.friction_regressor(dq, friction.DEFAULT_KINDS))
