@@ -395,7 +395,11 @@ def _payload(d: dict) -> Lines:
     cl = {k: v for k, v in d.get("closed_loop", {}).items() if not k.startswith("_")}
     if cl:
         keys = ("without_compensation", "identified", "doomed", "identified_and_doomed", "true_payload_known")
-        out += ["Closed loop, medium gains, 2 kg payload: joint RMSE [deg].", "",
+        dm = d["closed_loop"].get("_setup", {}).get("doomed", {})
+        setting = (f" DOOMED at eta {dm['eta']:g}, alpha {dm['alpha']:g}, gamma {dm['gamma']:g}, offset limit "
+                   f"{100 * dm.get('offset_limit_fraction', 0.2):g} % of the effort limit (the node's defaults: eta "
+                   "0.05, 15 %).") if dm else ""
+        out += [f"Closed loop, medium gains, 2 kg payload: joint RMSE [deg].{setting}", "",
                 *table(["robot", *keys], [[robot, *(v["rmse_deg"].get(k) for k in keys)] for robot, v in cl.items()])]
     g = d.get("gripper")
     if g:

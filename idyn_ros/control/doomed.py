@@ -38,6 +38,8 @@ from typing import Any
 
 import numpy as np
 
+from idyn_ros.dynamics.friction import DQ_LIM
+
 FEATURES = ("constant", "linear")
 _ADD = np.add.reduce  # one reduction per finiteness check (control/watchdog.py): a NaN/Inf makes the sum non-finite
 # Ratliff 2016 sec. 3c/3d: alpha 0-0.5, gamma 0.9/0.95, eta 0.01-0.1 per tick at 1 kHz.
@@ -47,9 +49,10 @@ PAPER_GAMMA = 0.9
 
 @dataclass
 class DoomedConfig:
-    """Parameters (units in comments); defaults follow the paper where it gives values."""
+    """Parameters (units in comments); the defaults are the doomed node's (``parameters.DoomedParams``; a test keeps
+    them equal), which follow the paper where it gives values."""
 
-    learning_rate: float = 0.02  # eta per tick at reference_rate_hz [Nm s^2/rad] (x scale_j)
+    learning_rate: float = 0.05  # eta per tick at reference_rate_hz [Nm s^2/rad] (x scale_j)
     reference_rate_hz: float = 1000.0  # rate eta is specified at (paper: 1 kHz)
     rate_hz: float = 1000.0  # actual update rate
     momentum: float = PAPER_GAMMA  # gamma in [0, 1)
@@ -57,7 +60,7 @@ class DoomedConfig:
     forgetting: float = 0.0  # lambda [1/(Nm s^2/rad)]: u decays by learning_rate x forgetting per tick (< 1); 0 = none
     variance_tau: float = 0.1  # s, running variance time constant
     features: str = "constant"  # "constant": f = w;  "linear": f_j = phi_j(q,dq)^T w_j
-    offset_limit: np.ndarray | float = 5.0  # Nm, per joint |f_j| bound
+    offset_limit: np.ndarray | float = 5.0  # Nm, per joint |f_j| bound (the node: 15 % of the effort limit)
     osc_window: float = 0.1  # s, detector window
     osc_rise_factor: float = 3.0  # mean|e| must exceed this x the recent minimum
     osc_min_error: float = 0.5  # rad/s^2, ignore oscillations below this mean|e|
@@ -111,17 +114,19 @@ def config_from_params(params: Any, effort_limit: np.ndarray) -> DoomedConfig:
 
 
 def linear_features(q: np.ndarray, dq: np.ndarray, out: np.ndarray) -> np.ndarray:
-    """Per-joint features phi_j = [1, sin q_j, cos q_j, dq_j, tanh(dq_j / 0.02)]  -> out (n, 5).
+    """Per-joint features phi_j = [1, sin q_j, cos q_j, dq_j, tanh(dq_j / DQ_LIM)]  -> out (n, 5).
 
     Block-diagonal J_f (each joint's offset uses only its own features) keeps the update O(n):
     gradient_j = -phi_j e_j (Ratliff sec. 1, linear-in-features specialisation J_f = Phi).
-    The tanh(dq/0.02) column is a smooth Coulomb term (0.02 rad/s as in Reuss Eq. 13).
+    The tanh column is a smooth Coulomb term whose zone is the friction model's Coulomb zone (``friction.DQ_LIM``,
+    0.02 rad/s, the width of Reuss Eq. 13's clamp).
     """
     out[:, 0] = 1.0
     np.sin(q, out=out[:, 1])
     np.cos(q, out=out[:, 2])
     out[:, 3] = dq
-    np.tanh(dq / 0.02, out=out[:, 4])
+    np.divide(dq, DQ_LIM, out=out[:, 4])  # in place: no array per tick
+    np.tanh(out[:, 4], out=out[:, 4])
     return out
 
 

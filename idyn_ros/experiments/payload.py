@@ -38,7 +38,8 @@ import numpy as np
 
 ROBOTS = ("panda", "iiwa14", "ur5")
 GOAL = {"mass_pct": 2.0, "com_mm": 5.0}
-DOOMED = {"eta": 0.1, "alpha": 0.5, "gamma": 0.9}
+# not the node's defaults (eta 0.05, offset limit 15 % of the effort limit): the sweep's payload acceptance setting
+DOOMED = {"eta": 0.1, "alpha": 0.5, "gamma": 0.9, "offset_limit_fraction": 0.2}
 
 
 def _box(mass: float, com: Sequence[float], size: Sequence[float], rpy: Sequence[float]) -> Any:
@@ -342,7 +343,8 @@ def _tracking_run(plant: Any, controller: Any, model: Any, task: Any, payload: A
     if doomed:
         learner = Doomed(plant.n, DoomedConfig(learning_rate=DOOMED["eta"], momentum=DOOMED["gamma"],
                                                variance_gain=DOOMED["alpha"],
-                                               offset_limit=0.2 * np.asarray(model.effort_limit)))
+                                               offset_limit=DOOMED["offset_limit_fraction"]
+                                               * np.asarray(model.effort_limit)))
         adapter = DoomedAdapter(learner, controller.feedback_model)
     plant.set_payload(payload)
     return tracking_metrics(run_episode(plant, controller, task, hold=0.5, doomed=adapter))

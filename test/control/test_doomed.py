@@ -291,3 +291,25 @@ def test_a_new_controller_model_starts_the_learner_over_and_keeps_a_freeze():
     adapter.learner.freeze("asked")
     assert adapter.on_controller_model("b.onnx:2") == "a.onnx:1"
     assert np.all(adapter.learner.offset == 0.0) and adapter.learner.freeze_reason == "asked"
+
+
+def test_the_learners_defaults_are_the_nodes():
+    """DoomedConfig defaulted to eta 0.02 while the node runs 0.05: code built on the learner alone ran another
+    DOOMED than users get."""
+    import dataclasses
+
+    from idyn_ros.parameters import DoomedParams
+
+    node, learner = DoomedParams(), DoomedConfig()
+    differ = {f.name: (getattr(learner, f.name), getattr(node, f.name)) for f in dataclasses.fields(learner)
+              if hasattr(node, f.name) and f.name != "offset_limit"  # the node's: 15 % of the arm's effort limit
+              and getattr(learner, f.name) != getattr(node, f.name)}
+    assert not differ
+
+
+def test_linear_features_are_the_friction_models_smooth_coulomb():
+    from idyn_ros.control.doomed import linear_features
+
+    q, dq = np.array([0.1, -0.2]), np.array([0.01, -0.5])
+    out = linear_features(q, dq, np.zeros((2, 5)))
+    np.testing.assert_allclose(out, np.column_stack([np.ones(2), np.sin(q), np.cos(q), dq, np.tanh(dq / 0.02)]))
