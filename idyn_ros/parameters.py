@@ -242,7 +242,8 @@ class ControllerParams(CommonParams):
     presets_stiff_kp: tuple[float, ...] = param(
         (), "Kp of the stiff preset; [] = 400 on joints 1-2, 200 on the others (Reuss et al. 2022, the lab "
         "default)", lo=0.0, hi=1e5, length="n", ros_name="presets.stiff.kp")
-    damping_ratio: float = param(1.0, "zeta: Kd = 2 zeta sqrt(Kp) (critically damped at 1)", lo=0.0, hi=10.0)
+    damping_ratio: float = param(1.0, "zeta: Kd = 2 zeta sqrt(Kp) in acceleration space, 2 zeta sqrt(Kp M_jj) in "
+                                 "torque space (M_jj at the neutral pose; critically damped at 1)", lo=0.0, hi=10.0)
     feedback_space: str = param("acceleration", "acceleration: tau_fb = M(q)(Kp e + Kd de); torque: tau_fb = Kp e "
                                 "+ Kd de", choices=("acceleration", "torque"))
     feedback_armature: tuple[float, ...] = param(

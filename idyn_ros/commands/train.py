@@ -50,7 +50,8 @@ Model kinds:
                 DIR/model.onnx (exact fast posterior mean), DIR/metrics.json, DIR/gp.pt. A GP whose held-out
                 mean nMSE exceeds 100 % (worse than predicting the mean torque) is refused, not exported.
 
-Sample rate: a model has one, the rate it must later run at (the runtime refuses another). It is --rate, else the
+Sample rate: a model has one, the rate it must later run at (the runtime refuses another for a model with state from
+tick to tick: an LSTM, the r feature; physics-only kinds run at any rate). It is --rate, else the
 rate most of the training time was recorded at; every --data/--val/--test recording at another rate or with
 irregular stamps is resampled onto that grid (linear interpolation of its samples), one line each.
 

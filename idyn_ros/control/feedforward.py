@@ -161,9 +161,10 @@ class FeedforwardComputer:
     def warm_up(self, q: np.ndarray, dq: np.ndarray | None = None, ddq: np.ndarray | None = None) -> None:
         """Run ``warmup_ticks`` model steps at (q, dq, ddq) so the LSTM state settles (Reuss sec. VI).
 
-        Decision: warm up on the current state held constant (the robot is at rest when the
-        controller activates), synchronously in on_activate (~500 x 20 us = 10 ms), rather than
-        over the first 0.5 s of live ticks: the first live command then already uses the model.
+        Decision: warm up on the current state held constant (the robot is at rest when the controller activates),
+        synchronously at the first trusted state after activation (500 steps: 25 ms for the Panda's per-joint
+        residual), rather than over the first 0.5 s of live ticks: the first live command then already uses the
+        model. The controller restarts its silence clock after it (``Controller._start_hold``).
         """
         if self.runtime is None:
             return

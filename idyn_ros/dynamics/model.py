@@ -9,9 +9,8 @@ Only revolute, continuous and prismatic joints are degrees of freedom; fixed joi
 their parent body by the pinocchio URDF parser (their frames stay available as frames). Continuous
 joints are parsed as revolute (one angle, unbounded limits) so that ``nq == nv`` always holds.
 
-Thread safety: every RobotModel holds ONE ``pinocchio.Data`` that all methods reuse to avoid
-allocation on the hot path, so one RobotModel must not be used from two threads at once. Give each
-thread its own model (``model.copy()`` is cheap).
+Thread safety: a RobotModel keeps one ``pinocchio.Data`` (and its output buffers) per thread, made on first use and
+reused by every method, so one model may be shared between threads (the hot loop's and an executor's).
 
 All arrays are numpy float64 in SI units: rad, rad/s, rad/s², m, Nm, kg, kg·m².
 """
@@ -323,7 +322,7 @@ class RobotModel:
         return model
 
     def copy(self) -> RobotModel:
-        """Independent copy (own pinocchio Data): use one per thread."""
+        """Independent copy (its own pinocchio model and Data)."""
         return RobotModel(self.pin_model.copy(), self.urdf_xml, self.name, self.flange_frame, self._unbounded)
 
     def with_payload(self, payload: Any, frame: str | None = None) -> RobotModel:
@@ -426,7 +425,8 @@ class RobotModel:
     def mass_matrix(self, q: Any, out: np.ndarray | None = None) -> np.ndarray:
         """Joint-space inertia M(q) (n, n) or (N, n, n), symmetrised (CRBA fills the upper triangle).
 
-        ``out`` (n, n): written in place and returned, no allocation (the 1 kHz path).
+        ``out`` (n, n): written in place and returned (the 1 kHz path; pinocchio's binding still returns its own copy
+        of M, one (n, n) array per call).
         """
         q = self._vec(q, "q")
         m, d = self.pin_model, self.data
@@ -463,7 +463,8 @@ class RobotModel:
     def coriolis_matrix(self, q: Any, dq: Any, out: np.ndarray | None = None) -> np.ndarray:
         """Coriolis matrix C(q,dq) (n, n) with dM/dt - 2C skew-symmetric (pinocchio's choice).
 
-        ``out`` (n, n): written in place and returned, no allocation (the 1 kHz path).
+        ``out`` (n, n): written in place and returned (the 1 kHz path; pinocchio's binding still returns its own copy,
+        one (n, n) array per call).
         """
         q, dq = self._vec(q, "q"), self._vec(dq, "dq")
         m, d = self.pin_model, self.data

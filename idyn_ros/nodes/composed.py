@@ -1,4 +1,5 @@
-"""All idyn nodes in one process on one executor (``idyn bringup --composed``).
+"""All idyn nodes in one process (``idyn bringup --composed``): one executor for parameters, services and timers,
+one hot loop for the 1 kHz callbacks (``nodes/hot_loop.py``).
 
 Why: rclpy has no intra-process shortcut, but one process saves a DDS process hop's scheduling
 wake-ups on a busy machine and halves the interpreter count. Parameters: the one file
@@ -35,7 +36,7 @@ def factories(names: list[str]) -> list[Callable[[], Any]]:
         from idyn_ros.errors import ParameterError
 
         raise ParameterError(f"unknown nodes {unknown}; known: {list(table)}")
-    # the controller first: its subscription is created first, so it is served first by the executor
+    # the controller first: its callbacks are registered first, so the hot loop serves it first (nodes/hot_loop.py)
     order = sorted(names, key=lambda n: 0 if n == "controller" else 1)
     return [table[n] for n in order]
 

@@ -12,8 +12,9 @@ simulator loop and the benchmarks run too.
   the plant or a probe measures state -> command latency from it;
 - clocks: input ages are measured on the node's clock under ``use_sim_time`` (the lockstep plant's /clock, so
   a plant waiting for us is not "stale"), else on the monotonic clock; under sim time a state stamped ahead of
-  /clock was read before its /clock (stamps and /clock are one source: not a clock out of sync), and its stamp
-  moves the receive time at most ``stale_periods`` ahead (one stamped an hour ahead must not blind the silence check);
+  /clock was read before its /clock (stamps and /clock are one source: not a clock out of sync): it counts as
+  received at its stamp up to ``SIM_CLOCK_LAG_NS`` (1 s) ahead, and one stamped further ahead as received
+  ``stale_periods`` after now (one stamped an hour ahead must not blind the silence check for that hour);
 - a payload set through ``~/set_payload`` is kept across cleanup + configure (the feedforward and observer nodes
   keep theirs); a ``model_path`` set on the unconfigured node is loaded once to check it: one that would not load
   is refused with the reason, so configure keeps the model that works instead of falling back to nominal RBD;

@@ -12,7 +12,8 @@ one process that listen to the same topic share one subscription: the message is
 Python once (~30 us for a JointState) and handed to every callback, in registration order, so in a composed
 process the controller (created first) answers before any monitoring node runs. An urgent callback (the
 controller's state) is also polled for between the monitoring callbacks; a message it takes there reaches
-the monitoring callbacks of its topic after the current one, in order. Everything else of a node (parameters,
+the monitoring callbacks of its topic after the current one (if two arrive meanwhile, the newer one only, as
+with their depth-1 queue). Everything else of a node (parameters,
 lifecycle services, diagnostics timers) stays on its executor, which now wakes only for that slow traffic.
 
 Callbacks must not modify the message they get (others read it too).

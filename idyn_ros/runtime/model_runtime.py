@@ -3,10 +3,10 @@
 Why a split evaluation: the artifact's full graph contains the torch RNEA (~hundreds of ONNX
 nodes, ~0.1 us each at batch 1), while pinocchio's RNEA costs ~1.5 us. So by default
 (``rbd_backend="pinocchio"``) the runtime evaluates RBD with pinocchio from the identified
-inertial parameters in the metadata, friction with the numpy formulas (same basis as training),
-and runs in ONNX Runtime only the residual subgraph, cut out of the artifact once at load time
-with ``onnx.utils.Extractor``. ``rbd_backend="onnx"`` runs the whole graph; a test checks both
-paths agree. Per tick nothing is logged and only small fixed-size arrays are touched.
+inertial parameters in the metadata, and runs in ONNX Runtime only the residual and friction subgraph, cut out of
+the artifact once at load time with ``onnx.utils.Extractor`` (a model without a residual gets its friction from the
+numpy formulas, the same basis as training, and no ONNX call). ``rbd_backend="onnx"`` runs the whole graph; a test
+checks both paths agree. Per tick nothing is logged and only small fixed-size arrays are touched.
 
 Velocity range: for kinds with an RBD part, friction and residual are evaluated at dq held to ``fit_dq_abs_max``
 (the training data's largest |dq| per joint, in the metadata) and RBD at the measured dq
@@ -54,7 +54,8 @@ class ModelRuntime:
         path: the ``.onnx`` artifact.
         robot: ``RobotModel`` of the configured robot; its joint names must equal the artifact's.
             When None, the URDF stored in the artifact is used.
-        rate_hz: control rate; must match the artifact's sample rate within 2 % (None: no check).
+        rate_hz: control rate; must match the artifact's sample rate within 2 % when the model carries state from
+            tick to tick (an LSTM, the r feature; physics-only kinds run at any rate) (None: no check).
         rbd_backend: "pinocchio" (default, fast) or "onnx" (run the whole graph).
     """
 
