@@ -18,6 +18,10 @@ Decisions (one line each; tested in test/control/test_controller.py):
 - but not after a silence longer than ``max_recovery_silence``: the arm moved under the hold torque (gravity of the
   nominal model, no feedback) and the reference ran on, so the law would come back far from it (a 5 s pause
   returned with 148 deg of error and commands at the effort limit); that latches, and activation holds the new pose;
+- after activation the reference is blended in from the held pose: the first one's offset from it decays over a
+  min-jerk move at half the joints' velocity and acceleration limits (the reference node's move-in), so a reference
+  that ran on while the arm moved (a latched silence, a deactivation) comes back as a move, not a step (one within
+  ``CAPTURE_MIN_RAD`` of the pose is taken as it is);
 - a joint measured ``position_limit_margin`` past its URDF range latches safe mode, like saturation: no reference
   goes there (references are clipped to the range), so the arm is at an end stop or the law lost it;
 - a state whose stamp does not advance is not fresh input (a driver re-sending its cached state must reach the
@@ -37,7 +41,10 @@ import numpy as np
 from idyn_ros.control import law
 from idyn_ros.control import state_estimation as se
 from idyn_ros.control.feedforward import FeedforwardComputer
+from idyn_ros.control.reference import move_in_duration
 from idyn_ros.control.watchdog import Watchdog
+from idyn_ros.data.limits import planning_acceleration_limits
+from idyn_ros.data.trajectories import min_jerk_profile
 from idyn_ros.errors import ParameterError
 from idyn_ros.parameters import PRESET_NAMES, ControllerParams
 from idyn_ros.robots.spec import Payload
@@ -47,6 +54,7 @@ MODE_INACTIVE, MODE_ACTIVE, MODE_SAFE_DAMPING, MODE_SAFE_ZERO = 0, 1, 2, 3
 MAX_KD_T = 0.5  # refuse gains above this damping x period (see the module docstring)
 _ADD = np.add.reduce  # the ufunc method itself (see control/watchdog.py): a NaN/Inf makes the sum non-finite
 RECOVERING = "recovering: the law's torque is being blended back in from the safe torque"  # ACTIVE, not yet steady
+CAPTURE_MIN_RAD = 1e-3  # a first reference this close to the pose held at activation is taken as it is
 
 
 def with_feedback_armature(model: Any, armature: Sequence[float]) -> Any:
@@ -103,6 +111,12 @@ class Controller:
         self.longest_silence_ns = 0  # the longest wait for a joint state since activation (max_recovery_silence)
         self._ff_rx_ns = self._ff_stamp_ns = self._off_rx_ns = -1
         self._have_ref = self._holding = self._first_command = self._restart_silence_clock = False
+        # the first reference after activation, blended in from the held pose (see the module docstring)
+        self._hold_pose, self._capture_offset, self._capture_step = z(n), z(n), z(n)
+        self._ref_raw = z((3, n))  # while blending: the last reference as it came (q_d, dq_d, ddq_d)
+        self._capture_pending = False
+        self._capture_ticks = self._capture_total = 0
+        self._capture_limits = (robot.velocity_limit.copy(), planning_acceleration_limits(robot.name, n))
         self._holding_silent = False  # silence: the command reached the hold torque (check_input sends no more)
         self._ramp_ticks = 0
         self.set_params(params, safe_mode)
@@ -208,6 +222,7 @@ class Controller:
         self.watchdog.clear()
         self.filter.reset()
         self._holding = self._have_ref = False
+        self._capture_pending, self._capture_ticks = True, 0
         self._ramp_ticks = 0
         self._at_limit_ticks[:] = 0
         self.last_rx_ns = -1
@@ -292,6 +307,10 @@ class Controller:
             np.copyto(self.ddq_d, 0.0, where=clipped)
             self.reference_clipped += 1
         self._have_ref = True
+        if self._capture_ticks:
+            self._keep_raw_reference()
+        elif self._capture_pending and self._holding:  # the first reference since activation meets the held pose
+            self._start_capture()
         return True
 
     def set_feedforward(self, names: Sequence[str], total: Sequence[float], state_stamp_ns: int,
@@ -346,6 +365,8 @@ class Controller:
             fresh = wd.check_ff_age(now_ns, self._ff_rx_ns) and wd.check_ff_lag(stamp_ns, self._ff_stamp_ns)
         if fresh and wd.tripped and wd.fresh_tick():
             self._ramp_ticks = self._ramp_total
+        if self._capture_ticks and fresh and not wd.tripped:
+            self._blend_reference()
         if p.use_feedforward and self.embedded and fresh:
             # every trusted tick: the LSTM state stays current. After a short gap it resumes, ms stale, rather than
             # zeroed (further off); a gap past max_recovery_silence latches, and activation warms it up again
@@ -404,10 +425,13 @@ class Controller:
                 f"({self.params.max_recovery_silence:g} s): the arm may have moved; deactivate and activate to resume")
 
     def _start_hold(self, q: np.ndarray) -> None:
+        self._hold_pose[:] = q
         if not self._have_ref:
             self.q_d[:] = q
             self.dq_d[:] = 0.0
             self.ddq_d[:] = 0.0
+        elif self._capture_pending:  # a reference came before this first state: blend it in from here
+            self._start_capture()
         self._first_command = True
         if self.embedded and self.params.use_feedforward:
             self.ff.warm_up(q)
@@ -416,6 +440,38 @@ class Controller:
         # the next watchdog tick
         self._restart_silence_clock = True
         self._holding = True
+
+    def _start_capture(self) -> None:
+        """The reference now in q_d is the first since activation: its offset from the held pose decays over a
+        min-jerk move (module docstring), or it is taken as it is when that offset is within CAPTURE_MIN_RAD."""
+        self._capture_pending = False
+        np.subtract(self._hold_pose, self.q_d, out=self._capture_offset)
+        if not np.abs(self._capture_offset).max() > CAPTURE_MIN_RAD:
+            return
+        duration = move_in_duration(self.q_d, self._hold_pose, *self._capture_limits)
+        self._capture_total = self._capture_ticks = max(1, math.ceil(duration / self.period))
+        self._keep_raw_reference()
+        self.q_d[:] = self._hold_pose  # from this tick until the first blended one
+
+    def _keep_raw_reference(self) -> None:
+        r = self._ref_raw
+        r[0], r[1], r[2] = self.q_d, self.dq_d, self.ddq_d
+
+    def _blend_reference(self) -> None:
+        """One tick of the capture: the last reference plus the part of its offset from the held pose not yet decayed
+        (by time: a reference sent once is reached too)."""
+        T = self._capture_total * self.period
+        s = (self._capture_total - self._capture_ticks) / self._capture_total
+        done, rate, curvature = min_jerk_profile(s)  # the share of the offset decayed so far, and its derivatives
+        off, step, (q, dq, ddq) = self._capture_offset, self._capture_step, self._ref_raw
+        np.add(q, np.multiply(off, 1.0 - done, out=step), out=self.q_d)
+        np.subtract(dq, np.multiply(off, rate / T, out=step), out=self.dq_d)
+        np.subtract(ddq, np.multiply(off, curvature / T**2, out=step), out=self.ddq_d)
+        self._capture_ticks -= 1
+        if not self._capture_ticks:  # the reference itself from now on
+            np.copyto(self.q_d, q)
+            np.copyto(self.dq_d, dq)
+            np.copyto(self.ddq_d, ddq)
 
     def _law(self, q: np.ndarray, dq: np.ndarray, now_ns: int) -> bool:
         """tau = tau_ff + offset + feedback into self.tau; False (and a latched fault) on a non-finite value."""

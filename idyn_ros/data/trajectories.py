@@ -369,7 +369,7 @@ def fit_into_limits(traj: FourierTrajectory, limits: JointLimits, rate_hz: float
 
 
 # ===================================================================================== min jerk
-def _min_jerk_profile(s: Any) -> tuple[Any, Any, Any]:
+def min_jerk_profile(s: Any) -> tuple[Any, Any, Any]:
     """The Flash & Hogan quintic and its first two derivatives in s (float or array)."""
     return 10 * s**3 - 15 * s**4 + 6 * s**5, 30 * s**2 - 60 * s**3 + 30 * s**4, 60 * s - 180 * s**2 + 120 * s**3
 
@@ -392,7 +392,7 @@ def min_jerk(
         if duration <= 0 or tt >= duration:
             return q0 + d, np.zeros_like(d), np.zeros_like(d)
         s = max(tt, 0.0) / duration
-        p, v, a = _min_jerk_profile(s)
+        p, v, a = min_jerk_profile(s)
         return q0 + p * d, (v / duration) * d, (a / duration**2) * d
     t = np.asarray(t, dtype=float).reshape(-1)
     if duration <= 0:
@@ -400,7 +400,7 @@ def min_jerk(
         return q0 + d + zeros, zeros, zeros.copy()
     s = np.clip(t / duration, 0.0, 1.0)[:, None]
     inside = ((t >= 0) & (t <= duration))[:, None]
-    p, v, a = _min_jerk_profile(s)
+    p, v, a = min_jerk_profile(s)
     return q0 + p * d, v / duration * inside * d, a / duration**2 * inside * d
 
 

@@ -149,6 +149,49 @@ def test_a_silence_longer_than_max_recovery_silence_latches_until_reactivated():
     assert np.abs(c.q_d - moved).max() == 0.0
 
 
+@pytest.mark.parametrize("reference_first", [False, True])
+def test_after_reactivation_the_reference_that_ran_on_comes_back_as_a_move_not_a_step(reference_first):
+    """Activation held the new pose only until the next reference: the reference node, paused with its input, still
+    sent the pose from before the silence, and the law pulled the arm 0.3 rad back at once. Whether that reference
+    reaches the controller before or after its first state, it is now blended in from the held pose."""
+    from idyn_ros.control.reference import move_in_duration
+    from idyn_ros.data.limits import planning_acceleration_limits
+
+    c = _core()
+    c.set_reference(PANDA, Q0, np.zeros(7), np.zeros(7))
+    for k in range(10):
+        _tick(c, k)
+    moved = Q0 + 0.3
+    _silence_then_states(c, 9, 600, moved)
+    assert c.watchdog.latched
+    c.deactivate()
+    c.activate()
+    if reference_first:
+        c.set_reference(PANDA, Q0, np.zeros(7), np.zeros(7))
+    q_d = []
+    for k in range(700, 3700):  # the reference node sends the old pose again with every state
+        _tick(c, k, moved)
+        q_d.append(c.q_d.copy())
+        c.set_reference(PANDA, Q0, np.zeros(7), np.zeros(7))
+    q_d = np.array(q_d)
+    np.testing.assert_allclose(q_d[0], moved)  # no step at activation
+    duration = move_in_duration(moved, Q0, c.robot.velocity_limit, planning_acceleration_limits("panda", 7))
+    k_end = int(np.ceil(duration / 1e-3))
+    speed = np.abs(np.diff(q_d, axis=0)).max(axis=0) / 1e-3
+    assert np.all(speed <= 0.5 * c.robot.velocity_limit * 1.01)  # the reference node's move-in speed, at most
+    np.testing.assert_allclose(q_d[k_end + 2], Q0, atol=1e-12)  # then the reference itself
+    assert 0.5 < duration < 3.0 and np.abs(q_d[k_end // 2] - Q0).max() > 0.1  # a move, not a step
+
+
+def test_a_first_reference_at_the_held_pose_is_taken_as_it_is():
+    """At start-up the reference holds the pose the controller holds: no move to blend (the benchmarks' start)."""
+    c = _core()
+    c.set_reference(PANDA, Q0 + 5e-4, np.zeros(7), np.zeros(7))
+    _tick(c, 0)
+    np.testing.assert_allclose(c.q_d, Q0 + 5e-4)
+    assert c._capture_ticks == 0
+
+
 def test_a_shorter_recovery_ramp_set_mid_ramp_blends_between_safe_and_law_torque():
     """recovery_ramp lowered at run time while the law was being blended back in: alpha = 1 - ticks / total went to
     -18.5 and the command to the effort limit on the far side of the safe torque, away from the law."""

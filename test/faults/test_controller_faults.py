@@ -31,6 +31,11 @@ def _tick(c, k, q=Q0, names=PANDA, clock_ahead=0):
     return c.update(names, list(q), [0.0] * len(q), [], t, t + clock_ahead, t + clock_ahead)
 
 
+def _at_the_held_pose(c) -> None:
+    """The first reference after activation, at the pose held (else it is blended in from there): later ones step."""
+    c.set_reference(PANDA, Q0, np.zeros(7), np.zeros(7))
+
+
 def _safe(c, q=Q0):
     return c.robot.gravity(q) - c.safe_damping * 0.0
 
@@ -67,13 +72,14 @@ def test_a_silent_input_recovers_with_a_ramp_instead_of_latching_forever():
     c = _core(torque_rate_limit=-1.0, recovery_ramp=0.005)
     c.activate()
     c.set_reference(PANDA, Q0 + 0.02, np.zeros(7), np.zeros(7))  # the law's torque differs from the safe one
-    for k in range(20):
+    ticks = 300  # the reference is blended in from the held pose first (activation), then held
+    for k in range(ticks):
         law = _tick(c, k).copy()
     gap = 30  # ms without a state (> stale_periods 3)
-    safe = c.check_input(NOW + (19 + gap) * 1_000_000)
+    safe = c.check_input(NOW + (ticks - 1 + gap) * 1_000_000)
     np.testing.assert_allclose(safe, _safe(c))
     assert c.mode == MODE_SAFE_DAMPING and "stale joint state" in c.reason
-    taus = [_tick(c, k).copy() for k in range(20 + gap, 20 + gap + c.params.recovery_ticks + 6)]
+    taus = [_tick(c, k).copy() for k in range(ticks + gap, ticks + gap + c.params.recovery_ticks + 6)]
     n = c.params.recovery_ticks
     for tau in taus[: n - 1]:
         np.testing.assert_allclose(tau, _safe(c))  # still safe until recovery_ticks fresh ticks
@@ -99,6 +105,7 @@ def test_torque_rate_limit_changed_at_run_time_takes_effect():
     c = _core(torque_rate_limit=1000.0)
     c.activate()
     _tick(c, 0)
+    _at_the_held_pose(c)
     c.set_reference(PANDA, Q0 + 0.2, np.zeros(7), np.zeros(7))  # a step: the limiter decides each step
     prev = _tick(c, 1).copy()
     assert np.abs(_tick(c, 2) - prev).max() == pytest.approx(1.0)  # 1000 Nm/s at 1 kHz
@@ -121,6 +128,7 @@ def test_commands_stuck_at_the_effort_limits_are_reported_then_go_safe():
               gain_preset="stiff")
     c.activate()
     _tick(c, 0)
+    _at_the_held_pose(c)
     c.set_reference(PANDA, Q0 + 0.5, np.zeros(7), np.zeros(7))
     for k in range(1, 60):
         _tick(c, k)
@@ -163,6 +171,7 @@ def test_the_node_refuses_chattering_gains_and_reports_saturation_on_diagnostics
         msg.header.stamp.sec, msg.header.stamp.nanosec = divmod((k + 1) * 1_000_000, 1_000_000_000)
         node._on_joint_state(msg)
         if k == 1:
+            _at_the_held_pose(node.core)
             node.core.set_reference(PANDA, Q0 + 3.0, np.zeros(7), np.zeros(7))
         if k in (80, 199):
             end = time.monotonic() + 0.3

@@ -81,7 +81,8 @@ class SideBySide:
     def reference(self, q, dq, ddq):
         msg = self.JointReference(joint_names=PANDA, positions=list(q), velocities=list(dq), accelerations=list(ddq))
         self.ref_pub.publish(msg)
-        self._wait(lambda: np.array_equal(self.node.core.q_d, q), "the reference on the node")
+        core = self.node.core  # the first one after activation is blended in from the held pose: q_d is not q yet
+        self._wait(lambda: np.array_equal(core.q_d, q) or np.array_equal(core._ref_raw[0], q), "the reference")
         self.core.set_reference(PANDA, q, dq, ddq)
 
     def tick(self, q, dq):

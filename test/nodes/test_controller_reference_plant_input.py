@@ -70,6 +70,7 @@ def test_controller_node_holds_a_reference_beyond_a_joint_limit_at_the_limit_and
         for k in range(3):
             node._on_joint_state(_joint_state(k))
         core = node.core
+        node._on_reference(_reference(Q0))  # the first reference after activation, at the held pose: taken as it is
         q = Q0.copy()
         q[0] = core.robot.upper[0] + 1.0
         node._on_reference(_reference(q))
