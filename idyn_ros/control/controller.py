@@ -338,8 +338,8 @@ class Controller:
             return None
         f, wd, p = self.filter, self.watchdog, self.params
         status = f.update(names, position, velocity, effort, stamp_ns)
-        if status == se.DUPLICATE:
-            return None  # re-sent or late: the silence watchdog keeps counting
+        if status in se.SKIPPED:
+            return None  # re-sent, late or another publisher's: the silence watchdog keeps counting
         if self.last_rx_ns >= 0 and not self._restart_silence_clock:  # (a hold start's warm-up is not silence)
             self._note_silence(now_ns - self.last_rx_ns)
         self.last_rx_ns = now_ns

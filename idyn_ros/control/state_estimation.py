@@ -51,7 +51,9 @@ REJECT_LENGTH = 5
 RESTART_BACKWARDS = 6
 RESTART_STALLED = 7
 REJECT_STAMP = 8
+FOREIGN = 9  # names none of the robot's joints: another publisher's on the topic (a gripper, another arm), ignored
 RESTARTS = (RESTART_BACKWARDS, RESTART_STALLED)  # the sample was taken, but the estimators started over on it
+SKIPPED = (DUPLICATE, FOREIGN)  # nothing taken and nothing wrong: the caller returns as for a re-sent state
 
 STATUS_TEXT = {
     OK: "ok",
@@ -63,6 +65,7 @@ STATUS_TEXT = {
     RESTART_BACKWARDS: "stamp jumped back: estimators restarted",
     RESTART_STALLED: "stamp stopped advancing while the joints moved: estimators restarted",
     REJECT_STAMP: "negative stamp",
+    FOREIGN: "names none of the robot's joints (another publisher's, ignored)",
 }
 
 
@@ -224,6 +227,8 @@ class JointStateFilter:
         self.samples = 0  # accepted samples since reset (restarts included)
         self.gaps = 0  # of them, those more than max_gap after the previous one (the differentiators restarted)
         self.dropped = 0  # DUPLICATE samples since reset: re-sent, or late (reordered)
+        self.foreign = 0  # FOREIGN samples since reset (foreign_note says what they were)
+        self.foreign_names: tuple[str, ...] = ()  # the first one's names
         self.reason = ""
         self.estimate = JointStateEstimate(-1, self.q, self.dq, self.ddq, self.effort, self._rd.r)
 
@@ -250,6 +255,10 @@ class JointStateFilter:
     ) -> int:
         """Take one sample (stamp in ns). Returns OK, DUPLICATE, RESTART_* or a REJECT_* code (module doc)."""
         if not self._names.resolve(names):
+            if len(self._names.missing) == self.n and not self._names.twice:  # not the robot's state at all
+                self.foreign += 1
+                self.foreign_names = self.foreign_names or tuple(names)
+                return FOREIGN
             self.reason = f"{self._names.problem} in /joint_states (got {list(names)})"
             return REJECT_NAMES
         m = len(names)
@@ -341,6 +350,14 @@ class JointStateFilter:
         self.estimate.stamp_ns = stamp_ns
         self.samples += 1
         return status
+
+    def foreign_note(self) -> str:
+        """What the FOREIGN samples were ("" if none): said once by each node, counted on /diagnostics."""
+        if not self.foreign:
+            return ""
+        return (f"ignoring /joint_states messages that name none of this robot's joints {list(self.joint_names)} "
+                f"(another publisher's on the same topic: a gripper, another arm; the first named "
+                f"{list(self.foreign_names)}); {self.foreign} so far")
 
     def rate_problem(self) -> str:
         """Why most states restart the differentiators ("" if they do not): /joint_states arrives slower than

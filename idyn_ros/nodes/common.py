@@ -119,7 +119,7 @@ class JointStateProblems:
     """A node's joint-state filter restarts and rejections, logged and put on /diagnostics once per kind (they come at
     the input's rate, so never once per sample); the counts ride on every diagnostics report.
 
-    ``report(status)`` after a ``JointStateFilter.update`` that returned neither OK nor DUPLICATE: a restart
+    ``report(status)`` after a ``JointStateFilter.update`` that returned neither OK nor one of ``SKIPPED``: a restart
     (``RESTART_*``: the node resets its own time-dependent state and carries on) is a WARN, a rejection an ERROR.
     """
 
@@ -136,7 +136,9 @@ class JointStateProblems:
         status = self.filter.update(msg.name, msg.position, msg.velocity, msg.effort, stamp_to_ns(msg.header.stamp))
         if status == se.OK:
             return status
-        if status == se.DUPLICATE:
+        if status in se.SKIPPED:
+            if status == se.FOREIGN and self.filter.foreign == 1:  # once per node: another publisher on the topic
+                self.node.get_logger().warning(self.filter.foreign_note())
             return None
         self.report(status)
         return status if status in se.RESTARTS else None
@@ -167,11 +169,11 @@ class JointStateProblems:
     def values(self) -> dict[str, str]:
         """The counts as diagnostics values (key: value strings)."""
         return {"input_restarts": str(self.restarts), "input_rejected": str(self.rejected),
-                "input_dropped": str(self.filter.dropped)}
+                "input_dropped": str(self.filter.dropped), "input_foreign": str(self.filter.foreign)}
 
     def publish(self) -> None:
         """The node's periodic diagnostics report, with the counts."""
-        if self.counts or self.filter.dropped:
+        if self.counts or self.filter.dropped or self.filter.foreign:
             self.diag.values.update(self.values())
         self.diag.publish()
 

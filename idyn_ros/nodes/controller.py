@@ -93,6 +93,7 @@ class ControllerNode(LifecycleNode):
         self._logged_kind, self._logged_at, self._unlogged = "", -REPEAT_LOG_S, 0  # the log's throttle (REPEAT_LOG_S)
         self._speed_noted = False  # the training-speed warning is logged once (diagnostics timer)
         self._slow_noted = False  # so is the input-rate warning
+        self._foreign_noted = False  # and the note on another publisher's /joint_states
         self._clipped_seen = 0  # core.reference_clipped at the last diagnostics report
         self._payload: Any = None  # the last payload accepted by ~/set_payload: re-applied at every configure
         # the hot loop's tick and the executor's stop / watchdog timer never interleave: a tick that read "active"
@@ -405,10 +406,15 @@ class ControllerNode(LifecycleNode):
             else:
                 level = Diagnostics.WARN if core.ff.fallback else Diagnostics.OK
                 diag.set(level, "active" + (f"; {core.ff.fallback_reason}" if core.ff.fallback else ""))
+        elif core.active and not wd.tripped and core.filter.foreign:  # nothing of ours yet, only someone else's
+            diag.set(Diagnostics.WARN, f"waiting for joint state: {core.filter.foreign_note()}")
         speed_note = core.ff.training_speed_note()
         if speed_note and not self._speed_noted:  # once per run; the count stays on /diagnostics
             self.get_logger().warning(speed_note)
             self._speed_noted = True
+        if core.filter.foreign and not self._foreign_noted:  # another publisher on the topic: said once, counted
+            self.get_logger().warning(core.filter.foreign_note())
+            self._foreign_noted = True
         slow = core.filter.rate_problem()  # the likely cause of stale-input safe mode on a UR at 1 kHz settings
         if slow and not self._slow_noted:
             self.get_logger().warning(slow)
@@ -419,7 +425,8 @@ class ControllerNode(LifecycleNode):
                            compute_us_max=f"{self.compute_us_max:.1f}", gain_preset=core.params.gain_preset,
                            faults=str(wd.trips), recoveries=str(wd.recoveries), input_gaps=str(core.filter.gaps),
                            longest_input_silence_ms=f"{core.longest_silence_ns * 1e-6:.1f}",
-                           references_beyond_limits=str(core.reference_clipped))
+                           references_beyond_limits=str(core.reference_clipped),
+                           input_foreign=str(core.filter.foreign))
         diag.publish()
 
 

@@ -219,7 +219,7 @@ class ReferenceNode(Node):
         # not problems.update: a restart is reported after the rebuild below, whose OK it would otherwise hide
         status = f.update(msg.name, msg.position, msg.velocity, msg.effort, stamp_to_ns(msg.header.stamp))
         if status != se.OK and status not in se.RESTARTS:
-            if status != se.DUPLICATE:
+            if status not in se.SKIPPED:
                 self.problems.report(status)
             return
         with self._swap:

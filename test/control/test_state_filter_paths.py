@@ -129,3 +129,25 @@ def test_one_name_map_for_every_message_ignores_foreign_names_and_says_what_is_w
     assert c.set_reference([*panda, "other_arm_joint1", "other_arm_joint1"], z, z, z) and not c.watchdog.tripped
     assert not c.set_reference([*panda[:6], panda[0]], z[:7], z[:7], z[:7])
     assert c.reason.endswith("reference: missing joint(s) ['panda_joint7']; joint(s) ['panda_joint1'] named twice")
+
+
+def test_a_message_naming_none_of_the_robots_joints_is_another_publishers_and_ignored():
+    """A gripper driver's finger joints on /joint_states latched the arm's controller in safe mode for good."""
+    from idyn_ros.control.controller import MODE_ACTIVE, Controller
+    from idyn_ros.parameters import load
+
+    f = se.JointStateFilter(NAMES, 1000.0)
+    assert f.update(NAMES, [0.0] * 5, [], [], 1 * MS) == se.OK
+    assert f.update(["finger1", "finger2"], [0.01, 0.01], [], [], 1 * MS + 500_000) == se.FOREIGN
+    assert f.foreign == 1 and f.samples == 1 and "'finger1'" in f.foreign_note()
+    assert f.update(NAMES, [0.001] * 5, [], [], 2 * MS) == se.OK
+    assert f.update(["j1", "j2"], [0.0, 0.0], [], [], 3 * MS) == se.REJECT_NAMES  # part of the arm: wrong
+    c = Controller.for_robot(load("controller", "panda", n=7))
+    c.activate()
+    panda, q = list(c.joint_names), [0.0, -0.785, 0.0, -2.356, 0.0, 1.571, 0.785]
+    for k in range(20):
+        assert c.update(panda, q, [0.0] * 7, [], (k + 1) * MS, (k + 1) * MS) is not None
+        if k % 5 == 0:  # the gripper's state in between, at its own rate
+            assert c.update(["panda_finger_joint1", "panda_finger_joint2"], [0.04, 0.04], [], [], (k + 1) * MS + 1,
+                            (k + 1) * MS + 1) is None
+    assert c.mode == MODE_ACTIVE and not c.watchdog.tripped and c.filter.foreign == 4

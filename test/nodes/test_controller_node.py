@@ -138,16 +138,25 @@ def test_bad_input_goes_safe_in_the_same_tick(rclpy_context, case):
 
 
 def test_joint_states_of_another_robot_are_said_although_nothing_can_be_held(rclpy_context):
-    """robot=ur5 on a Panda graph went ACTIVE and never commanded, without a word: every state was rejected for
-    missing joints before any trusted state, and the trip was only reported together with a command."""
+    """robot=ur5 on a Panda graph went ACTIVE and never commanded, without a word. States naming none of the
+    robot's joints are another publisher's (a gripper's on the same topic must not latch the arm): ignored, and said
+    once with both joint lists, and on /diagnostics while nothing of the robot's came."""
+    from idyn_ros.nodes.common import Diagnostics
+
     rig = Rig(rclpy_context, overrides={"robot": "ur5"})
     try:
-        errors = []
-        rig.ctrl.get_logger().error = errors.append  # rclpy's logger methods are per instance
+        warnings = []
+        rig.ctrl.get_logger().warning = warnings.append  # rclpy's logger methods are per instance
         for _ in range(5):
             assert rig.tick(wait=0.05) is None  # no trusted state: nothing to hold, nothing sent
-        assert len(errors) == 1 and "missing joint(s)" in errors[0] and "shoulder_pan_joint" in errors[0], errors
-        assert any("missing joint(s)" in m for m in rig.reasons())
+        rig.ctrl._on_diagnostics_timer()
+        rig.ctrl._on_diagnostics_timer()
+        said = [w for w in warnings if "name none of this robot's joints" in w]
+        assert len(said) == 1 and "shoulder_pan_joint" in said[0] and "panda_joint1" in said[0], warnings
+        diag = rig.ctrl.diag
+        assert diag.level == Diagnostics.WARN and diag.message.startswith("waiting for joint state: ignoring")
+        assert diag.values["input_foreign"] == str(rig.ctrl.core.filter.foreign) != "0"
+        assert not rig.ctrl.core.watchdog.tripped
     finally:
         rig.ctrl.destroy_node()
         rig.node.destroy_node()

@@ -305,3 +305,27 @@ def test_a_parameter_change_or_service_waits_for_a_running_tick(rclpy_context, c
             _tick(node, (1000 + k) * 1_000_000)
     finally:
         node.destroy_node()
+
+
+def test_another_publishers_joint_states_are_ignored_and_said_once(rclpy_context):
+    """A gripper's finger joints on /joint_states were an ERROR ("rejecting input") on every monitoring node."""
+    from sensor_msgs.msg import JointState
+
+    from idyn_ros.nodes.common import Diagnostics
+    from idyn_ros.nodes.doomed import DoomedNode
+
+    node = DoomedNode(context=rclpy_context)
+    try:
+        warnings = []
+        node.get_logger().warning = warnings.append
+        for k in range(6):
+            _tick(node, (1000 + k) * 1_000_000)
+            gripper = JointState(name=["panda_finger_joint1", "panda_finger_joint2"], position=[0.04, 0.04])
+            _stamp(gripper, (1000 + k) * 1_000_000 + 300_000)
+            node._on_joint_state(gripper)
+        assert len(warnings) == 1 and "panda_finger_joint1" in warnings[0]
+        node.problems.publish()
+        assert node.diag.level != Diagnostics.ERROR and node.diag.values["input_foreign"] == "6"
+        assert node.adapter.paired >= 4  # the arm's states still pair
+    finally:
+        node.destroy_node()
