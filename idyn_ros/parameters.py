@@ -432,6 +432,9 @@ class ReferenceParams(CommonParams):
     loop: bool = param(False, "restart the trajectory when it ends")
     lookahead_periods: float = param(1.0, "sample the reference this many periods ahead of the state stamp (the "
                                      "controller uses it one hop later)", lo=0.0, hi=100.0)
+    controller_node: str = param("/controller", "the controller's lifecycle node: while it is not active the reference "
+                                 "follows the measured pose, and on its activation the mode restarts from there ('' = "
+                                 "ignore it)", read_only=True)
 
 
 @dataclass(frozen=True)

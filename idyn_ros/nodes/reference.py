@@ -13,6 +13,10 @@ of the limits).
 Trajectory time runs on the states' stamps and pauses with its input: after a gap in /joint_states (or a stamp jump
 forward) it resumes where it stopped, and after a restart of the joint-state filter on a stamp that jumped back (bag
 loop, simulator reset) the source is rebuilt from the current reference, as on a parameter change: q_d never steps.
+While the controller (``controller_node``, its lifecycle transition events) is not active, the reference follows the
+measured pose; when it is activated again the mode restarts from there (a move-in, the set points, a hold), as
+ros2_control's joint_trajectory_controller holds the current position on activation: after a latched fault and a
+deactivate + activate the arm does not travel to where the trajectory went meanwhile.
 """
 
 from __future__ import annotations
@@ -126,6 +130,13 @@ class ReferenceNode(Node):
         self.pub = self.create_publisher(JointReference, v.reference_topic, HOT_IN)
         hot_loop.subscribe(self, JointState, v.joint_states_topic, self._on_joint_state, HOT_IN)
         self.create_subscription(JointTrajectory, "~/joint_trajectory", self._on_trajectory, MONITOR)
+        self._following = False  # the controller is not active: publish the measured pose (module docstring)
+        self._zeros = np.zeros(self.n)
+        if v.controller_node:
+            from lifecycle_msgs.msg import TransitionEvent
+
+            self.create_subscription(TransitionEvent, f"{v.controller_node.rstrip('/')}/transition_event",
+                                     self._on_controller_transition, 10)
         self.create_timer(v.diagnostics_period, self.problems.publish)
         self.lookahead_ns = int(v.lookahead_periods * 1e9 / v.rate_hz)
 
@@ -180,8 +191,28 @@ class ReferenceNode(Node):
             return _Chain(played, ref.MinJerkMove(traj.q[-1], [q_start], [back]))
         return ref.MinJerkMove(q_start, [], [])  # hold (also "trajectory" until one arrives)
 
+    def _on_controller_transition(self, msg: Any) -> None:
+        """The controller left ACTIVE (deactivated, cleaned up, shut down): follow the arm; it is ACTIVE again: the
+        mode restarts from the measured pose."""
+        from lifecycle_msgs.msg import State
+
+        goal, who = msg.goal_state.id, self.params.value.controller_node
+        if goal in (State.PRIMARY_STATE_UNCONFIGURED, State.PRIMARY_STATE_INACTIVE, State.PRIMARY_STATE_FINALIZED):
+            with self._swap:
+                self._following = True
+            self.diag.set(Diagnostics.WARN, f"{who} not active: following the measured pose", publish=True)
+        elif goal == State.PRIMARY_STATE_ACTIVE and self._following:
+            with self._swap:
+                self._following = False
+                self.source = None  # rebuilt at the next state from q_last, the measured pose followed until now
+            self.get_logger().info(f"{who} active: mode {self.params.value.mode} restarts from the measured pose")
+
     def _on_trajectory(self, msg: Any) -> None:
         """A JointTrajectory replaces the reference from the current one; a bad one is refused (logged), not raised."""
+        if self._following:  # it would be dropped on activation: say so now (the payload identifier fails at once)
+            self.get_logger().error(f"{REJECTED}: the controller {self.params.value.controller_node} is not active; "
+                                    "send it once the controller is")
+            return
         try:
             idx = [list(msg.joint_names).index(j) for j in self.robot.joint_names]
         except ValueError:
@@ -227,21 +258,10 @@ class ReferenceNode(Node):
                 self.source = None
             elif f.gaps != gaps and self.t0_ns >= 0:  # time pauses with the input: resume one period on
                 self.t0_ns += f.stamp_ns - prev_ns - f.period_ns
-            if self.source is None:
-                try:
-                    start = f.q if self.t0_ns < 0 else self.q_last
-                    self.source = self._build(start.copy())
-                    self.diag.set(Diagnostics.OK, f"mode {self.params.value.mode}", publish=True)
-                except IdynError as exc:
-                    self.get_logger().error(str(exc))
-                    self.diag.set(Diagnostics.ERROR, str(exc), publish=True)
-                    self.source = self._hold(f.q.copy())
-                self.t0_ns = f.stamp_ns
-            t = (f.stamp_ns + self.lookahead_ns - self.t0_ns) * 1e-9
-            if self.params.value.loop and self.source.duration > 0 and t > self.source.duration:
-                self.t0_ns = f.stamp_ns
-                t = 0.0
-            q, dq, ddq = self.source.sample(t)
+            if self._following:  # the controller is not active: the arm's pose, at rest (nothing is built or played)
+                q, dq, ddq = f.q, self._zeros, self._zeros
+            else:
+                q, dq, ddq = self._sample(f)
         self.q_last[:] = q
         o = self.out
         o.header.stamp = msg.header.stamp
@@ -249,6 +269,25 @@ class ReferenceNode(Node):
         self.pub.publish(o)
         if status != se.OK:  # after the rebuild, whose OK it replaces
             self.problems.report(status)
+
+    def _sample(self, f: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The source at this state's stamp + the lookahead; built first when there is none (start, a restart, a
+        parameter change, the controller's activation). Called under ``_swap``."""
+        if self.source is None:
+            try:
+                start = f.q if self.t0_ns < 0 else self.q_last
+                self.source = self._build(start.copy())
+                self.diag.set(Diagnostics.OK, f"mode {self.params.value.mode}", publish=True)
+            except IdynError as exc:
+                self.get_logger().error(str(exc))
+                self.diag.set(Diagnostics.ERROR, str(exc), publish=True)
+                self.source = self._hold(f.q.copy())
+            self.t0_ns = f.stamp_ns
+        t = (f.stamp_ns + self.lookahead_ns - self.t0_ns) * 1e-9
+        if self.params.value.loop and self.source.duration > 0 and t > self.source.duration:
+            self.t0_ns = f.stamp_ns
+            t = 0.0
+        return self.source.sample(t)
 
     @staticmethod
     def _hold(q: np.ndarray) -> Any:
