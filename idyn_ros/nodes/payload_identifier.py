@@ -13,7 +13,8 @@ The plan starts from the reference node's current q_d (``reference_topic``), whe
 JointTrajectory from, once it holds (the measured pose sags below it: a plan from there began with a step the
 reference refused). The call fails, nothing recorded, identified or applied and the baseline kept, when the reference
 node logs that it refused the plan (/rosout) or the recording shows the arm did not play it
-(``control.payload.excitation_problem``); an estimate the data did not determine or that is not physically consistent
+(``control.payload.excitation_problem``), or before it plays anything when the controller's latest state is not
+ACTIVE (safe mode: the arm would not play it); an estimate the data did not determine or that is not physically consistent
 (``control.payload.payload_verdict``) answers success=false with its numbers and is never applied. One that finds no
 payload succeeds and applies an empty flange (mass 0), which clears a payload applied before the tool came off.
 
@@ -40,6 +41,7 @@ from rclpy.task import Future
 
 from idyn_ros.control import payload as cp
 from idyn_ros.control import state_estimation as se
+from idyn_ros.control.controller import MODE_ACTIVE
 from idyn_ros.errors import IdynError
 from idyn_ros.nodes import hot_loop
 from idyn_ros.nodes.common import (
@@ -67,7 +69,7 @@ class PayloadIdentifierNode(Node):
         from sensor_msgs.msg import JointState
         from trajectory_msgs.msg import JointTrajectory
 
-        from idyn_ros.msg import JointReference
+        from idyn_ros.msg import ControllerState, JointReference
         from idyn_ros.srv import IdentifyPayload
 
         super().__init__(name, **kwargs)
@@ -87,6 +89,7 @@ class PayloadIdentifierNode(Node):
         self._finish = threading.Lock()  # the joint states and a refusal on /rosout both end a recording
         self._plan: tuple[int, np.ndarray, np.ndarray] | None = None  # (origin stamp ns, t, q) of the last plan sent
         self._reference_msg: Any = None  # the reference node's latest JointReference (read by _reference)
+        self._controller_msg: Any = None  # the controller's latest ControllerState, if one was seen
         self._busy = False
         self.baseline = None
         self._baseline_from = ""  # the file self.baseline was loaded from or saved to
@@ -106,6 +109,8 @@ class PayloadIdentifierNode(Node):
         # the plan starts where the reference node is (it plays a JointTrajectory from its current q_d, not from the
         # measured q: planning from the measured q put the tracking error into the first 10 ms and it was refused)
         self.create_subscription(JointReference, v.reference_topic, self._on_reference, HOT_IN)
+        # a controller in safe mode would not play the excitation: the call fails before sending it, not 30 s later
+        hot_loop.subscribe(self, ControllerState, v.controller_state_topic, self._on_controller_state, HOT_IN)
         # a refusal is only logged by the reference node: seen here, the call ends at once with its reason
         self._reference_logger = v.reference_node.strip("/").replace("/", ".")
         self.create_subscription(Log, "/rosout", self._on_rosout, 100)
@@ -195,6 +200,9 @@ class PayloadIdentifierNode(Node):
     def _on_reference(self, msg: Any) -> None:
         self._reference_msg = msg  # 1 kHz: kept as it is, read when a call needs it
 
+    def _on_controller_state(self, msg: Any) -> None:
+        self._controller_msg = msg  # the same
+
     def _reference(self) -> tuple[np.ndarray, np.ndarray] | None:
         """The reference node's latest (q_d, dq_d) in model joint order, or None (none yet, or not usable)."""
         msg = self._reference_msg
@@ -274,6 +282,10 @@ class PayloadIdentifierNode(Node):
                 raise IdynError(f"the reference on {v.reference_topic} kept moving for wall_timeout="
                                 f"{v.wall_timeout:g} s; the excitation starts from a holding reference")
             await _yield_once(self)
+        state = self._controller_msg
+        if state is not None and state.mode != MODE_ACTIVE:
+            raise IdynError(f"the controller is not active ({state.mode_reason or f'mode {state.mode}'}): the arm "
+                            "would not play the excitation; nothing sent")
         duration = self._play()
         self.get_logger().info(f"playing the payload excitation ({duration:.1f} s)")
         started = time.monotonic()

@@ -95,6 +95,7 @@ def _identifier(rclpy_context, tmp_path):
         Parameter("reference_node", value="/fake_reference"),
         Parameter("joint_states_topic", value="/fake_payload_test/joint_states"),
         Parameter("reference_topic", value="/fake_payload_test/reference"),
+        Parameter("controller_state_topic", value="/fake_payload_test/controller_state"),
         Parameter("set_payload_services", value=["/nobody/set_payload"])])
     peer = rclpy.create_node("fake_reference", context=rclpy_context)
     peer.create_subscription(JointTrajectory, "/fake_reference/joint_trajectory", lambda _m: None, 10)
@@ -284,6 +285,28 @@ def test_no_payload_applies_an_empty_flange(rclpy_context, tmp_path, monkeypatch
         urscript = json.loads(reply.vendor_json)["ur_set_target_payload"]["urscript"]
         assert urscript == "set_target_payload(0, [0, 0, 0], [0, 0, 0, 0, 0, 0])"
         assert node.last_result["verdict"]["result"] == "no payload"
+    finally:
+        node.destroy_node()
+        peer.destroy_node()
+
+
+def test_a_controller_in_safe_mode_fails_the_call_before_the_excitation_is_sent(rclpy_context, tmp_path):
+    """With the controller latched, the 17 s excitation was sent anyway; the call failed 30 s later ("the arm did not
+    play the excitation") and left the reference at the excitation's end pose, 15-88 deg from the arm."""
+    from idyn_ros.msg import ControllerState
+    from idyn_ros.srv import IdentifyPayload
+
+    node, exe, peer = _identifier(rclpy_context, tmp_path)
+    sent: list = []
+    try:
+        node.traj_pub.publish = sent.append
+        node._on_controller_state(ControllerState(mode=ControllerState.MODE_SAFE_DAMPING,
+                                                  mode_reason="torque saturation: panda_joint2 at its limit"))
+        reply = _call(node, exe, IdentifyPayload.Request(record_baseline=True), follow=True)
+        assert not reply.success and not sent
+        assert "the controller is not active (torque saturation: panda_joint2 at its limit)" in reply.message
+        node._on_controller_state(ControllerState(mode=ControllerState.MODE_ACTIVE))
+        assert _call(node, exe, IdentifyPayload.Request(record_baseline=True), follow=True).success and sent
     finally:
         node.destroy_node()
         peer.destroy_node()
