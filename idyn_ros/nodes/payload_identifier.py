@@ -14,9 +14,10 @@ JointTrajectory from, once it holds (the measured pose sags below it: a plan fro
 reference refused). The call fails, nothing recorded, identified or applied and the baseline kept, when the reference
 node logs that it refused the plan (/rosout) or the recording shows the arm did not play it
 (``control.payload.excitation_problem``), or before it plays anything when the controller's latest state is not
-ACTIVE (safe mode: the arm would not play it); an estimate the data did not determine or that is not physically consistent
-(``control.payload.payload_verdict``) answers success=false with its numbers and is never applied. One that finds no
-payload succeeds and applies an empty flange (mass 0), which clears a payload applied before the tool came off.
+ACTIVE (safe mode: the arm would not play it); an estimate the data did not determine or that is not physically
+consistent (``control.payload.payload_verdict``) answers success=false with its numbers and is never applied. One
+that finds no payload succeeds and applies an empty flange (mass 0), which clears a payload applied before the tool
+came off.
 
 Decisions: the service callback is a coroutine (rclpy awaits it) in a reentrant callback group, so the executor
 keeps serving the joint states, the clients and other services while the excitation plays; the solve itself (a
