@@ -14,7 +14,8 @@ simulator loop and the benchmarks run too.
   a plant waiting for us is not "stale"), else on the monotonic clock; under sim time a state stamped ahead of
   /clock was read before its /clock (stamps and /clock are one source: not a clock out of sync): it counts as
   received at its stamp up to ``SIM_CLOCK_LAG_NS`` (1 s) ahead, and one stamped further ahead as received
-  ``stale_periods`` after now (one stamped an hour ahead must not blind the silence check for that hour);
+  ``stale_periods`` after now (one stamped an hour ahead must not blind the silence check for that hour); states
+  with no /clock yet are late input after ``NO_CLOCK_STATES`` of them (a missing clock blinds the silence check);
 - a payload set through ``~/set_payload`` is kept across cleanup + configure (the feedforward and observer nodes
   keep theirs); a ``model_path`` set on the unconfigured node is loaded once to check it: one that would not load
   is refused with the reason, so configure keeps the model that works instead of falling back to nominal RBD;
@@ -62,6 +63,11 @@ _IN_PROCESS: dict[int, Controller] = {}  # rclpy context id -> the configured co
 # still reports each one (its faults count): on a loaded real-time graph stale-input episodes came about once a second
 REPEAT_LOG_S = 10.0
 SIM_CLOCK_LAG_NS = 1_000_000_000  # a state stamped further ahead of /clock than this is not /clock lagging
+# under use_sim_time, this many states in a row before any /clock are not the hot loop reading a state before the
+# executor reads the first /clock (lockstep start-up) but a missing clock: no input age can be measured, so safe
+NO_CLOCK_STATES = 50
+NO_CLOCK = ("use_sim_time is true but no /clock has been received: input ages cannot be measured, so a silent "
+            "driver would go unnoticed (start the clock source, or set use_sim_time false)")
 
 def _fault_kind(reason: str) -> str:
     """What a watchdog reason is about, without its measured values ("stale joint state: none for 4.1 ms ...")."""
@@ -127,6 +133,7 @@ class ControllerNode(LifecycleNode):
         use_sim_time = self.get_parameter("use_sim_time").value
         self._now = (lambda: self.get_clock().now().nanoseconds) if use_sim_time else time.monotonic_ns
         self._sim_time = bool(use_sim_time)
+        self._states_without_clock = 0
         n = core.n
         self.cmd = Float64MultiArray()
         self._dim = MultiArrayDimension(label="", size=n, stride=n)
@@ -315,6 +322,10 @@ class ControllerNode(LifecycleNode):
             # the ROS clock: under sim time the reading just taken, else system time, read without building an rclpy
             # Time (4-6 us on the state -> command path)
             clock_ns = now_ns if self._sim_time else time.time_ns()
+        if self._sim_time and now_ns == 0:  # no /clock yet: late input after NO_CLOCK_STATES states (recovers)
+            self._states_without_clock += 1
+            if self._states_without_clock > NO_CLOCK_STATES:
+                core.watchdog.late(NO_CLOCK)
         if self._sim_time and stamp_ns > now_ns:  # the hot loop reads states before the executor reads /clock:
             # in sim time a state is never received before its stamp (else, once /clock catches up, its silence looks
             # long: a capped receive time tripped the stale check in lockstep), unless it is far ahead of any /clock

@@ -452,3 +452,30 @@ def test_a_parameter_change_waits_for_a_running_tick(rclpy_context):
         assert not worker.is_alive() and node.core._ramp_total == 50
     finally:
         node.destroy_node()
+
+
+def test_sim_time_without_a_clock_is_late_input_not_a_blind_watchdog(rclpy_context):
+    """use_sim_time true and no /clock: the node's clock read 0, every input age was nothing, and a driver that
+    stopped left the last law torque applied with no word. Some states before the first /clock are a lockstep
+    start-up (the hot loop reads a state before the executor reads /clock); more are a missing clock."""
+    from rclpy.parameter import Parameter
+    from sensor_msgs.msg import JointState
+
+    from idyn_ros.control.controller import MODE_SAFE_DAMPING
+    from idyn_ros.nodes.controller import NO_CLOCK, NO_CLOCK_STATES, ControllerNode
+
+    node = ControllerNode(context=rclpy_context, parameter_overrides=[Parameter("use_sim_time", value=True)])
+    try:
+        sent = []
+        node.cmd_pub.publish = lambda m: sent.append(np.array(m.data))
+        msg = JointState(name=PANDA, position=list(Q0), velocity=[0.0] * 7)
+        for k in range(NO_CLOCK_STATES + 10):
+            msg.header.stamp.sec, msg.header.stamp.nanosec = divmod((k + 1) * 1_000_000, 1_000_000_000)
+            node._on_joint_state(msg)
+            if k == NO_CLOCK_STATES - 1:
+                assert not node.core.watchdog.tripped  # a start-up's first states before /clock: no fault
+        core = node.core
+        assert core.mode == MODE_SAFE_DAMPING and core.reason == NO_CLOCK and not core.watchdog.latched
+        np.testing.assert_allclose(sent[-1], core.hold_torque(np.zeros(7)))
+    finally:
+        node.destroy_node()
