@@ -105,3 +105,23 @@ def test_loader_applies_the_precedence_rclpy_applies(tmp_path, rclpy_context):
     assert in_process.damping_ratio == 0.7
     assert in_process.torque_rate_limit == 250.0  # /controller is first seen last: it wins
     assert in_process.effort_scale == 0.5
+
+
+@pytest.mark.ros
+@pytest.mark.parametrize("node_name", ["joint_state_buffer", "wrench_observer", "doomed", "feedforward", "reference"])
+def test_use_sim_time_set_at_run_time_is_refused(rclpy_context, node_name):
+    """`ros2 param set /joint_state_buffer use_sim_time true` said "successful" and moved the node's timers to a
+    /clock nobody published: its /diagnostics (the stale-input report included) stopped for good."""
+    from rclpy.parameter import Parameter
+
+    from idyn_ros.nodes import composed
+
+    (factory,) = composed.factories([node_name])
+    node = factory(context=rclpy_context)
+    try:
+        result = node.set_parameters([Parameter("use_sim_time", value=True)])[0]
+        assert not result.successful and "use_sim_time is read at start" in result.reason
+        assert node.get_parameter("use_sim_time").value is False
+        assert node.set_parameters([Parameter("use_sim_time", value=False)])[0].successful  # no change: fine
+    finally:
+        node.destroy_node()
