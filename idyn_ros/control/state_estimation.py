@@ -17,10 +17,11 @@ Stamp contract of ``JointStateFilter.update`` (what every user of the filter bui
 - ``OK``: accepted.
 - ``DUPLICATE``: not accepted, not an error, counted in ``dropped``: the same stamp with the same positions (a
   re-sent sample), or a stamp at most ``max_gap_ns`` behind the last accepted one (a late, reordered sample: ROS
-  filters drop these).
+  filters drop these), or the same stamp with other positions fewer than ``STALLED_SAMPLES`` times in a row.
 - ``RESTART_BACKWARDS``: a stamp more than ``max_gap_ns`` behind the last accepted one (bag loop, simulator reset,
-  driver restart, clock step). ``RESTART_STALLED``: the same stamp as the last accepted one with other positions
-  (stamps stopped advancing while the arm moves: a driver without a time source, a frozen clock). On both
+  driver restart, clock step). ``RESTART_STALLED``: the same stamp as the last accepted one with other positions,
+  ``STALLED_SAMPLES`` times in a row (stamps stopped advancing while the arm moves: a driver without a time source,
+  a frozen clock). On both
   (``RESTARTS``) the filter restarts on that sample, as ``reset()`` then accept (q live, dq measured or 0, ddq 0;
   the counters are kept), ``reason`` says why, and the next samples continue from it. Users: ``q``/``dq`` hold the
   live sample; the controller treats a restart as a data fault (its safe torque from the live state); every other
@@ -53,6 +54,9 @@ RESTART_STALLED = 7
 REJECT_STAMP = 8
 FOREIGN = 9  # names none of the robot's joints: another publisher's on the topic (a gripper, another arm), ignored
 RESTARTS = (RESTART_BACKWARDS, RESTART_STALLED)  # the sample was taken, but the estimators started over on it
+# samples in a row stamped like the last accepted one, with other positions, that make a stalled clock: fewer are a
+# driver publishing twice per cycle or stamping at 1 ms resolution, dropped like a late sample
+STALLED_SAMPLES = 3
 SKIPPED = (DUPLICATE, FOREIGN)  # nothing taken and nothing wrong: the caller returns as for a re-sent state
 
 STATUS_TEXT = {
@@ -221,6 +225,7 @@ class JointStateFilter:
         self._dq_in = np.zeros(self.n)
         self._eff_in = np.zeros(self.n)
         self._q_change = np.zeros(self.n)  # |q - q_last| of a sample stamped like the last one (stalled or re-sent)
+        self._same_stamp_moved = 0  # samples in a row stamped like the last accepted one, with other positions
         self._dq_valid = False  # dq is a velocity (measured or differenced), not the 0 a restart put there
         self.ddq_restarted = True  # the last accepted sample restarted the acceleration estimate (ddq = 0 there)
         self.stamp_ns = -1  # the last accepted stamp; -1: none yet (negative stamps are rejected, so never a real one)
@@ -285,6 +290,11 @@ class JointStateFilter:
             if not _ADD(change) > 0.0:  # the same sample again (re-sent)
                 self.dropped += 1
                 return DUPLICATE
+            self._same_stamp_moved += 1
+            if self._same_stamp_moved < STALLED_SAMPLES:  # not yet a stalled clock: dropped like a late sample
+                self.dropped += 1
+                return DUPLICATE
+        self._same_stamp_moved = 0
         have_vel = self.use_measured_velocity and len(velocity) == m
         if have_vel:
             dq_meas = self._names.gather(velocity, self._dq_in)
@@ -299,9 +309,9 @@ class JointStateFilter:
                 return REJECT_NONFINITE
         status = OK
         if behind == 0:
-            self.reason = (f"stamp {stamp_ns * 1e-9:.9f} s did not advance while the joints moved by up to "
-                           f"{self._q_change.max():.3g} rad (a driver without a time source, a frozen clock); "
-                           "estimators restarted")
+            self.reason = (f"stamp {stamp_ns * 1e-9:.9f} s did not advance over {STALLED_SAMPLES} samples while "
+                           f"the joints moved by up to {self._q_change.max():.3g} rad (a driver without a time source, "
+                           "a frozen clock); estimators restarted")
             status = RESTART_STALLED
             self._forget()
         elif behind > 0:

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from idyn_ros.control.controller import MODE_ACTIVE, MODE_SAFE_DAMPING, Controller
+from idyn_ros.control.state_estimation import STALLED_SAMPLES
 from idyn_ros.parameters import load
 
 PANDA = [f"panda_joint{i}" for i in range(1, 8)]
@@ -71,11 +72,17 @@ def test_stamps_frozen_while_the_arm_moves_latch_safe_from_the_live_state():
     q = Q0.copy()
     q[0] = 0.2
     dq = np.array([0.5, 0, 0, 0, 0, 0, 0])
-    tau = _tick(c, 10, q, dq, stamp_k=9)
+    for k in range(10, 10 + STALLED_SAMPLES - 1):  # one or two re-stamped states: dropped, nothing sent
+        q[0] = 0.2 - 0.01 * (k - 9)
+        assert _tick(c, k, q, dq, stamp_k=9) is None and not c.watchdog.tripped
+    q[0] = 0.2
+    tau = _tick(c, 12, q, dq, stamp_k=9)
     assert tau is not None and c.watchdog.latched and "did not advance" in c.reason
     np.testing.assert_allclose(tau, c.robot.gravity(q) - c.safe_damping * dq)  # live q and dq
     q[0] = 0.3
-    np.testing.assert_allclose(_tick(c, 11, q, dq, stamp_k=9), c.robot.gravity(q) - c.safe_damping * dq)
+    for k in range(13, 13 + STALLED_SAMPLES):
+        tau = _tick(c, k, q, dq, stamp_k=9)
+    np.testing.assert_allclose(tau, c.robot.gravity(q) - c.safe_damping * dq)
 
 
 @pytest.mark.parametrize("back_ms", [2000, 3600 * 1000])

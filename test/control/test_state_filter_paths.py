@@ -30,8 +30,8 @@ def _messages(count: int, seed: int = 0) -> list[tuple]:
         stamp += MS
         sent = stamp
         r = k % 101
-        if r == 10:
-            sent = stamp - MS  # the last stamp again
+        if 10 <= r < 10 + se.STALLED_SAMPLES:
+            sent = stamp - (r - 9) * MS  # the stamp stalls at the one of r = 9 (a frozen clock)
         elif r == 20:
             sent = stamp - 2 * MS  # late
         elif r == 30:

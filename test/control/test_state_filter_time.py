@@ -49,6 +49,11 @@ def test_a_resent_sample_is_a_counted_duplicate_but_a_stalled_stamp_restarts_on_
     stamp = f.stamp_ns
     assert _feed(f, f.q.copy(), stamp) == se.DUPLICATE  # re-sent
     assert f.dropped == 1
+    # re-stamped with other positions: a driver publishing twice per cycle, or stamping at 1 ms, latched the
+    # controller on one such state; only STALLED_SAMPLES in a row are a stalled clock
+    for k in range(se.STALLED_SAMPLES - 1):
+        assert _feed(f, [0.1 + 0.01 * k] * 3, stamp, dq=[0.5] * 3) == se.DUPLICATE
+    assert f.dropped == se.STALLED_SAMPLES
     assert _feed(f, [0.2] * 3, stamp, dq=[0.5] * 3) == se.RESTART_STALLED
     assert "did not advance" in f.reason and "estimators restarted" in f.reason
     np.testing.assert_allclose(f.q, [0.2] * 3)  # live
@@ -93,6 +98,8 @@ def test_negative_stamps_are_rejected_and_never_look_like_the_first_sample():
     assert f.samples == 0
     assert _feed(f, [0.0] * 3, 0) == se.OK  # a zero stamp is a real one (a driver without a time source)
     assert _feed(f, [0.0] * 3, 0) == se.DUPLICATE
+    for k in range(se.STALLED_SAMPLES - 1):
+        assert _feed(f, [0.05 + 0.01 * k] * 3, 0) == se.DUPLICATE
     assert _feed(f, [0.1] * 3, 0) == se.RESTART_STALLED
 
 
