@@ -1161,6 +1161,9 @@ def read_bag(
             other[name].append((log_ns, store.deserialize_cdr(raw, secondary[name])))
     if trajectory is not None:
         return _trajectory_recording(trajectory, path, topic)
+    if not rows and reader.truncations:  # the damage took every message, the topic was not empty
+        damage = reader.truncations[0]
+        raise BagReadError(f"{path}: no message on {topic} is readable: {damage.describe()}; {damage.kept()}")
     if not rows:
         raise DatasetError(f"{path}: topic {topic} holds no messages")
     use_header = any(r[0] for r in rows)

@@ -40,6 +40,7 @@ class _SqliteOpen:
 
     def __init__(self, file: Path, recover: bool) -> None:
         self.file = file
+        self.opened = file  # the file sqlite reads: the repaired copy when there is one
         self.tmp: tempfile.TemporaryDirectory | None = None
         sidecars = [p for p in (Path(f"{file}-wal"), Path(f"{file}-journal")) if p.is_file() and p.stat().st_size]
         if sidecars and not recover:
@@ -51,7 +52,7 @@ class _SqliteOpen:
         size = file.stat().st_size
         if sidecars or size % page_size:
             self.tmp = tempfile.TemporaryDirectory(prefix="idyn_bag_")
-            copy = Path(self.tmp.name) / file.name
+            copy = self.opened = Path(self.tmp.name) / file.name
             with file.open("rb") as src, copy.open("wb") as dst:
                 dst.write(src.read(size - size % page_size))
             for side in sidecars:
@@ -128,6 +129,16 @@ class Sqlite3Storage:
                     if data is not None:
                         yield names[topic_id], int(stamp), bytes(data)
             except sqlite3.DatabaseError as exc:
+                # The walk stops at the first missing interior page. Once the table has grown a level, its root's
+                # entries live on a page near the end of the file, so a cut before it hides rows that are present.
+                found = 0
+                for row_id, topic_id, stamp, data in leaf_rows(db.opened.read_bytes(), page_size):
+                    if row_id > last_id and topic_id in names:
+                        found += 1
+                        count += 1
+                        last_t = stamp
+                        if wanted is None or names[topic_id] in wanted:
+                            yield names[topic_id], stamp, data
                 damage.append(
                     TruncationInfo(
                         file,
@@ -137,6 +148,7 @@ class Sqlite3Storage:
                         last_t,
                         f"sqlite error after message id {last_id}: {exc}"
                         + (f" (header says {pages} pages x {page_size} B = {pages * page_size} B)" if pages else ""),
+                        detail=f"{found} of them read from the data pages past the damaged index" if found else "",
                     )
                 )
                 return
@@ -156,3 +168,68 @@ class Sqlite3Storage:
                 damage.append(TruncationInfo(file, size, size, count, last_t, reason))
         finally:
             db.close()
+
+
+# Raw reading of the messages table's leaf pages (sqlite file format, https://sqlite.org/fileformat2.html), for rows
+# that sqlite cannot reach through a damaged b-tree.
+_LEAF_TABLE_PAGE = 0x0D
+_INT_SIZES = {1: 1, 2: 2, 3: 3, 4: 4, 5: 6, 6: 8, 8: 0, 9: 0}  # serial type -> bytes of a big-endian integer
+_INT_CONSTANTS = {8: 0, 9: 1}  # serial types that stand for these values and take no bytes
+
+
+def _varint(buf: bytes, pos: int) -> tuple[int, int]:
+    """(value, position after it) of a sqlite varint (1-9 bytes, big-endian, 7 bits a byte, 8 in the ninth)."""
+    value = 0
+    for i in range(8):
+        byte = buf[pos + i]
+        value = (value << 7) | (byte & 0x7F)
+        if not byte & 0x80:
+            return value, pos + i + 1
+    return (value << 8) | buf[pos + 8], pos + 9
+
+
+def _message_row(record: bytes) -> tuple[int, int, bytes] | None:
+    """(topic_id, timestamp, data) of a record of rosbag2's ``messages`` table (id, topic_id, timestamp, data);
+    None for a record of another table."""
+    header_size, pos = _varint(record, 0)
+    types = []
+    while pos < header_size:
+        serial_type, pos = _varint(record, pos)
+        types.append(serial_type)
+    # id is the rowid (stored as NULL), topic_id and timestamp integers, data a blob (even serial type >= 12)
+    if len(types) != 4 or types[0] != 0 or types[1] not in _INT_SIZES or types[2] not in _INT_SIZES:
+        return None
+    if types[3] < 12 or types[3] % 2:
+        return None
+    pos = header_size
+    values = []
+    for serial_type in types[1:3]:
+        size = _INT_SIZES[serial_type]
+        values.append(_INT_CONSTANTS.get(serial_type, int.from_bytes(record[pos : pos + size], "big", signed=True)))
+        pos += size
+    return values[0], values[1], record[pos : pos + (types[3] - 12) // 2]
+
+
+def leaf_rows(data: bytes, page_size: int) -> list[tuple[int, int, int, bytes]]:
+    """``(rowid, topic_id, timestamp, data)`` of the rosbag2 message rows on the table-leaf pages of a sqlite file
+    ``data``, in rowid order. Rows that spill into overflow pages (a message larger than a page) are not read."""
+    usable = page_size - data[20]  # bytes reserved at the end of each page
+    rows: dict[int, tuple[int, int, int, bytes]] = {}
+    for start in range(0, len(data) - page_size + 1, page_size):
+        header = start + (100 if start == 0 else 0)  # page 1 starts with the 100-byte file header
+        if data[header] != _LEAF_TABLE_PAGE:
+            continue
+        (cells,) = struct.unpack_from(">H", data, header + 3)
+        for c in range(cells):
+            (pointer,) = struct.unpack_from(">H", data, header + 8 + 2 * c)
+            try:
+                size, pos = _varint(data, start + pointer)
+                row_id, pos = _varint(data, pos)
+                if size > usable - 35:  # the rest of the payload is on overflow pages
+                    continue
+                row = _message_row(data[pos : pos + size])
+            except (IndexError, struct.error):  # a cell of a damaged page
+                continue
+            if row is not None:
+                rows[row_id] = (row_id, *row)
+    return [rows[k] for k in sorted(rows)]
