@@ -5,7 +5,9 @@ Each bag is small and written here with the project's BagWriter or rosbags' Writ
 
 from __future__ import annotations
 
+import struct
 import warnings
+import zlib
 from pathlib import Path
 
 import numpy as np
@@ -14,7 +16,7 @@ import pytest
 from idyn_ros.data.importers import import_source
 from idyn_ros.errors import BagReadError
 
-from .helpers import write_joint_state_bag
+from .helpers import JOINTS, joint_state_cdr, synthetic_motion, write_joint_state_bag
 
 
 def import_quietly(path: Path, **options):
@@ -47,3 +49,86 @@ def test_a_cut_db3_recovers_the_rows_before_the_cut(deep_db3, tmp_path: Path, fr
     assert len(ds) > 0.8 * fraction * 6000  # a 10 % cut holds about 530 whole rows
     np.testing.assert_array_equal(ds.q, q[: len(ds)])
     assert any("read from the data pages past the damaged index" in w for w in report.warnings)
+
+
+# ---------------------------------------------------------------- compression and damaged chunks
+def write_compressed_bag(path: Path, mode: str, storage: str = "mcap", n_samples: int = 300) -> np.ndarray:
+    """/joint_states written by rosbags with zstd compression in ``mode`` (rosbag2's --compression-mode FILE or
+    MESSAGE; STORAGE: MCAP's own chunk compression); returns q."""
+    from rosbags.rosbag2 import CompressionFormat, CompressionMode, StoragePlugin, Writer
+
+    from idyn_ros.data.bag import idyn_typestore
+
+    stamps, q, dq, tau = synthetic_motion(n_samples)
+    writer = Writer(path, version=9, storage_plugin=StoragePlugin.MCAP if storage == "mcap" else StoragePlugin.SQLITE3)
+    writer.set_compression(getattr(CompressionMode, mode), CompressionFormat.ZSTD)
+    writer.open()
+    connection = writer.add_connection("/joint_states", "sensor_msgs/msg/JointState", typestore=idyn_typestore())
+    for i in range(n_samples):
+        writer.write(connection, int(stamps[i]), joint_state_cdr(stamps[i], JOINTS, q[i], dq[i], tau[i]))
+    writer.close()
+    return q
+
+
+def mcap_chunks(data: bytes | bytearray) -> list[tuple[int, int, int]]:
+    """(offset of the chunk record, offset of its records, their length) of each chunk of an MCAP file."""
+    chunks, pos = [], 8
+    while pos + 9 <= len(data) and data[pos] != 0x02:  # up to the footer
+        op, (length,) = data[pos], struct.unpack_from("<Q", data, pos + 1)
+        if op == 0x06:
+            (name_length,) = struct.unpack_from("<I", data, pos + 9 + 28)
+            start = pos + 9 + 32 + name_length + 8
+            chunks.append((pos, start, struct.unpack_from("<Q", data, start - 8)[0]))
+        pos += 9 + length
+    return chunks
+
+
+@pytest.mark.parametrize("storage", ["mcap", "sqlite3"])
+def test_a_bag_compressed_message_by_message_imports(tmp_path: Path, storage: str) -> None:
+    q = write_compressed_bag(tmp_path / "bag", "MESSAGE", storage)
+    ds, _ = import_source(tmp_path / "bag", robot="panda")
+    np.testing.assert_array_equal(ds.q, q)
+
+
+def test_a_file_compressed_bag_says_to_decompress_it_and_then_imports(tmp_path: Path) -> None:
+    q = write_compressed_bag(tmp_path / "bag", "FILE", "sqlite3")
+    with pytest.raises(BagReadError, match=r"zstd-compressed as a whole.*zstd -d --rm"):
+        import_source(tmp_path / "bag", robot="panda")
+    from idyn_ros.data.bag.base import zstd
+
+    packed = next((tmp_path / "bag").glob("*.zstd"))
+    packed.with_suffix("").write_bytes(zstd().decompress(packed.read_bytes()))  # what `zstd -d --rm` does
+    packed.unlink()
+    ds, _ = import_quietly(tmp_path / "bag")
+    np.testing.assert_array_equal(ds.q, q)
+
+
+def test_a_zstd_chunk_that_does_not_decompress_is_a_bag_error(tmp_path: Path) -> None:
+    write_compressed_bag(tmp_path / "bag", "STORAGE")
+    mcap = next((tmp_path / "bag").glob("*.mcap"))
+    data = bytearray(mcap.read_bytes())
+    _chunk, start, _length = mcap_chunks(data)[0]
+    data[start : start + 16] = b"\xff" * 16  # the zstd frame's header: bytes a decompressor must refuse
+    mcap.write_bytes(bytes(data))
+    with pytest.raises(BagReadError, match="zstd data does not decompress"):
+        import_source(tmp_path / "bag", robot="panda")
+
+
+def test_a_chunk_that_fails_its_crc_is_damage_and_recover_reads_the_other_chunks(tmp_path: Path) -> None:
+    _stamps, q, _dq, _tau = write_joint_state_bag(tmp_path / "bag", flush_every=100)
+    mcap = next((tmp_path / "bag").glob("*.mcap"))
+    data = bytearray(mcap.read_bytes())
+    chunks = mcap_chunks(data)
+    assert len(chunks) == 6  # the first holds the schema and channel records
+    for chunk, start, length in chunks:  # rosbags stores CRC 0 (unchecked); rosbag2 stores the real one
+        struct.pack_into("<I", data, chunk + 9 + 24, zlib.crc32(data[start : start + length]))
+    _chunk, start, length = chunks[3]  # messages 200..299
+    data[start + length // 2] ^= 0x10  # bit rot: still a valid message, with a wrong value
+    mcap.write_bytes(bytes(data))
+    with pytest.raises(BagReadError, match="do not match the chunk's CRC"):
+        import_source(tmp_path / "bag", robot="panda")
+    ds, report = import_quietly(tmp_path / "bag", recover=True)
+    assert len(ds.segments()) == 2 and len(ds) == 400
+    np.testing.assert_array_equal(ds.q[:200], q[:200])
+    np.testing.assert_array_equal(ds.q[200:], q[300:])
+    assert any("1 chunk(s) cannot be read" in w for w in report.warnings)

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from types import ModuleType
 from typing import Protocol
 
 MCAP_MAGIC = b"\x89MCAP0\r\n"
 SQLITE_MAGIC = b"SQLite format 3\x00"
+ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"  # a zstd frame: how a file rosbag2 compressed as a whole begins
 
 
 class BagWarning(UserWarning):
@@ -52,6 +55,15 @@ class TruncationInfo:
         else:
             text = f"kept {self.messages_read} of {self.messages_written} messages written (metadata.yaml)"
         return text + (f"; {self.detail}" if self.detail else "")
+
+
+def zstd() -> ModuleType:
+    """The zstd module: the standard library's from Python 3.14, its backport (a dependency) before."""
+    if sys.version_info >= (3, 14):
+        from compression import zstd as module
+    else:
+        from backports import zstd as module
+    return module
 
 
 class StorageReader(Protocol):

@@ -36,6 +36,19 @@ def read_bag_metadata(folder: Path) -> dict:
     return YAML(typ="safe").load(meta.read_text())["rosbag2_bagfile_information"]
 
 
+def message_compression(path: Path) -> str:
+    """The format rosbag2 compressed each message with (``--compression-mode message``), per metadata.yaml;
+    "" when messages are stored as they are (no metadata.yaml, other modes, or an unreadable one)."""
+    folder = path if path.is_dir() else path.parent
+    try:
+        info = read_bag_metadata(folder)
+    except Exception:  # a broken metadata.yaml is reported by find_storage_files
+        return ""
+    if not isinstance(info, dict) or str(info.get("compression_mode") or "").lower() != "message":
+        return ""
+    return str(info.get("compression_format") or "").lower()
+
+
 def messages_written(file: Path) -> int | None:
     """How many messages the recorder wrote into storage ``file``, per the metadata.yaml next to it.
 

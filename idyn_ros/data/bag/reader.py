@@ -7,8 +7,17 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from idyn_ros.data.bag.base import MCAP_MAGIC, SQLITE_MAGIC, BagTopic, BagWarning, StorageReader, TruncationInfo
-from idyn_ros.data.bag.metadata import find_storage_files, messages_written
+from idyn_ros.data.bag.base import (
+    MCAP_MAGIC,
+    SQLITE_MAGIC,
+    ZSTD_MAGIC,
+    BagTopic,
+    BagWarning,
+    StorageReader,
+    TruncationInfo,
+    zstd,
+)
+from idyn_ros.data.bag.metadata import find_storage_files, message_compression, messages_written
 from idyn_ros.data.bag.storage_mcap import McapStorage
 from idyn_ros.data.bag.storage_sqlite3 import Sqlite3Storage
 from idyn_ros.data.hints import recover_hint
@@ -28,6 +37,10 @@ def storage_id(file: Path) -> str:
         return "sqlite3"
     if not head:
         raise BagReadError(f"{file} is empty (0 bytes): the recording never wrote data")
+    if head.startswith(ZSTD_MAGIC):
+        raise BagReadError(f"{file} is zstd-compressed as a whole (rosbag2 --compression-mode file), which this "
+                           f"reader does not open; decompress it in place first (`zstd -d --rm {file}`), then read "
+                           "the bag again")
     raise BagReadError(f"{file} is neither a rosbag2 sqlite3 (.db3) nor an MCAP file (first bytes {head[:8]!r})")
 
 
@@ -72,9 +85,14 @@ class BagReader:
     def messages(self, topics: list[str] | None = None) -> Iterator[tuple[str, int, bytes]]:
         """Yield ``(topic, log_time_ns, cdr_bytes)`` in file order (not necessarily time order)."""
         wanted = None if topics is None else set(topics)
+        compression = message_compression(self.path)
+        if compression not in ("", "zstd"):
+            raise BagReadError(f"{self.path}: its messages are compressed with {compression!r} (metadata.yaml); "
+                               "this reader knows zstd, the format rosbag2 writes")
         for file in self.files:
             damage: list[TruncationInfo] = []
-            yield from self._storage(file).messages(wanted, damage)
+            stream = self._storage(file).messages(wanted, damage)
+            yield from self._decompressed(file, stream) if compression else stream
             if damage:
                 if not self.recover:
                     raise BagReadError(f"{damage[0].describe()}; {recover_hint('use the readable part')}")
@@ -84,3 +102,16 @@ class BagReader:
                 warnings.warn(
                     f"{damage[0].describe()}; recovered the readable part: {damage[0].kept()}", BagWarning, stacklevel=2
                 )
+
+    def _decompressed(self, file: Path, stream: Iterator[tuple[str, int, bytes]]) -> Iterator[tuple[str, int, bytes]]:
+        """The messages of ``stream``, which rosbag2 compressed one by one with zstd (--compression-mode message)."""
+        for topic, log_ns, data in stream:
+            try:
+                plain = zstd().decompress(data)
+            except Exception as exc:  # zstd raises its own error type
+                what = f"{file}: a message on {topic} (log time {log_ns} ns) does not decompress ({exc})"
+                if not self.recover:
+                    raise BagReadError(f"{what}; the bag is damaged there; {recover_hint('skip it')}") from None
+                warnings.warn(f"{what}; skipped", BagWarning, stacklevel=3)
+                continue
+            yield topic, log_ns, plain

@@ -5,16 +5,19 @@ was cut leaves a file without footer, possibly ending inside a chunk. Every comp
 is read; from a cut chunk, the complete message records up to the cut are read too (its CRC covers
 the whole chunk, so it cannot be checked): directly when the chunk is uncompressed, through a
 streaming decompressor (what the readable part decompresses to) when it is zstd or lz4.
+
+A complete chunk that does not decompress, or whose records do not match its CRC (when the writer stored one;
+rosbags writes 0), is damage in the middle of the file: its messages are lost, the chunks after it are read.
 """
 
 from __future__ import annotations
 
 import struct
-import sys
+import zlib
 from collections.abc import Iterator
 from pathlib import Path
 
-from idyn_ros.data.bag.base import MCAP_MAGIC, BagTopic, TruncationInfo
+from idyn_ros.data.bag.base import MCAP_MAGIC, BagTopic, TruncationInfo, zstd
 from idyn_ros.errors import BagReadError
 
 _OP_FOOTER, _OP_SCHEMA, _OP_CHANNEL, _OP_MESSAGE, _OP_CHUNK = 0x02, 0x03, 0x04, 0x05, 0x06
@@ -32,6 +35,10 @@ class _TruncatedError(Exception):
         self.reason = reason
         self.op = op
         self.partial = partial
+
+
+class _DamagedChunkError(Exception):
+    """A complete chunk whose records cannot be had: its compressed bytes or its CRC are wrong."""
 
 
 def _read_str(buf: memoryview, pos: int) -> tuple[str, int]:
@@ -99,30 +106,36 @@ def _chunk_header(body: memoryview) -> tuple[int, str, int] | None:
 
 
 def _chunk_records(body: memoryview) -> memoryview:
-    """The (decompressed) records of a complete chunk."""
+    """The (decompressed) records of a complete chunk, checked against its CRC when it has one.
+
+    Raises:
+        _DamagedChunkError: the chunk's bytes changed after it was written.
+    """
     header = _chunk_header(body)
     if header is None:
         raise BagReadError("MCAP chunk record too short for its header")
     usize, compression, start = header
+    (crc,) = struct.unpack_from("<I", body, 24)
     (csize,) = struct.unpack_from("<Q", body, start - 8)
-    raw = body[start : start + csize]
+    records = body[start : start + csize]
     if compression:
         from rosbags.rosbag2.storage_mcap import DECOMPRESSORS
 
         if compression not in DECOMPRESSORS:
             raise BagReadError(f"unsupported MCAP chunk compression {compression!r}")
-        return memoryview(DECOMPRESSORS[compression](bytes(raw), usize))
-    return raw
+        try:
+            records = memoryview(DECOMPRESSORS[compression](bytes(records), usize))
+        except Exception as exc:  # the decompressors raise their own error types
+            raise _DamagedChunkError(f"its {compression} data does not decompress ({exc})") from None
+    if crc and zlib.crc32(records) != crc:
+        raise _DamagedChunkError("its records do not match the chunk's CRC")
+    return records
 
 
 def _decompress_prefix(compression: str, raw: bytes) -> bytes:
     """What the first bytes of a compressed chunk decompress to (a streaming decoder stops at the cut)."""
     if compression == "zstd":
-        if sys.version_info >= (3, 14):
-            from compression import zstd
-        else:
-            from backports import zstd
-        return zstd.ZstdDecompressor().decompress(raw)
+        return zstd().ZstdDecompressor().decompress(raw)
     if compression == "lz4":
         from lz4.frame import LZ4FrameDecompressor
 
@@ -168,7 +181,8 @@ class McapStorage:
 
     def _walk(self) -> Iterator[tuple[str, object]]:
         """Yield ('schema', (id, name, encoding, data)), ('channel', (id, schema_id, topic)),
-        ('message', (channel_id, log_time, data)) and finally ('end', None | (good_bytes, reason, detail))."""
+        ('message', (channel_id, log_time, data)), ('damaged', (chunk offset, why)) for a chunk whose records are
+        lost, and finally ('end', None | (good_bytes, reason, detail))."""
 
         def decode(op: int, rec: memoryview) -> Iterator[tuple[str, object]]:
             if op == _OP_SCHEMA:
@@ -187,8 +201,12 @@ class McapStorage:
 
         good = 8
         try:
-            for op, _pos, body, end in _top_records(self.file, memoryview(self.file.read_bytes())):
-                inner = _complete_records(_chunk_records(body))[0] if op == _OP_CHUNK else [(op, body)]
+            for op, pos, body, end in _top_records(self.file, memoryview(self.file.read_bytes())):
+                try:
+                    inner = _complete_records(_chunk_records(body))[0] if op == _OP_CHUNK else [(op, body)]
+                except _DamagedChunkError as exc:
+                    yield "damaged", (pos, str(exc))
+                    inner = []
                 for iop, rec in inner:
                     yield from decode(iop, rec)
                 good = end
@@ -227,12 +245,19 @@ class McapStorage:
         count = 0
         last_t = None
         size = file.stat().st_size
+        damaged: list[tuple[int, str]] = []  # (offset, why) of chunks whose messages are lost
+        unplaced = 0  # later messages on a channel whose record was in a damaged chunk
         for kind, value in self._walk():
             if kind == "channel":
                 channels[value[0]] = value[2]
+            elif kind == "damaged":
+                damaged.append(value)
             elif kind == "message":
                 cid, log_time, data = value
                 topic = channels.get(cid)
+                if topic is None and damaged:
+                    unplaced += 1
+                    continue
                 if topic is None:
                     raise BagReadError(f"{file}: message on unknown MCAP channel {cid}")
                 count += 1
@@ -242,3 +267,9 @@ class McapStorage:
             elif kind == "end" and value is not None:
                 good, reason, detail = value
                 damage.append(TruncationInfo(file, good, size, count, last_t, reason, detail=detail))
+        if damaged:
+            offset, why = damaged[0]
+            reason = f"{len(damaged)} chunk(s) cannot be read, the first at byte {offset}: {why}; their messages lost"
+            if unplaced:
+                reason += f", and {unplaced} later ones on channels that only those chunks declared"
+            damage.insert(0, TruncationInfo(file, size, size, count, last_t, reason))
