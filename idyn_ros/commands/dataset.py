@@ -91,6 +91,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     imp.add_argument(
         "--recover", action="store_true", help="import the readable part of a truncated bag or of a killed recording"
     )
+    _add_stamps(imp)
     _add_time_unit(imp)
     imp.set_defaults(_action=_run_import, _option_strings=_option_strings(imp))
 
@@ -105,10 +106,23 @@ def configure(parser: argparse.ArgumentParser) -> None:
     info.add_argument("--robot", help="preset or URDF path (for sources that need a joint order)")
     info.add_argument("--joint-map", action="append", default=[], metavar="OLD=NEW", help="as for import")
     info.add_argument("--recover", action="store_true", help="as for import")
+    _add_stamps(info)
     info.add_argument("--plot", metavar="OUT.png", help="write a PNG of q, dq, tau over time (one subplot each)")
     info.add_argument("--json", action="store_true", help="print the summary as JSON")
     _add_time_unit(info)
     info.set_defaults(_action=_run_info, _option_strings=_option_strings(info))
+
+
+def _add_stamps(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--stamps",
+        choices=("auto", "header", "log"),
+        default="auto",
+        help="what places a bag's joint states in time: auto (default) their header.stamp, or the bag's log time "
+        "when every stamp is 0, and refused when the stamps jump back; header: header.stamp, sorted even across a "
+        "jump back (messages delivered late); log: the time the recorder logged each message, for a robot clock "
+        "that stepped, stalled or restarted (two runs in one bag become two segments)",
+    )
 
 
 def _add_time_unit(parser: argparse.ArgumentParser) -> None:
@@ -139,6 +153,7 @@ def _options(args: argparse.Namespace) -> dict:
         "joint_map": args.joint_map or None,
         "recover": args.recover,
         "time_unit": args.time_unit,
+        "stamps": args.stamps,
     }
 
 
@@ -175,7 +190,8 @@ def _check_source_options(args: argparse.Namespace, sources: list[str]) -> None:
                              f"whose stamps are nanoseconds; drop --time-unit")
     bag_only = [flag for flag, given in (("--topic", getattr(args, "topic", None)),
                                          ("--wrench-topic", getattr(args, "wrench_topic", None)),
-                                         ("--recover", args.recover)) if given]
+                                         ("--recover", args.recover),
+                                         ("--stamps", args.stamps != "auto")) if given]
     if bag_only and files:
         raise ParameterError(f"{' and '.join(bag_only)} appl{'ies' if len(bag_only) == 1 else 'y'} to rosbag2 bags, "
                              f"but {files[0]} is not one; drop {' '.join(bag_only)}")

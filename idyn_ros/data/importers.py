@@ -64,6 +64,14 @@ UNNAMED_NOTE = "columns carry no joint names"
 WRENCH_TYPES = ("geometry_msgs/msg/WrenchStamped", "idyn_ros/msg/PlantGroundTruth")
 #: Start of the note on a dataset whose motor currents were turned into torques (so a second conversion is refused).
 CONVERTED_NOTE = "efforts converted from motor current [A] to torque [Nm]"
+#: What places a bag's joint states in time (``--stamps``): header.stamp unless all are 0 (auto), header.stamp
+#: even where it jumps back (header), or the time the recorder logged each message (log).
+STAMP_SOURCES = ("auto", "header", "log")
+#: A header stamp this far behind the one before it (in recording order) is a clock step or a second recording,
+#: not a late message: sorted, the two stretches would be laid over each other.
+CLOCK_STEP_BACK_NS = 100_000_000
+#: Header stamps this far from the bag's log times come from another machine's clock (below: transport delay).
+CLOCK_OFFSET_NS = 1_000_000
 
 
 @dataclass
@@ -85,6 +93,8 @@ class RawRecording:
     effort_hint: str | None = None
     time_column: tuple[str, str] | None = None  # (column, unit it was read in) for CSV / foreign NPZ
     named: np.ndarray | None = None  # (M, n) bool: the joints each message named (bags; None: every sample names all)
+    header_stamps: bool = False  # stamps are a bag's header stamps (its log times are the other choice)
+    log_to_header_ns: int = 0  # add to a bag log time to place it on the joint states' header clock
 
 
 @dataclass
@@ -94,7 +104,8 @@ class ImportReport:
     source: str
     samples_in: int = 0
     samples_out: int = 0
-    duplicates_dropped: int = 0
+    duplicates_dropped: int = 0  # messages sent twice: the same stamp and positions as the one before
+    repeated_stamps: int = 0  # messages with the stamp of the one before but other positions (a stalled clock)
     out_of_order: int = 0
     period_ns: int = 0
     gaps: list[tuple[float, float]] = field(default_factory=list)  # (at s, length s)
@@ -295,7 +306,18 @@ def to_dataset(
     order = np.argsort(stamps, kind="stable")
     stamps = stamps[order]
     keep = np.concatenate([[True], np.diff(stamps) > 0])
-    report.duplicates_dropped = int(np.count_nonzero(~keep))
+    positions = raw.signals.get("q")
+    resent = same_as_previous(positions[order][:, col]) if positions is not None else np.ones(order.size, bool)
+    repeated = ~keep & ~resent
+    report.duplicates_dropped = int(np.count_nonzero(~keep & ~repeated))
+    report.repeated_stamps = int(np.count_nonzero(repeated))
+    if report.repeated_stamps:
+        first = int(np.flatnonzero(repeated)[0])
+        report.warnings.append(
+            f"{report.repeated_stamps} message(s) repeat the stamp of the one before with other positions (a "
+            f"stalled clock, or stamps not set yet), the first at stamp {int(stamps[first])} ns: dropped"
+            + ("; " + option_hint("--stamps", "log", purpose="keep them, placed by the bag's log times",
+                                  keyword="stamps='log'") if raw.header_stamps else ""))
     order = order[keep]
     stamps = stamps[keep]
     if stamps.size < 2:
@@ -307,7 +329,8 @@ def to_dataset(
             )
         raise DatasetError(
             f"{raw.source}: only {stamps.size} distinct time stamp among {report.samples_in} samples "
-            f"({report.duplicates_dropped} duplicates): a dataset needs at least 2 samples{unit_hint}"
+            f"({report.duplicates_dropped + report.repeated_stamps} repeat one): a dataset needs at least 2 "
+            f"samples{unit_hint}"
         )
 
     # rate and gaps
@@ -403,6 +426,8 @@ def to_dataset(
         report.notes.append("effort_kind=current: efforts are motor-current based (e.g. UR drivers), not joint torques")
     if report.duplicates_dropped:
         report.notes.append(f"{report.duplicates_dropped} duplicate stamps dropped")
+    if report.repeated_stamps:
+        report.notes.append(f"{report.repeated_stamps} repeated stamps with other positions dropped")
     if report.out_of_order:
         report.notes.append(f"{report.out_of_order} out-of-order stamps sorted")
     report.samples_out = int(grid.size)
@@ -449,6 +474,13 @@ def duplicated(names: list[str] | tuple[str, ...]) -> list[str]:
             out.append(name)
         seen.add(name)
     return out
+
+
+def same_as_previous(values: np.ndarray) -> np.ndarray:
+    """(M,) bool: row k equals row k - 1 (NaN equal to NaN); row 0 equals nothing. A message sent twice, not a new
+    sample under the same stamp."""
+    a, b = values[1:], values[:-1]
+    return np.concatenate([[False], ((a == b) | (np.isnan(a) & np.isnan(b))).all(axis=1)])
 
 
 def median_period(stamps: np.ndarray, baseline: int = 16) -> int:
@@ -682,6 +714,7 @@ def import_source(
     wrench_topic: str | None = None,
     time_unit: str | None = None,
     torque_constants: str | list | tuple | np.ndarray | None = None,
+    stamps: str = "auto",
 ) -> tuple[Dataset, ImportReport]:
     """Read any supported source and return ``(Dataset, ImportReport)``.
 
@@ -699,9 +732,10 @@ def import_source(
             ``auto``: from a ``_ns``-style header suffix, else from the median step (see :data:`PLAUSIBLE_RATE_HZ`).
         torque_constants: per-joint gains k [Nm/A] (output joint order, or a preset name): the efforts are
             motor currents and become torques ``k * i`` (see :func:`convert_currents`).
+        stamps: what places a bag's joint states in time, one of :data:`STAMP_SOURCES` (see :func:`read_bag`).
     """
     dataset, report = _import_source(path, robot, joint_map, joint_names, rate, effort_kind, recover, topic,
-                                     wrench_topic, time_unit)
+                                     wrench_topic, time_unit, stamps)
     if torque_constants is not None:
         if effort_kind is None and EFFORT_UNSTATED_NOTE in dataset.notes:  # the source did not say: currents
             dataset.effort_kind = "current"
@@ -748,6 +782,7 @@ def _import_source(
     topic: str | None,
     wrench_topic: str | None,
     time_unit: str | None,
+    stamps: str,
 ) -> tuple[Dataset, ImportReport]:
     """:func:`import_source` without the current conversion."""
     from idyn_ros.data.bag import BagWarning, is_bag
@@ -809,7 +844,7 @@ def _import_source(
     elif is_bag(path):
         with warnings.catch_warnings(record=True) as got:
             warnings.simplefilter("always", BagWarning)
-            raw = read_bag(path, topic=topic, recover=recover, wrench_topic=wrench_topic)
+            raw = read_bag(path, topic=topic, recover=recover, wrench_topic=wrench_topic, stamps=stamps)
         caught = [str(w.message) for w in got if issubclass(w.category, BagWarning)]
         for message in caught:
             warnings.warn(message, BagWarning, stacklevel=2)
@@ -1076,7 +1111,8 @@ def _classify_column(header: str) -> tuple[str | None, str]:
 
 
 def read_bag(
-    path: Path, topic: str | None = None, recover: bool = False, wrench_topic: str | None = None
+    path: Path, topic: str | None = None, recover: bool = False, wrench_topic: str | None = None,
+    stamps: str = "auto",
 ) -> RawRecording:
     """A rosbag2 bag: joint states (or one JointTrajectory) plus known secondary topics.
 
@@ -1086,7 +1122,14 @@ def read_bag(
     (``geometry_msgs/msg/WrenchStamped`` or ``idyn_ros/msg/PlantGroundTruth``), default: the one
     PlantGroundTruth topic if there is exactly one (estimates are not ground truth, so a
     WrenchStamped topic is only used when named).
+
+    ``stamps`` (:data:`STAMP_SOURCES`): ``auto`` places joint states by header stamp unless every one is 0, and
+    refuses a header clock that jumps back (:func:`check_header_clock`); ``header`` sorts by header stamp whatever
+    it does; ``log`` uses the bag's log times. Topics placed by log time (no header, or a zero one) are moved onto
+    the header clock by the joint states' median header - log time when that exceeds :data:`CLOCK_OFFSET_NS`.
     """
+    if stamps not in STAMP_SOURCES:
+        raise DatasetError(f"stamps must be one of {', '.join(STAMP_SOURCES)}, got {stamps!r}")
     from idyn_ros.data.bag import BagReader, idyn_typestore, register_bag_types
 
     reader = BagReader(path, recover=recover)
@@ -1166,9 +1209,22 @@ def read_bag(
         raise BagReadError(f"{path}: no message on {topic} is readable: {damage.describe()}; {damage.kept()}")
     if not rows:
         raise DatasetError(f"{path}: topic {topic} holds no messages")
-    use_header = any(r[0] for r in rows)
-    notes = [f"topic {topic}; stamps from " + ("message headers" if use_header else "bag log times (headers are 0)")]
-    stamps = np.array([r[0] if use_header else r[1] for r in rows], dtype=np.int64)
+    header_ns = np.array([r[0] for r in rows], dtype=np.int64)
+    log_ns = np.array([r[1] for r in rows], dtype=np.int64)
+    use_header = stamps == "header" or (stamps == "auto" and header_ns.any())
+    if use_header and not header_ns.any():
+        raise DatasetError(f"{path}: every header stamp on {topic} is 0; "
+                           + option_hint("--stamps", "log", purpose="use the bag's log times", keyword="stamps='log'"))
+    if stamps == "auto" and use_header:
+        check_header_clock(header_ns, log_ns, path, topic)
+    offset = log_to_header_offset(header_ns, log_ns) if use_header else 0
+    notes = [f"topic {topic}; stamps from " + ("message headers" if use_header else
+                                              "bag log times (headers are 0)" if stamps == "auto" else
+                                              "bag log times (--stamps log)")]
+    if offset:
+        notes.append(f"header stamps of {topic} are {offset / 1e9:+.4g} s from the bag's log times (another "
+                     "machine's clock): topics placed by log time were moved onto the header clock by that much")
+    stamps_ns = header_ns if use_header else log_ns
     names: list[str] = []
     for r in rows:
         for j in r[2]:
@@ -1184,7 +1240,7 @@ def read_bag(
             repeated = duplicated(jn)
             if repeated:  # JointState.name must be unique: the second value would overwrite the first
                 raise DatasetError(
-                    f"{path}: {topic} message {i} (stamp {int(stamps[i])} ns) names joint(s) {repeated} more than "
+                    f"{path}: {topic} message {i} (stamp {int(stamps_ns[i])} ns) names joint(s) {repeated} more than "
                     f"once: {list(jn)}; a JointState must name each joint once (fix the publisher)"
                 )
             cols = col_cache.setdefault(jn, np.array([names.index(j) for j in jn], dtype=int))
@@ -1195,8 +1251,8 @@ def read_bag(
             dq[i, cols] = vel
         if len(eff) == len(cols):
             tau[i, cols] = eff
-    raw_rec = RawRecording(stamps, names, {"q": q, "dq": dq, "tau": tau}, f"{path}:{topic}", notes=notes,
-                           named=named)
+    raw_rec = RawRecording(stamps_ns, names, {"q": q, "dq": dq, "tau": tau}, f"{path}:{topic}", notes=notes,
+                           named=named, header_stamps=use_header, log_to_header_ns=offset)
     raw_rec.effort_hint, said = bag_effort_kind(path)
     if said:
         raw_rec.notes.append(f"effort_kind={raw_rec.effort_hint} from metadata.yaml custom_data ({said})")
@@ -1207,7 +1263,7 @@ def read_bag(
         x = np.array([t for t, _ in items], dtype=np.int64)
         if typ == "idyn_ros/msg/JointReference":
             hx = np.array([m.header.stamp.sec * 1_000_000_000 + m.header.stamp.nanosec for _, m in items])
-            x = hx if use_header and hx.any() else x
+            x = hx if use_header and hx.any() else x + offset
             jn = list(items[0][1].joint_names)
             for sig, attr in (("q_d", "positions"), ("dq_d", "velocities"), ("ddq_d", "accelerations")):
                 vals = np.array([getattr(m, attr) for _, m in items])
@@ -1217,7 +1273,7 @@ def read_bag(
             w = [m.wrench for _, m in items]
             vals = np.array([[a.force.x, a.force.y, a.force.z, a.torque.x, a.torque.y, a.torque.z] for a in w])
             hx = np.array([m.header.stamp.sec * 1_000_000_000 + m.header.stamp.nanosec for _, m in items])
-            raw_rec.extra["wrench"] = (hx if use_header and hx.any() else x, [], vals)
+            raw_rec.extra["wrench"] = (hx if use_header and hx.any() else x + offset, [], vals)
             raw_rec.notes.append(f"wrench from {name} ({typ})")
         elif typ == "std_msgs/msg/Float64MultiArray" and name.endswith("/commands"):
             lengths = sorted({len(m.data) for _, m in items})
@@ -1228,9 +1284,37 @@ def read_bag(
                 raw_rec.notes.append(f"{name} not stored as tau_cmd: its messages hold {lengths} values, not one "
                                      f"value per joint throughout")
             else:
-                raw_rec.extra["tau_cmd"] = (x, [], np.array([m.data for _, m in items]))
+                raw_rec.extra["tau_cmd"] = (x + offset, [], np.array([m.data for _, m in items]))
                 raw_rec.notes.append(f"tau_cmd from {name} (ros2_control command order = robot joint order)")
     return raw_rec
+
+
+def check_header_clock(header_ns: np.ndarray, log_ns: np.ndarray, path: Path, topic: str) -> None:
+    """Refuse header stamps that jump back by more than :data:`CLOCK_STEP_BACK_NS` in recording order (a clock
+    step, a simulator reset, two recordings in one bag): sorted, the stretches would be laid over each other."""
+    order = np.argsort(log_ns, kind="stable")
+    order = order[header_ns[order] != 0]  # zero stamps (clock not set yet) are dropped later as strays
+    back = header_ns[order[:-1]] - header_ns[order[1:]]
+    jumps = np.flatnonzero(back > CLOCK_STEP_BACK_NS)
+    if jumps.size:
+        k = int(jumps[0])
+        raise DatasetError(
+            f"{path}: the header stamps of {topic} jump back by {back[k] / 1e9:.4g} s at message {int(order[k + 1])} "
+            f"({jumps.size} such jump(s) in recording order): the publisher's clock was stepped or reset, or the bag "
+            "holds two recordings, and sorted by stamp the stretches would be laid over each other; "
+            + option_hint("--stamps", "log", purpose="place the messages by the bag's log times instead",
+                          keyword="stamps='log'")
+            + " (or, if the messages were only delivered late, --stamps header to sort them by stamp)")
+
+
+def log_to_header_offset(header_ns: np.ndarray, log_ns: np.ndarray) -> int:
+    """What to add to a log time to place it on the header clock: the median header - log time of the messages
+    with a header stamp when beyond :data:`CLOCK_OFFSET_NS` (another machine's clock), else 0 (one clock)."""
+    stamped = header_ns != 0
+    if not stamped.any():
+        return 0
+    offset = int(np.median(header_ns[stamped] - log_ns[stamped]))
+    return offset if abs(offset) > CLOCK_OFFSET_NS else 0
 
 
 def is_effort_command(topic: str) -> bool:

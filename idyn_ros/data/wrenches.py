@@ -27,6 +27,7 @@ class JointStateSeries:
     effort_kind: str | None  # what the source says (None: it does not)
     source: str
     note: str = ""  # how the recorded joint names were read, when renamed (``importers.read_as_robot``)
+    log_to_header_ns: int = 0  # add to a bag log time to place it on these stamps' clock (RawRecording's)
 
     @property
     def rate_hz(self) -> float:
@@ -91,11 +92,16 @@ def read_joint_states(path: str | Path, joint_names: tuple[str, ...] | list[str]
         if bad.any():
             raise DatasetError(f"{path}: {int(bad.any(1).sum())} joint states lack a {name} for joints {names} "
                                f"(first at message {int(np.flatnonzero(bad.any(1))[0])})")
-    return JointStateSeries(t[keep], q, dq, eff, tuple(names), effort_kind or raw.effort_hint, raw.source, note)
+    return JointStateSeries(t[keep], q, dq, eff, tuple(names), effort_kind or raw.effort_hint, raw.source, note,
+                            raw.log_to_header_ns)
 
 
-def read_wrenches(path: str | Path, topics: list[str]) -> dict[str, WrenchSeries]:
-    """The WrenchStamped topics of a bag that exist ({} entries are left out); header stamps, sorted."""
+def read_wrenches(path: str | Path, topics: list[str], log_to_header_ns: int = 0) -> dict[str, WrenchSeries]:
+    """The WrenchStamped topics of a bag that exist ({} entries are left out); header stamps, sorted.
+
+    A message with a zero stamp (a driver that never sets it) is placed at its log time + ``log_to_header_ns``:
+    on the joint states' clock, with :attr:`JointStateSeries.log_to_header_ns`.
+    """
     from idyn_ros.data.bag import BagReader, idyn_typestore, register_bag_types
 
     reader = BagReader(Path(path))
@@ -112,7 +118,7 @@ def read_wrenches(path: str | Path, topics: list[str]) -> dict[str, WrenchSeries
         m = store.deserialize_cdr(raw, "geometry_msgs/msg/WrenchStamped")
         stamp = m.header.stamp.sec * 1_000_000_000 + m.header.stamp.nanosec
         f, tq = m.wrench.force, m.wrench.torque
-        rows[name].append((stamp or log_ns, (f.x, f.y, f.z, tq.x, tq.y, tq.z)))
+        rows[name].append((stamp or log_ns + log_to_header_ns, (f.x, f.y, f.z, tq.x, tq.y, tq.z)))
         frames.setdefault(name, m.header.frame_id)
     out = {}
     for t, r in rows.items():

@@ -69,6 +69,7 @@ class Replay:
     dq: np.ndarray | None = None  # (N, n) joint velocities on the replay's grid
     tau_measured: np.ndarray | None = None  # (N, n) the recorded effort as joint torque (Nm, the model's gains)
     effort_to_torque: Any = None  # that conversion (control.effort.EffortToTorque), for a twin recording
+    log_to_header_ns: int = 0  # add to a bag log time to place it on t_ns's clock (JointStateSeries')
 
     def save(self, path: str | Path, extra: dict[str, Any] | None = None) -> Path:
         """OUT.npz: t [s] (header stamps; t_ns the same exactly), wrench, wrench_base, frame and the rest (atomic)."""
@@ -131,6 +132,9 @@ def replay(model_path: str | Path, source: str | Path, robot: Any = None, rate_h
     notes = [f"joint states: {series.source}, {len(series.t_ns)} messages, header stamps"]
     if series.note:
         notes.append(series.note)
+    if series.log_to_header_ns:
+        notes.append(f"joint-state header stamps are {series.log_to_header_ns / 1e9:+.4g} s from the bag's log times "
+                     "(another machine's clock): a wrench message without a stamp is moved onto them by that much")
     t_ns, q, dq, effort = series.t_ns, series.q, series.dq, series.effort
     model_rate = float(meta.get("rate_hz") or 0.0) or None  # artifacts without a rate run at the recording's
     own_rate, irregular = series.rate_hz, series.irregular  # each measures the stamps: once
@@ -195,6 +199,7 @@ def replay(model_path: str | Path, source: str | Path, robot: Any = None, rate_h
     out.stiction_band = trust.stiction is not None and settings.stiction_band
     out.hidden = np.full((N, 6), np.nan)
     out.dq, out.tau_measured, out.effort_to_torque = dq, np.zeros((N, n)), conv
+    out.log_to_header_ns = series.log_to_header_ns
     observer.warm_up(q[0])
     restart = set(starts.tolist())
     every = publish_every(node.publish_divider, rate)  # the node's cadence: the trust stage runs on published states
@@ -323,7 +328,7 @@ def score(rep: Replay, source: str | Path, ft_topic: str | None, vendor_topic: s
             f"topics (its 'wrench' array, from `idyn dataset import --wrench-topic`, is not scored against); pass "
             f"the bag the .npz was imported from as --data")
     topics = [t for _, t in named]
-    found = read_wrenches(source, topics) if topics and Path(source).suffix != ".npz" else {}
+    found = read_wrenches(source, topics, rep.log_to_header_ns) if topics and Path(source).suffix != ".npz" else {}
     for option, topic in named:
         if topic not in found and (option == "--ft-topic" or vendor_required):
             from idyn_ros.data.wrenches import available_topics

@@ -14,9 +14,9 @@ import numpy as np
 import pytest
 
 from idyn_ros.data.importers import import_source
-from idyn_ros.errors import BagReadError
+from idyn_ros.errors import BagReadError, DatasetError
 
-from .helpers import JOINTS, joint_state_cdr, synthetic_motion, write_joint_state_bag
+from .helpers import JOINTS, float64_array_cdr, joint_state_cdr, synthetic_motion, write_joint_state_bag
 
 
 def import_quietly(path: Path, **options):
@@ -132,3 +132,113 @@ def test_a_chunk_that_fails_its_crc_is_damage_and_recover_reads_the_other_chunks
     np.testing.assert_array_equal(ds.q[:200], q[:200])
     np.testing.assert_array_equal(ds.q[200:], q[300:])
     assert any("1 chunk(s) cannot be read" in w for w in report.warnings)
+
+
+# ---------------------------------------------------------------- clocks (--stamps)
+def write_stamped_bag(path: Path, header_ns, log_ns, commands: bool = False, unstamped_wrench=None,
+                      motion: tuple | None = None) -> dict:
+    """/joint_states with the given header stamps and log times; optionally effort commands answering each state
+    (no header: placed by log time) and an F/T WrenchStamped whose header stamp is 0 (fz per message). Returns the
+    motion (q, dq, tau) written: ``motion``, or a smooth one."""
+    from idyn_ros.data.bag import BagWriter, idyn_typestore
+
+    store = idyn_typestore()
+    T = store.types
+    q, dq, tau = motion or synthetic_motion(len(header_ns))[1:]
+    with BagWriter(path) as writer:
+        writer.add_topic("/joint_states", "sensor_msgs/msg/JointState")
+        if commands:
+            writer.add_topic("/effort_controller/commands", "std_msgs/msg/Float64MultiArray")
+        if unstamped_wrench is not None:
+            writer.add_topic("/ft_sensor/wrench", "geometry_msgs/msg/WrenchStamped")
+        for i, (h, t) in enumerate(zip(header_ns, log_ns, strict=True)):
+            writer.write("/joint_states", int(t), joint_state_cdr(h, JOINTS, q[i], dq[i], tau[i]))
+            if commands:  # sent 0.3 ms after the state it answers
+                writer.write("/effort_controller/commands", int(t) + 300_000, float64_array_cdr(tau[i]))
+            if unstamped_wrench is not None:
+                V = T["geometry_msgs/msg/Vector3"]
+                msg = T["geometry_msgs/msg/WrenchStamped"](
+                    header=T["std_msgs/msg/Header"](stamp=T["builtin_interfaces/msg/Time"](sec=0, nanosec=0),
+                                                    frame_id="ft"),
+                    wrench=T["geometry_msgs/msg/Wrench"](force=V(x=0.0, y=0.0, z=float(unstamped_wrench[i])),
+                                                         torque=V(x=0.0, y=0.0, z=0.0)))
+                writer.write("/ft_sensor/wrench", int(t) + 200_000,
+                             bytes(store.serialize_cdr(msg, "geometry_msgs/msg/WrenchStamped")))
+    return {"q": q, "dq": dq, "tau": tau}
+
+
+T0 = 1_700_000_000_000_000_000
+MS = 1_000_000
+
+
+def grid(n: int, t0: int = T0) -> np.ndarray:
+    """n stamps 1 ms apart from t0."""
+    return t0 + MS * np.arange(n, dtype=np.int64)
+
+
+def two_runs() -> tuple[np.ndarray, np.ndarray]:
+    """(header, log) of two simulator runs in one bag: sim time starts at 1 ms in both; 1 s between them."""
+    return np.r_[grid(300, MS), grid(300, MS)], np.r_[grid(300), grid(300, T0 + 1300 * MS)]
+
+
+def clock_step() -> tuple[np.ndarray, np.ndarray]:
+    """(header, log) of a robot clock stepped back by 0.2 s (an NTP correction) after 300 of 600 messages."""
+    header = grid(600)
+    header[300:] -= 200 * MS
+    return header, grid(600) + 50_000
+
+
+@pytest.mark.parametrize(("case", "segments"), [(two_runs, 2), (clock_step, 1)])
+def test_a_header_clock_that_jumps_back_is_refused_and_log_times_keep_every_message(tmp_path: Path, case,
+                                                                                     segments: int) -> None:
+    header, log = case()
+    motion = write_stamped_bag(tmp_path / "bag", header, log)
+    with pytest.raises(DatasetError, match=r"jump back by 0\.\d+ s at message 300.*stamps='log'"):
+        import_source(tmp_path / "bag", robot="panda")
+    ds, _ = import_source(tmp_path / "bag", robot="panda", stamps="log")
+    assert len(ds) == 600 and len(ds.segments()) == segments
+    np.testing.assert_array_equal(ds.q, motion["q"])
+    ds, _ = import_source(tmp_path / "bag", robot="panda", stamps="header")  # sorted by stamp, as asked
+    assert len(ds) < 600
+
+
+def test_commands_logged_on_another_clock_land_on_the_joint_states_clock(tmp_path: Path) -> None:
+    header = grid(400)
+    motion = write_stamped_bag(tmp_path / "bag", header, header + 35 * MS, commands=True)  # robot clock 35 ms behind
+    ds, _ = import_source(tmp_path / "bag", robot="panda")
+    assert np.abs(ds.tau_cmd - motion["tau"]).max() < 0.05  # each command next to the state it answers
+    assert any("-0.035 s from the bag's log times" in note for note in ds.notes)
+
+
+def test_idyn_wrench_places_an_unstamped_wrench_on_the_joint_states_clock(tmp_path: Path) -> None:
+    from idyn_ros.data.wrenches import read_joint_states, read_wrenches
+
+    header = grid(400)
+    fz = np.where(np.arange(400) >= 200, 10.0, 0.0)  # a 10 N step at the 200th state
+    write_stamped_bag(tmp_path / "bag", header, header + 40 * MS, unstamped_wrench=fz)
+    series = read_joint_states(tmp_path / "bag", JOINTS)
+    ft = read_wrenches(tmp_path / "bag", ["/ft_sensor/wrench"], series.log_to_header_ns)["/ft_sensor/wrench"]
+    step_at = ft.t_ns[np.flatnonzero(ft.values[:, 2] > 5)[0]]
+    assert abs(step_at - series.t_ns[200]) < MS
+
+
+def test_a_stalled_stamp_is_told_apart_from_a_message_sent_twice(tmp_path: Path) -> None:
+    header = grid(500)
+    header[200:230] = header[200]  # the driver's stamp stalls for 30 ms while the arm moves
+    log = grid(500) + 50_000
+    write_stamped_bag(tmp_path / "bag", header, log)
+    ds, report = import_source(tmp_path / "bag", robot="panda")
+    assert (report.repeated_stamps, report.duplicates_dropped) == (29, 0)
+    assert any("29 message(s) repeat the stamp of the one before with other positions" in w and "stamps='log'" in w
+               for w in report.warnings)
+    assert "29 repeated stamps with other positions dropped" in ds.notes
+    ds, report = import_source(tmp_path / "bag", robot="panda", stamps="log")
+    assert len(ds) == 500 and report.repeated_stamps == 0
+
+
+def test_a_message_recorded_twice_is_a_duplicate(tmp_path: Path) -> None:
+    again = np.r_[np.arange(250), 249, np.arange(250, 500)]  # message 249 recorded a second time
+    _stamps, q, dq, tau = synthetic_motion(500)
+    write_stamped_bag(tmp_path / "bag", grid(500)[again], grid(501) + 50_000, motion=(q[again], dq[again], tau[again]))
+    _ds, report = import_source(tmp_path / "bag", robot="panda")
+    assert (report.duplicates_dropped, report.repeated_stamps) == (1, 0)
