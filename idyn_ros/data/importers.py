@@ -62,6 +62,7 @@ RESAMPLED_NOTE = "resampled linearly"
 UNNAMED_NOTE = "columns carry no joint names"
 #: Message types a bag's wrench topic may have (``--wrench-topic``).
 WRENCH_TYPES = ("geometry_msgs/msg/WrenchStamped", "idyn_ros/msg/PlantGroundTruth")
+JOINT_STATE_TYPES = ("sensor_msgs/msg/JointState", "trajectory_msgs/msg/JointTrajectory")
 #: Start of the note on a dataset whose motor currents were turned into torques (so a second conversion is refused).
 CONVERTED_NOTE = "efforts converted from motor current [A] to torque [Nm]"
 #: What places a bag's joint states in time (``--stamps``): header.stamp unless all are 0 (auto), header.stamp
@@ -1130,7 +1131,7 @@ def read_bag(
     """
     if stamps not in STAMP_SOURCES:
         raise DatasetError(f"stamps must be one of {', '.join(STAMP_SOURCES)}, got {stamps!r}")
-    from idyn_ros.data.bag import BagReader, idyn_typestore, register_bag_types
+    from idyn_ros.data.bag import BagReader, BagWarning, idyn_typestore, register_bag_types
 
     reader = BagReader(path, recover=recover)
     topics = reader.topics()
@@ -1158,6 +1159,9 @@ def read_bag(
     if topic not in topics:
         raise DatasetError(f"{path}: no topic {topic}; topics: {', '.join(topics)}")
     main_type = topics[topic].msgtype
+    if main_type not in JOINT_STATE_TYPES:
+        raise DatasetError(f"{path}: {topic} is {main_type}, not a JointState or JointTrajectory"
+                           + _other_joint_states(topics, topic))
     secondary = {
         t.name: t.msgtype
         for t in topics.values()
@@ -1196,19 +1200,24 @@ def read_bag(
             if main_type == "sensor_msgs/msg/JointState":
                 stamp = msg.header.stamp.sec * 1_000_000_000 + msg.header.stamp.nanosec
                 rows.append((stamp, log_ns, tuple(msg.name), msg.position, msg.velocity, msg.effort))
-            elif main_type == "trajectory_msgs/msg/JointTrajectory":
+            else:  # a JointTrajectory: its first message
                 trajectory = msg if trajectory is None else trajectory
-            else:
-                raise DatasetError(f"{path}: {topic} is {main_type}, not a JointState or JointTrajectory")
-        else:
+            continue
+        try:
             other[name].append((log_ns, store.deserialize_cdr(raw, secondary[name])))
+        except Exception as exc:  # damaged bytes: this message is lost, not the joint states
+            what = f"{path}: message {index} on {name} (log time {log_ns} ns) cannot be decoded ({exc})"
+            if not recover:
+                raise BagReadError(f"{what}; the bag is damaged there; {recover_hint('skip it')}") from None
+            warnings.warn(f"{what}; skipped", BagWarning, stacklevel=2)
     if trajectory is not None:
         return _trajectory_recording(trajectory, path, topic)
     if not rows and reader.truncations:  # the damage took every message, the topic was not empty
         damage = reader.truncations[0]
         raise BagReadError(f"{path}: no message on {topic} is readable: {damage.describe()}; {damage.kept()}")
     if not rows:
-        raise DatasetError(f"{path}: topic {topic} holds no messages")
+        raise DatasetError(f"{path}: topic {topic} holds no messages" + _other_joint_states(topics, topic))
+    rows, merged = merge_same_stamp(rows)
     header_ns = np.array([r[0] for r in rows], dtype=np.int64)
     log_ns = np.array([r[1] for r in rows], dtype=np.int64)
     use_header = stamps == "header" or (stamps == "auto" and header_ns.any())
@@ -1221,36 +1230,14 @@ def read_bag(
     notes = [f"topic {topic}; stamps from " + ("message headers" if use_header else
                                               "bag log times (headers are 0)" if stamps == "auto" else
                                               "bag log times (--stamps log)")]
+    if merged:
+        notes.append(f"{merged} messages merged into the one before with the same header stamp (they name other "
+                     "joints: a publisher per joint or per joint group)")
     if offset:
         notes.append(f"header stamps of {topic} are {offset / 1e9:+.4g} s from the bag's log times (another "
                      "machine's clock): topics placed by log time were moved onto the header clock by that much")
     stamps_ns = header_ns if use_header else log_ns
-    names: list[str] = []
-    for r in rows:
-        for j in r[2]:
-            if j not in names:
-                names.append(j)
-    m, n = len(rows), len(names)
-    q, dq, tau = (np.full((m, n), np.nan) for _ in range(3))
-    named = np.zeros((m, n), dtype=bool)
-    col_cache: dict[tuple[str, ...], np.ndarray] = {}
-    for i, (_s, _l, jn, pos, vel, eff) in enumerate(rows):
-        cols = col_cache.get(jn)
-        if cols is None:
-            repeated = duplicated(jn)
-            if repeated:  # JointState.name must be unique: the second value would overwrite the first
-                raise DatasetError(
-                    f"{path}: {topic} message {i} (stamp {int(stamps_ns[i])} ns) names joint(s) {repeated} more than "
-                    f"once: {list(jn)}; a JointState must name each joint once (fix the publisher)"
-                )
-            cols = col_cache.setdefault(jn, np.array([names.index(j) for j in jn], dtype=int))
-        named[i, cols] = True
-        if len(pos) == len(cols):
-            q[i, cols] = pos
-        if len(vel) == len(cols):
-            dq[i, cols] = vel
-        if len(eff) == len(cols):
-            tau[i, cols] = eff
+    names, (q, dq, tau), named = joint_state_arrays(rows, stamps_ns, f"{path}: {topic}")
     raw_rec = RawRecording(stamps_ns, names, {"q": q, "dq": dq, "tau": tau}, f"{path}:{topic}", notes=notes,
                            named=named, header_stamps=use_header, log_to_header_ns=offset)
     raw_rec.effort_hint, said = bag_effort_kind(path)
@@ -1287,6 +1274,89 @@ def read_bag(
                 raw_rec.extra["tau_cmd"] = (x + offset, [], np.array([m.data for _, m in items]))
                 raw_rec.notes.append(f"tau_cmd from {name} (ros2_control command order = robot joint order)")
     return raw_rec
+
+
+def _other_joint_states(topics: dict, topic: str) -> str:
+    """The hint for a joint-state topic that is empty or of another type: where the bag's joint states are."""
+    others = [t.name for t in topics.values() if t.name != topic and t.msgtype in JOINT_STATE_TYPES and t.count != 0]
+    if not others:
+        return ""
+    return (f"; joint states are on {', '.join(others)}: "
+            + option_hint("--topic", others[0], keyword=f"topic='{others[0]}'"))
+
+
+def merge_same_stamp(rows: list) -> tuple[list, int]:
+    """Join messages that carry the same non-zero header stamp and name other joints (a publisher per joint or per
+    joint group) into one state: (rows, how many messages were merged into an earlier one).
+
+    Parts are joined only when each field (position, velocity, effort) is given for all of them or for none.
+    """
+    out: list = []
+    first_at: dict[int, int] = {}  # stamp -> index in out of the first message with it
+    merged = 0
+    for row in rows:
+        stamp, _log, joints, *fields = row
+        k = first_at.get(stamp) if stamp else None
+        if k is not None and not set(out[k][2]) & set(joints):
+            s0, log0, joints0, *fields0 = out[k]
+            pairs = list(zip(fields0, fields, strict=True))
+            if all((len(a), len(b)) in ((len(joints0), len(joints)), (0, 0)) for a, b in pairs):
+                out[k] = (s0, log0, (*joints0, *joints), *([*a, *b] for a, b in pairs))
+                merged += 1
+                continue
+        if stamp and k is None:
+            first_at[stamp] = len(out)
+        out.append(row)
+    return out, merged
+
+
+def joint_state_arrays(rows: list, stamps_ns: np.ndarray, what: str) -> tuple[list[str], tuple, np.ndarray]:
+    """(joint names, (q, dq, tau) each (M, n) with NaN where a message names no value, named (M, n) bool) of
+    JointState rows; a field given in some messages only, or with another length than the names, is refused."""
+    names: list[str] = []
+    for r in rows:
+        for j in r[2]:
+            if j not in names:
+                names.append(j)
+    m, n = len(rows), len(names)
+    arrays = tuple(np.full((m, n), np.nan) for _ in range(3))
+    named = np.zeros((m, n), dtype=bool)
+    lengths = np.zeros((m, 3), dtype=int)  # values per field, -1 where they match the names
+    col_cache: dict[tuple[str, ...], np.ndarray] = {}
+    for i, (_s, _l, jn, *fields) in enumerate(rows):
+        cols = col_cache.get(jn)
+        if cols is None:
+            repeated = duplicated(jn)
+            if repeated:  # JointState.name must be unique: the second value would overwrite the first
+                raise DatasetError(
+                    f"{what} message {i} (stamp {int(stamps_ns[i])} ns) names joint(s) {repeated} more than "
+                    f"once: {list(jn)}; a JointState must name each joint once (fix the publisher)"
+                )
+            cols = col_cache.setdefault(jn, np.array([names.index(j) for j in jn], dtype=int))
+        named[i, cols] = True
+        for f, (values, array) in enumerate(zip(fields, arrays, strict=True)):
+            if len(values) == len(cols):
+                array[i, cols] = values
+                lengths[i, f] = -1
+            else:
+                lengths[i, f] = len(values)
+    for f, field_name in enumerate(("position", "velocity", "effort")):
+        wrong = np.flatnonzero(lengths[:, f] > 0)
+        if wrong.size:
+            i = int(wrong[0])
+            raise DatasetError(
+                f"{what}: {wrong.size} message(s) have {field_name} arrays of another length than their names; the "
+                f"first, message {i} (stamp {int(stamps_ns[i])} ns), has {lengths[i, f]} {field_name} values for "
+                f"{len(rows[i][2])} names: which value is which joint is unknown (fix the publisher: one value per "
+                "name, or none)")
+        empty = np.flatnonzero(lengths[:, f] == 0)
+        if 0 < empty.size < m:
+            i = int(empty[0])
+            raise DatasetError(
+                f"{what}: {empty.size} of {m} messages have an empty {field_name} array while the others have one "
+                f"value per joint; the first is message {i} (stamp {int(stamps_ns[i])} ns). The recording holds no "
+                f"NaN: those messages lack the field, which every message must have")
+    return names, arrays, named
 
 
 def check_header_clock(header_ns: np.ndarray, log_ns: np.ndarray, path: Path, topic: str) -> None:

@@ -242,3 +242,68 @@ def test_a_message_recorded_twice_is_a_duplicate(tmp_path: Path) -> None:
     write_stamped_bag(tmp_path / "bag", grid(500)[again], grid(501) + 50_000, motion=(q[again], dq[again], tau[again]))
     _ds, report = import_source(tmp_path / "bag", robot="panda")
     assert (report.duplicates_dropped, report.repeated_stamps) == (1, 0)
+
+
+# ---------------------------------------------------------------- joint-state messages
+def write_messages(path: Path, messages: dict[str, list[tuple[int, bytes]]], types: dict[str, str]) -> None:
+    """A bag holding ``messages[topic] = [(log_ns, cdr), ...]``; topics of ``types`` with none stay empty."""
+    from idyn_ros.data.bag import BagWriter
+
+    with BagWriter(path) as writer:
+        for topic, msgtype in types.items():
+            writer.add_topic(topic, msgtype)
+        for log_ns, topic, cdr in sorted((t, topic, c) for topic, items in messages.items() for t, c in items):
+            writer.write(topic, log_ns, cdr)
+
+
+def test_one_message_per_joint_with_one_stamp_is_one_state(tmp_path: Path) -> None:
+    stamps, q, dq, tau = synthetic_motion(300)
+    per_joint = [(int(stamps[i]) + 1000 * j, joint_state_cdr(stamps[i], [JOINTS[j]], [q[i, j]], [dq[i, j]],
+                                                             [tau[i, j]]))
+                 for i in range(300) for j in range(7)]
+    write_messages(tmp_path / "bag", {"/joint_states": per_joint}, {"/joint_states": "sensor_msgs/msg/JointState"})
+    ds, _ = import_source(tmp_path / "bag", robot="panda")
+    np.testing.assert_array_equal(ds.q, q)
+    assert any(note.startswith("1800 messages merged into the one before") for note in ds.notes)
+
+
+@pytest.mark.parametrize(("field", "message"), [
+    ("effort", r"6 of 300 messages have an empty effort array .* The recording holds no NaN"),
+    ("short", r"300 message\(s\) have effort arrays of another length than their names; .* has 7 effort values "
+              "for 9 names"),
+])
+def test_a_missing_or_short_field_is_named_not_called_nan(tmp_path: Path, field: str, message: str) -> None:
+    stamps, q, dq, tau = synthetic_motion(300)
+    names = [*JOINTS, "panda_finger_joint1", "panda_finger_joint2"] if field == "short" else JOINTS
+    fingers = [0.04, 0.04] if field == "short" else []
+    items = [(int(stamps[i]), joint_state_cdr(stamps[i], names, [*q[i], *fingers], [*dq[i], *fingers],
+                                              [] if field == "effort" and i % 50 == 49 else tau[i]))
+             for i in range(300)]
+    write_messages(tmp_path / "bag", {"/joint_states": items}, {"/joint_states": "sensor_msgs/msg/JointState"})
+    with pytest.raises(DatasetError, match=message):
+        import_source(tmp_path / "bag", robot="panda")
+
+
+def test_an_empty_joint_states_topic_points_to_the_one_with_data(tmp_path: Path) -> None:
+    stamps, q, dq, tau = synthetic_motion(100)
+    items = [(int(stamps[i]), joint_state_cdr(stamps[i], JOINTS, q[i], dq[i], tau[i])) for i in range(100)]
+    types = {"/joint_states": "sensor_msgs/msg/JointState", "/franka/joint_states": "sensor_msgs/msg/JointState"}
+    write_messages(tmp_path / "bag", {"/franka/joint_states": items}, types)
+    with pytest.raises(DatasetError, match=r"holds no messages; joint states are on /franka/joint_states: .*"
+                                           r"topic='/franka/joint_states'"):
+        import_source(tmp_path / "bag", robot="panda")
+
+
+def test_a_damaged_command_message_is_a_bag_error_and_recover_skips_it(tmp_path: Path) -> None:
+    stamps, q, dq, tau = synthetic_motion(300)
+    states = [(int(stamps[i]), joint_state_cdr(stamps[i], JOINTS, q[i], dq[i], tau[i])) for i in range(300)]
+    commands = [(int(stamps[i]) + 1000, float64_array_cdr(tau[i]) if i != 100 else b"\x00\x01\x00\x00" + b"\xff" * 20)
+                for i in range(300)]
+    write_messages(tmp_path / "bag", {"/joint_states": states, "/effort_controller/commands": commands},
+                   {"/joint_states": "sensor_msgs/msg/JointState",
+                    "/effort_controller/commands": "std_msgs/msg/Float64MultiArray"})
+    with pytest.raises(BagReadError, match=r"on /effort_controller/commands .* cannot be decoded"):
+        import_source(tmp_path / "bag", robot="panda")
+    ds, report = import_quietly(tmp_path / "bag", recover=True)
+    assert len(ds) == 300 and ds.tau_cmd is not None
+    assert any("/effort_controller/commands" in w and "skipped" in w for w in report.warnings)
