@@ -197,14 +197,20 @@ def _check_source_options(args: argparse.Namespace, sources: list[str]) -> None:
                              f"but {files[0]} is not one; drop {' '.join(bag_only)}")
 
 
-def _check_positions_by_column(dataset, robot: str, source: str) -> None:
-    """Columns without joint names assigned to ``robot``'s joints by position: refused when they leave its joint
-    limits, by the check `idyn train` applies to such data (``models.sources.check_positions``)."""
-    from idyn_ros.data.importers import UNNAMED_NOTE
-    from idyn_ros.models.sources import check_positions, load_robot
+def _check_positions(dataset, robot: str, source: str) -> list[str]:
+    """The joint-limit check `idyn train` applies (``models.sources.check_positions``), at import where the data can
+    still be fixed: columns assigned to ``robot``'s joints by position are refused when they leave its limits;
+    named ones give the warning returned (degrees, joint offsets)."""
+    import warnings
 
-    if any(note.startswith(UNNAMED_NOTE) for note in dataset.notes):
-        check_positions(dataset.q, load_robot(robot), source, unnamed=True, joints=dataset.joint_names)
+    from idyn_ros.data.importers import UNNAMED_NOTE
+    from idyn_ros.models.sources import TrainingWarning, check_positions, load_robot
+
+    unnamed = any(note.startswith(UNNAMED_NOTE) for note in dataset.notes)
+    with warnings.catch_warnings(record=True) as got:
+        warnings.simplefilter("always", TrainingWarning)
+        check_positions(dataset.q, load_robot(robot), source, unnamed=unnamed, joints=dataset.joint_names)
+    return [str(w.message) for w in got if issubclass(w.category, TrainingWarning)]
 
 
 def _run_import(args: argparse.Namespace) -> int:
@@ -231,7 +237,7 @@ def _run_import(args: argparse.Namespace) -> int:
                 **_options(args),
             )
         if args.robot:
-            _check_positions_by_column(dataset, args.robot, src)
+            report.warnings += _check_positions(dataset, args.robot, src)
         path = dataset.save(target)
         for line in report.lines():
             print(line)
@@ -255,6 +261,8 @@ def _run_info(args: argparse.Namespace) -> int:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         dataset, report = import_source(args.file, **_options(args))
+        if args.robot:
+            report.warnings += _check_positions(dataset, args.robot, args.file)
     summary = dataset.summary()
     if args.json:
         print(json.dumps(summary, indent=2))
@@ -276,7 +284,8 @@ def format_summary(s: dict) -> str:
         f"robot:       {s['robot'] or '(unknown)'}",
         f"samples:     {s['samples']}  rate {s['rate_hz']:.4g} Hz  duration {s['duration_s']:.3f} s",
         f"segments:    {s['segments']}  gaps: "
-        + (", ".join(f"{g['length_s']:.3g} s at {g['at_s']:.3g} s" for g in s["gaps"]) or "none"),
+        + (", ".join(f"{g['length_s']:.3g} s (t = {g['at_s'] - g['length_s']:.4g} to {g['at_s']:.4g} s)"
+                     for g in s["gaps"]) or "none"),
         f"effort_kind: {s['effort_kind']}"
         + ("  (UR effort is motor-current based, not joint torque)" if s["effort_kind"] == "current" else ""),
         f"optional:    {', '.join(s['optional']) or 'none'}",

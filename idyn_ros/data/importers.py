@@ -121,7 +121,8 @@ class ImportReport:
             else f"samples: {self.samples_in}",
             f"duplicate stamps dropped: {self.duplicates_dropped}; out-of-order stamps sorted: {self.out_of_order}",
         ]
-        out += [f"gap of {length:.4g} s at t = {at:.4g} s (new segment)" for at, length in self.gaps]
+        out += [f"gap of {length:.4g} s from t = {at - length:.4g} to {at:.4g} s (new segment)"
+                for at, length in self.gaps]
         out += [f"warning: {w}" for w in self.warnings]
         out += [f"note: {n}" for n in self.notes]
         return out
@@ -858,6 +859,7 @@ def _import_source(
         raw, robot=robot, joint_map=joint_map, joint_names=joint_names, rate=rate, effort_kind=effort_kind
     )
     report.warnings[:0] = caught
+    dataset.notes = (*dataset.notes, *(f"bag reader: {c}" for c in caught))  # a recovered part stays marked as one
     return dataset, report
 
 

@@ -307,3 +307,66 @@ def test_a_damaged_command_message_is_a_bag_error_and_recover_skips_it(tmp_path:
     ds, report = import_quietly(tmp_path / "bag", recover=True)
     assert len(ds) == 300 and ds.tau_cmd is not None
     assert any("/effort_controller/commands" in w and "skipped" in w for w in report.warnings)
+
+
+# ---------------------------------------------------------------- what the reports say
+def write_split_bag(folder: Path, files: int, metadata: bool = True) -> None:
+    """A bag split into ``files`` MCAP files of 50 messages each (rosbag2's max_bagfile_size): folder/bag_<k>.mcap,
+    with a metadata.yaml naming them in order, or without one."""
+    from ruamel.yaml import YAML
+
+    folder.mkdir()
+    for k in range(files):
+        write_joint_state_bag(folder / f"part{k}", n_samples=50, t0_ns=T0 + k * 50 * MS)
+        (folder / f"part{k}" / f"part{k}.mcap").rename(folder / f"bag_{k}.mcap")
+        meta = folder / f"part{k}" / "metadata.yaml"
+        if metadata and k == 0:
+            yaml = YAML(typ="safe")
+            doc = yaml.load(meta.read_text())
+            doc["rosbag2_bagfile_information"]["relative_file_paths"] = [f"bag_{i}.mcap" for i in range(files)]
+            doc["rosbag2_bagfile_information"]["files"] = []
+            with (folder / "metadata.yaml").open("w") as f:
+                yaml.dump(doc, f)
+        meta.unlink()
+        (folder / f"part{k}").rmdir()
+
+
+def test_a_missing_split_file_is_said_to_leave_a_gap(tmp_path: Path) -> None:
+    write_split_bag(tmp_path / "bag", 4)
+    (tmp_path / "bag" / "bag_1.mcap").unlink()
+    ds, report = import_quietly(tmp_path / "bag")
+    assert any("names ['bag_1.mcap'], which is not in the folder; reading the 3 file(s) that are there: the time "
+               "the missing ones recorded is a gap" in w for w in report.warnings)
+    assert len(ds.segments()) == 2
+    assert any(note.startswith("bag reader: ") and "bag_1.mcap" in note for note in ds.notes)  # kept in the .npz
+
+
+def test_a_split_bag_without_metadata_is_read_in_the_order_of_its_numbers(tmp_path: Path) -> None:
+    write_split_bag(tmp_path / "bag", 11, metadata=False)
+    ds, report = import_quietly(tmp_path / "bag")
+    assert report.out_of_order == 0 and len(ds) == 550
+    assert any("in name order: bag_0.mcap, bag_1.mcap, bag_2.mcap" in w for w in report.warnings)
+
+
+def test_a_recovered_part_stays_marked_in_the_dataset(tmp_path: Path) -> None:
+    write_joint_state_bag(tmp_path / "bag", n_samples=300, flush_every=100)
+    mcap = tmp_path / "bag" / "bag.mcap"
+    mcap.write_bytes(mcap.read_bytes()[: mcap.stat().st_size * 2 // 3])
+    ds, _ = import_quietly(tmp_path / "bag", recover=True)
+    assert any(note.startswith("bag reader: ") and "of 300 messages written" in note for note in ds.notes)
+
+
+def test_import_warns_of_positions_beyond_the_joint_limits_and_info_gives_gaps_from_to(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from idyn_ros.cli import main
+
+    _stamps, q, dq, tau = synthetic_motion(400)
+    header = grid(400)
+    header[200:] += 500 * MS  # the recording paused for half a second
+    write_stamped_bag(tmp_path / "bag", header, header, motion=(np.degrees(q) + 90, np.degrees(dq), tau))
+    assert main(["dataset", "import", str(tmp_path / "bag"), "--robot", "panda", "-o", str(tmp_path / "d.npz")]) == 0
+    out = capsys.readouterr().out
+    assert "warning: " in out and "leave the limits of robot 'panda'" in out and "units (rad)" in out
+    assert "gap of 0.501 s from t = 0.199 to 0.7 s (new segment)" in out
+    assert main(["dataset", "info", str(tmp_path / "d.npz")]) == 0
+    assert "gaps: 0.501 s (t = 0.199 to 0.7 s)" in capsys.readouterr().out

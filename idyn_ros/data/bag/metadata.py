@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from idyn_ros.data.bag.base import MCAP_MAGIC, SQLITE_MAGIC
@@ -77,6 +78,11 @@ def no_recording_in(folder: Path) -> str:
             f"folder, or a .csv / .npz file itself")
 
 
+def split_order(file: Path) -> list:
+    """Sort key that reads the numbers in a name as numbers: rosbag2's split files bag_2 before bag_10."""
+    return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", file.name)]
+
+
 def find_storage_files(path: str | Path) -> tuple[list[Path], list[str]]:
     """Storage files of a bag (folder or file) and warnings about what did not match.
 
@@ -89,7 +95,7 @@ def find_storage_files(path: str | Path) -> tuple[list[Path], list[str]]:
         raise BagReadError(f"{path}: no such file or folder")
     if path.is_file():
         return [path], notes
-    present = sorted([*path.glob("*.db3"), *path.glob("*.mcap")])
+    present = sorted([*path.glob("*.db3"), *path.glob("*.mcap")], key=split_order)
     meta = path / "metadata.yaml"
     if not meta.is_file():
         if not present:
@@ -111,10 +117,12 @@ def find_storage_files(path: str | Path) -> tuple[list[Path], list[str]]:
         if not present:
             raise BagReadError(f"{meta} names {missing} but the folder holds no .db3 or .mcap file at all")
         extra = [p for p in present if p not in found]
-        notes.append(
-            f"{meta} names {missing}, which {'is' if len(missing) == 1 else 'are'} not in the folder; "
-            f"using {[p.name for p in extra]} found there instead"
-        )
+        what = f"{meta} names {missing}, which {'is' if len(missing) == 1 else 'are'} not in the folder; "
+        if extra:
+            notes.append(what + f"using {[p.name for p in extra]} found there instead")
+        else:
+            notes.append(what + f"reading the {len(found)} file(s) that are there: the time the missing ones "
+                         "recorded is a gap")
         found = found + extra
     if not found:
         found = present
