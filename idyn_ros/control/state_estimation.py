@@ -54,6 +54,9 @@ RESTART_STALLED = 7
 REJECT_STAMP = 8
 FOREIGN = 9  # names none of the robot's joints: another publisher's on the topic (a gripper, another arm), ignored
 RESTARTS = (RESTART_BACKWARDS, RESTART_STALLED)  # the sample was taken, but the estimators started over on it
+INTERVAL_SMOOTHING = 1.0 / 256  # weight of each new interval in the mean interval
+RATE_SAMPLES = 500  # accepted samples before the mean interval is judged
+RATE_TOLERANCE = 1.25  # a mean interval this far from the period, either way, is another rate
 # samples in a row stamped like the last accepted one, with other positions, that make a stalled clock: fewer are a
 # driver publishing twice per cycle or stamping at 1 ms resolution, dropped like a late sample
 STALLED_SAMPLES = 3
@@ -233,6 +236,7 @@ class JointStateFilter:
         self.gaps = 0  # of them, those more than max_gap after the previous one (the differentiators restarted)
         self.dropped = 0  # DUPLICATE samples since reset: re-sent, or late (reordered)
         self.foreign = 0  # FOREIGN samples since reset (foreign_note says what they were)
+        self.mean_interval_s = 0.0  # of the accepted samples that were not restarts (0: none yet)
         self.foreign_names: tuple[str, ...] = ()  # the first one's names
         self.reason = ""
         self.estimate = JointStateEstimate(-1, self.q, self.dq, self.ddq, self.effort, self._rd.r)
@@ -328,6 +332,9 @@ class JointStateFilter:
         if restart and self.stamp_ns >= 0:
             self.gaps += 1
         dt = (stamp_ns - self.stamp_ns) * 1e-9 if not restart else 1.0 / self.rate_hz
+        if not restart:  # the rate states really come at (rate_problem): a mean over the last few hundred intervals
+            mean = self.mean_interval_s
+            self.mean_interval_s = mean + (dt - mean) * INTERVAL_SMOOTHING if mean else dt
         self._q_prev[:] = self.q
         if self.estimate_acceleration:
             self._dq_prev[:] = self.dq
@@ -370,14 +377,19 @@ class JointStateFilter:
                 f"{list(self.foreign_names)}); {self.foreign} so far")
 
     def rate_problem(self) -> str:
-        """Why most states restart the differentiators ("" if they do not): /joint_states arrives slower than
-        rate_hz (a UR driver publishes at 500 Hz, a CB3 at 125 Hz), so dq and ddq are zero and the watchdogs see
-        stale input."""
-        if self.samples < 20 or 2 * self.gaps < self.samples:
-            return ""
-        return (f"{self.gaps} of {self.samples} joint states came more than {self.max_gap_ns * 1e-6:g} ms after the "
-                f"previous one: /joint_states arrives slower than rate_hz={self.rate_hz:g}; set rate_hz to the rate "
-                f"it is published at (UR drivers: 500 Hz e-Series, 125 Hz CB3)")
+        """Why the input does not come at rate_hz ("" if it does): most states restart the differentiators (they
+        come slower than ``max_gap``: dq and ddq are zero, the watchdogs see stale input), or their mean interval is
+        off by more than ``RATE_TOLERANCE`` (a UR e-Series at 500 Hz under 1 kHz settings: DOOMED pairs only states
+        one period apart, a recurrent model steps once per state)."""
+        hint = "set rate_hz to the rate it is published at (UR drivers: 500 Hz e-Series, 125 Hz CB3)"
+        if self.samples >= 20 and 2 * self.gaps >= self.samples:
+            return (f"{self.gaps} of {self.samples} joint states came more than {self.max_gap_ns * 1e-6:g} ms after "
+                    f"the previous one: /joint_states arrives slower than rate_hz={self.rate_hz:g}; {hint}")
+        ratio = self.mean_interval_s * self.rate_hz
+        if self.samples >= RATE_SAMPLES and ratio and not 1 / RATE_TOLERANCE < ratio < RATE_TOLERANCE:
+            return (f"/joint_states arrives at about {1 / self.mean_interval_s:.0f} Hz, not rate_hz="
+                    f"{self.rate_hz:g}; {hint}")
+        return ""
 
     def _nonfinite_reason(self, field: str, values: np.ndarray) -> str:
         bad = [self.joint_names[i] for i in np.flatnonzero(~np.isfinite(values))]

@@ -223,6 +223,8 @@ class DoomedNode(Node):
         self._paired_reported = a.paired
         if L.frozen:
             level, message = Diagnostics.WARN, f"frozen: {L.freeze_reason}"
+        elif paired == 0 and (rate := self.filter.rate_problem()):
+            level, message = Diagnostics.WARN, f"nothing paired: {rate}"
         elif paired == 0:
             level, message = Diagnostics.OK, (f"waiting for the controller: nothing paired in the last "
                                               f"{self.params.value.diagnostics_period:g} s (controller not active, "

@@ -151,3 +151,17 @@ def test_a_message_naming_none_of_the_robots_joints_is_another_publishers_and_ig
             assert c.update(["panda_finger_joint1", "panda_finger_joint2"], [0.04, 0.04], [], [], (k + 1) * MS + 1,
                             (k + 1) * MS + 1) is None
     assert c.mode == MODE_ACTIVE and not c.watchdog.tripped and c.filter.foreign == 4
+
+
+@pytest.mark.parametrize(("input_hz", "said"), [(1000.0, False), (900.0, False), (500.0, True), (2000.0, True)])
+def test_input_at_another_rate_than_rate_hz_is_said(input_hz, said):
+    """A UR e-Series publishes at 500 Hz; with the default rate_hz 1000 DOOMED paired nothing, and no node said why
+    (2 ms apart is no gap for the filter, which only counted intervals above 3 periods)."""
+    f = se.JointStateFilter(NAMES, 1000.0)
+    step = round(1e9 / input_hz)
+    for k in range(se.RATE_SAMPLES + 100):
+        assert f.update(NAMES, [1e-4 * k] * 5, [], [], (k + 1) * step) == se.OK
+    problem = f.rate_problem()
+    assert bool(problem) == said, problem
+    if said:
+        assert f"about {input_hz:.0f} Hz, not rate_hz=1000" in problem

@@ -329,3 +329,22 @@ def test_another_publishers_joint_states_are_ignored_and_said_once(rclpy_context
         assert node.adapter.paired >= 4  # the arm's states still pair
     finally:
         node.destroy_node()
+
+
+def test_joint_states_at_another_rate_say_why_nothing_is_paired(rclpy_context):
+    """A UR e-Series at 500 Hz with rate_hz 1000: DOOMED paired nothing and said "waiting for the controller"
+    while the controller was ACTIVE."""
+    from idyn_ros.control.state_estimation import RATE_SAMPLES
+    from idyn_ros.nodes.common import Diagnostics
+    from idyn_ros.nodes.doomed import DoomedNode
+
+    node = DoomedNode(context=rclpy_context)
+    try:
+        for k in range(RATE_SAMPLES + 50):
+            _tick(node, (1000 + 2 * k) * 1_000_000)  # 2 ms apart
+        node._paired_reported = node.adapter.paired  # the last report's count: nothing paired since
+        node._on_diagnostics()
+        assert node.adapter.paired == 0
+        assert node.diag.level == Diagnostics.WARN and "about 500 Hz, not rate_hz=1000" in node.diag.message
+    finally:
+        node.destroy_node()
