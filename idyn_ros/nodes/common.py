@@ -142,6 +142,7 @@ class JointStateProblems:
         self.counts: dict[int, int] = {}  # status code -> samples
         self.restarts = 0
         self.rejected = 0
+        self._seen = (0, 0)  # (samples, dropped) at the last dropping_note
 
     def update(self, msg: Any) -> int | None:
         """Feed one sensor_msgs/JointState to the filter: None when the node skips it (a duplicate or a late sample,
@@ -179,6 +180,17 @@ class JointStateProblems:
             self.node.get_logger().error(f"rejected /joint_states: {reason} (said once per kind; counted on "
                                          "/diagnostics)")
             self.diag.set(Diagnostics.ERROR, f"rejecting input: {reason}", publish=True, **self.values())
+
+    def dropping_note(self) -> str:
+        """"" unless nearly every state since the last call was dropped as a duplicate (the node would say "ok"
+        while it publishes nothing): their stamps do not advance, e.g. a driver that leaves header.stamp unset (0)."""
+        f, (samples, dropped) = self.filter, self._seen
+        self._seen = (f.samples, f.dropped)
+        taken, lost = f.samples - samples, f.dropped - dropped
+        if lost <= 9 * taken:
+            return ""
+        return (f"dropping nearly every joint state ({lost} of {lost + taken} since the last report): their "
+                "header.stamp does not advance (a driver that leaves it unset, or re-sends its last state)")
 
     def values(self) -> dict[str, str]:
         """The counts as diagnostics values (key: value strings)."""

@@ -93,8 +93,8 @@ class JointStateBufferNode(Node):
         elif now - self._last_rx > v.stale_timeout * 1e9:
             self.diag.set(Diagnostics.STALE, f"no /joint_states for {(now - self._last_rx) * 1e-9:.3f} s")
         elif self.diag.level != Diagnostics.ERROR:  # an input error stays reported (latched)
-            slow = self.filter.rate_problem()
-            self.diag.set(Diagnostics.WARN if slow else Diagnostics.OK, slow or "ok")
+            problem = self.problems.dropping_note() or self.filter.rate_problem()
+            self.diag.set(Diagnostics.WARN if problem else Diagnostics.OK, problem or "ok")
         self.diag.values.update(accepted=self.accepted, rejected=self.rejected, **self.problems.values())
         self.diag.values = {k: str(v) for k, v in self.diag.values.items()}
         self.diag.publish()

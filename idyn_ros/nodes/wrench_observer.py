@@ -219,7 +219,7 @@ class WrenchObserverNode(Node):
         if self.diag.level != Diagnostics.ERROR:
             if not self.filter.samples:
                 self.diag.set(Diagnostics.STALE, "waiting for /joint_states", **values)
-            elif slow := self.filter.rate_problem():
+            elif slow := self.problems.dropping_note() or self.filter.rate_problem():
                 self.diag.set(Diagnostics.WARN, slow, **values)
             elif self._no_effort:
                 self.diag.set(Diagnostics.WARN, f"the joint states on {self.params.value.joint_states_topic} carry no "

@@ -226,3 +226,24 @@ def test_late_samples_are_dropped_silently_by_every_node(rclpy_context, log_reco
     finally:
         node.destroy_node()
 
+
+
+def test_the_buffer_says_when_it_drops_every_state_instead_of_ok(rclpy_context):
+    """A driver that never fills header.stamp: every state after the first was a duplicate, dropped, while the
+    buffer's /diagnostics said "ok" and it published nothing."""
+    from idyn_ros.nodes.common import Diagnostics
+    from idyn_ros.nodes.joint_state_buffer import JointStateBufferNode
+
+    node = JointStateBufferNode(context=rclpy_context)
+    try:
+        node.pub.publish = lambda m: None
+        for _ in range(200):
+            node._on_joint_state(_joint_state(0, Q0))  # stamp 0 every time
+        node._on_diagnostics()
+        assert node.diag.level == Diagnostics.WARN and node.diag.message.startswith("dropping nearly every joint state (199 of 200")
+        for k in range(1, 50):  # stamps that advance: fine again
+            node._on_joint_state(_joint_state(k * 1_000_000, Q0))
+        node._on_diagnostics()
+        assert node.diag.level == Diagnostics.OK, node.diag.message
+    finally:
+        node.destroy_node()
