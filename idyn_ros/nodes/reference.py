@@ -147,7 +147,30 @@ class ReferenceNode(Node):
     def _restart(self, v: ReferenceParams) -> None:
         with self._swap:
             self.lookahead_ns = int(v.lookahead_periods * 1e9 / v.rate_hz)
-            self.source = None  # rebuilt from the current reference at the next state
+        self._rebuild()  # from the current reference
+
+    def _rebuild(self) -> None:
+        """Build the mode's source from q_last here, in the executor's thread (loading and checking an npz takes
+        ms, which in the 1 kHz callback of a composed process stalled every node), and swap it in. Before the first
+        state there is no pose to start from: the first state builds it."""
+        if self.t0_ns < 0:
+            with self._swap:
+                self.source = None
+            return
+        source = self._build_or_hold(self.q_last.copy())
+        with self._swap:
+            self.source, self.t0_ns = source, self.filter.stamp_ns
+
+    def _build_or_hold(self, q_start: np.ndarray) -> Any:
+        """The mode's source from ``q_start``, or a hold there when it cannot be built (said: log, /diagnostics)."""
+        try:
+            source = self._build(q_start)
+            self.diag.set(Diagnostics.OK, f"mode {self.params.value.mode}", publish=True)
+            return source
+        except IdynError as exc:
+            self.get_logger().error(str(exc))
+            self.diag.set(Diagnostics.ERROR, str(exc), publish=True)
+            return self._hold(q_start)
 
     def _build(self, q_start: np.ndarray) -> Any:
         v = self.params.value
@@ -202,9 +225,9 @@ class ReferenceNode(Node):
                 self._following = True
             self.diag.set(Diagnostics.WARN, f"{who} not active: following the measured pose", publish=True)
         elif goal == State.PRIMARY_STATE_ACTIVE and self._following:
+            self._rebuild()  # from q_last, the measured pose followed until now
             with self._swap:
                 self._following = False
-                self.source = None  # rebuilt at the next state from q_last, the measured pose followed until now
             self.get_logger().info(f"{who} active: mode {self.params.value.mode} restarts from the measured pose")
 
     def _on_trajectory(self, msg: Any) -> None:
@@ -271,17 +294,10 @@ class ReferenceNode(Node):
             self.problems.report(status)
 
     def _sample(self, f: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """The source at this state's stamp + the lookahead; built first when there is none (start, a restart, a
-        parameter change, the controller's activation). Called under ``_swap``."""
-        if self.source is None:
-            try:
-                start = f.q if self.t0_ns < 0 else self.q_last
-                self.source = self._build(start.copy())
-                self.diag.set(Diagnostics.OK, f"mode {self.params.value.mode}", publish=True)
-            except IdynError as exc:
-                self.get_logger().error(str(exc))
-                self.diag.set(Diagnostics.ERROR, str(exc), publish=True)
-                self.source = self._hold(f.q.copy())
+        """The source at this state's stamp + the lookahead; built first when there is none (the first state, a
+        restart of the input's time line). Called under ``_swap``."""
+        if self.source is None:  # the first state, or a restart of the input's time line
+            self.source = self._build_or_hold((f.q if self.t0_ns < 0 else self.q_last).copy())
             self.t0_ns = f.stamp_ns
         t = (f.stamp_ns + self.lookahead_ns - self.t0_ns) * 1e-9
         if self.params.value.loop and self.source.duration > 0 and t > self.source.duration:
