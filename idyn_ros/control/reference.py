@@ -87,10 +87,15 @@ class SampledTrajectory:
         self.duration = float(self.t[-1])
         self._knots = np.stack([self.q, self.dq, self.ddq], axis=1)  # (N, 3, n): two neighbours are one (6, n) view
         self._peaks: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+        # the rest at the end, built once (as MinJerkMove's): read-only, the same arrays at every tick after the end
+        self._rest = (self.q[-1].copy(), np.zeros(self.q.shape[1]), np.zeros(self.q.shape[1]))
+        for a in self._rest:
+            a.flags.writeable = False
 
     def sample(self, t: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(q, dq, ddq) at t s; at and after the end the same read-only arrays every call (callers copy them)."""
         if t >= self.duration:
-            return self.q[-1].copy(), np.zeros(self.q.shape[1]), np.zeros(self.q.shape[1])
+            return self._rest
         if t <= 0:
             return self.q[0].copy(), self.dq[0].copy(), self.ddq[0].copy()
         i = int(np.searchsorted(self.t, t, side="right") - 1)

@@ -122,6 +122,21 @@ class RotationalDisplacement:
         return self.r
 
 
+def _prefix_hint(ours: Sequence[str], theirs: Sequence[str]) -> str:
+    """"; they are this robot's joints with prefix 'fer_' ..." when ``theirs`` are ``ours`` under another prefix
+    (franka_ros2 names a Panda's joints fer_joint1..7), else ""."""
+    first = ours[0]
+    common = next((i for i in range(len(first)) if any(not name.startswith(first[: i + 1]) for name in ours)),
+                  len(first))
+    mine = first[: first.rfind("_", 0, common) + 1]  # up to the last "_" all names share: "panda_joint1.." -> "panda_"
+    bases = [name[len(mine):] for name in ours]
+    for other in {name[: len(name) - len(bases[0])] for name in theirs if name.endswith(bases[0])}:
+        if other and other != mine and all(other + base in theirs for base in bases):  # ('' means the default)
+            return (f"; they are this robot's joints with prefix {other!r}: set the nodes' prefix parameter to it "
+                    f"(launch: prefix:={other})")
+    return ""
+
+
 class NameMap:
     """A message's joint-name list resolved to the robot's joint order, once per distinct list (joint states,
     references, feedforward and offsets all go through one). Names the robot does not have are ignored; one of its
@@ -372,9 +387,10 @@ class JointStateFilter:
         """What the FOREIGN samples were ("" if none): said once by each node, counted on /diagnostics."""
         if not self.foreign:
             return ""
+        hint = _prefix_hint(self.joint_names, self.foreign_names)
         return (f"ignoring /joint_states messages that name none of this robot's joints {list(self.joint_names)} "
                 f"(another publisher's on the same topic: a gripper, another arm; the first named "
-                f"{list(self.foreign_names)}); {self.foreign} so far")
+                f"{list(self.foreign_names)}); {self.foreign} so far{hint}")
 
     def rate_problem(self) -> str:
         """Why the input does not come at rate_hz ("" if it does): most states restart the differentiators (they

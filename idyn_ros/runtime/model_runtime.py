@@ -278,8 +278,8 @@ class ModelRuntime:
                 self._ddq_in[:] = ddq
             if self._rbd_in is not None:
                 self._rbd_in[:] = out.rbd
-            for base, buf in self._base_in:
-                buf[:] = base.rnea(q, dq, ddq)
+            for base, buf in self._base_in:  # pinocchio itself, as for the main RBD above
+                buf[:] = pinocchio.rnea(base.pin_model, base.data, q, dq, ddq)
             self._sess.run_with_iobinding(self._bind)
             for buf, new in self._copies:
                 np.copyto(buf, new)

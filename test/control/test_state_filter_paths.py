@@ -165,3 +165,15 @@ def test_input_at_another_rate_than_rate_hz_is_said(input_hz, said):
     assert bool(problem) == said, problem
     if said:
         assert f"about {input_hz:.0f} Hz, not rate_hz=1000" in problem
+
+
+def test_another_prefix_of_the_robots_joints_is_named_with_the_parameter_to_set():
+    """franka_ros2 names a Panda's joints fer_joint1..7: the controller latched on "missing joint(s)" with no word on
+    the prefix parameter that fixes it."""
+    panda = [f"panda_joint{i}" for i in range(1, 8)]
+    f = se.JointStateFilter(panda, 1000.0)
+    assert f.update([f"fer_joint{i}" for i in range(1, 8)], [0.0] * 7, [], [], MS) == se.FOREIGN
+    assert f.foreign_note().endswith("with prefix 'fer_': set the nodes' prefix parameter to it (launch: prefix:=fer_)")
+    g = se.JointStateFilter(panda, 1000.0)
+    g.update(["panda_finger_joint1", "panda_finger_joint2"], [0.04, 0.04], [], [], MS)  # a gripper: no hint
+    assert "prefix" not in g.foreign_note()
