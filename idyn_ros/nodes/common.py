@@ -68,21 +68,26 @@ def declare_and_load(node: Any, cls: type, check: Any = None) -> tuple[Any, Any,
     joints.append(robot.n)
     params.value = params.read()  # per-joint lengths are checked now that the joint count is known
     params.check_current()  # rclpy runs the cross-field check on sets only, not on the start-up values
-    node.add_on_set_parameters_callback(lambda changes: _refuse_clock_change(node, changes))
+    refuse_clock_change(node)
     return params, spec, robot
 
 
-def _refuse_clock_change(node: Any, changes: list[Any]) -> Any:
-    """use_sim_time is taken at start: a run-time change was accepted and moved the node's timers to a /clock
-    that may not run, which stopped its /diagnostics for good. Refused, with what to do instead."""
+CLOCK_AT_START = ("use_sim_time is read at start (the node's timers and stamps follow the clock it picks): restart the "
+                  "node with it (launch argument or --ros-args -p use_sim_time:=...)")
+
+
+def refuse_clock_change(node: Any, reason: str = CLOCK_AT_START) -> None:
+    """Refuse a run-time change of use_sim_time on ``node`` with ``reason``: it was accepted and moved the node's
+    timers to a /clock that may not run, which stopped its /diagnostics for good."""
     from rcl_interfaces.msg import SetParametersResult
 
-    current = node.get_parameter("use_sim_time").value
-    if any(p.name == "use_sim_time" and bool(p.value) != current for p in changes):
-        return SetParametersResult(successful=False, reason=(
-            "use_sim_time is read at start (the node's timers and stamps follow the clock it picks): restart the "
-            "node with it (launch argument or --ros-args -p use_sim_time:=...)"))
-    return SetParametersResult(successful=True)
+    def check(changes: list[Any]) -> Any:
+        current = node.get_parameter("use_sim_time").value
+        if any(p.name == "use_sim_time" and bool(p.value) != current for p in changes):
+            return SetParametersResult(successful=False, reason=reason)
+        return SetParametersResult(successful=True)
+
+    node.add_on_set_parameters_callback(check)
 
 
 def command_topic(configured: str, robot: str) -> str:

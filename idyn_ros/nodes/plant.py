@@ -48,7 +48,15 @@ import numpy as np
 import rclpy
 from rclpy.node import Node
 
-from idyn_ros.nodes.common import COMMAND_OUT, MONITOR, STAMP_LABEL, field_view, ns_to_stamp, payload_service
+from idyn_ros.nodes.common import (
+    COMMAND_OUT,
+    MONITOR,
+    STAMP_LABEL,
+    field_view,
+    ns_to_stamp,
+    payload_service,
+    refuse_clock_change,
+)
 
 MAX_CATCH_UP = 10  # realtime: control periods one late timer callback may catch up
 GT_IDLE_EVERY = 100  # ticks between ground-truth messages while nothing is applied
@@ -79,20 +87,10 @@ class PlantNode(Node):
         self.params = NodeParameters(self, PlantParams, joints=lambda: joints[0] if joints else None)
         _spec, robot = load_robot(self.params.value.robot, self.params.value.prefix)
         joints.append(robot.n)
-        self.add_on_set_parameters_callback(self._refuse_sim_time)
+        # the plant is the clock: it never follows /clock (stamps from a /clock nobody publishes: 0, going backwards)
+        refuse_clock_change(self, "the plant is the clock (lockstep: it publishes /clock; realtime: wall time); "
+                                  "use_sim_time is not for the plant")
         self._configure(self.params.read())
-
-    def _refuse_sim_time(self, params: list[Any]) -> Any:
-        """The plant is the clock (sim time on /clock in lockstep, wall time in realtime): it never follows /clock,
-        so a run-time use_sim_time (stamps from a /clock nobody publishes: 0, going backwards) is refused."""
-        from rcl_interfaces.msg import SetParametersResult
-
-        current = self.get_parameter("use_sim_time").value
-        if any(p.name == "use_sim_time" and bool(p.value) != current for p in params):
-            return SetParametersResult(successful=False, reason=(
-                "the plant is the clock (lockstep: it publishes /clock; realtime: wall time); use_sim_time is not "
-                "for the plant"))
-        return SetParametersResult(successful=True)
 
     # --- setup ---------------------------------------------------------------------------------------
 

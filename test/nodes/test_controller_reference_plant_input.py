@@ -225,3 +225,12 @@ def test_plant_refuses_use_sim_time_at_run_time(plant):
     assert not result.successful and "clock" in result.reason
     plant._publish()
     assert plant._js.header.stamp.sec > 0
+
+
+def test_the_plant_refuses_use_sim_time_at_run_time(plant):
+    """The plant is the clock: following a /clock nobody publishes would stamp its states 0, then backwards."""
+    from rclpy.parameter import Parameter
+
+    result = plant.set_parameters([Parameter("use_sim_time", value=True)])[0]
+    assert not result.successful and "the plant is the clock" in result.reason
+    assert plant.get_parameter("use_sim_time").value is False
