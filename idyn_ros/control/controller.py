@@ -413,6 +413,11 @@ class Controller:
         self._holding_silent = bool(np.array_equal(self.tau, target))  # there: the forward controller holds it
         return self.tau
 
+    def restart_silence_clock(self) -> None:
+        """The wait for the next state is not measured from the last one: its receive time was read on a clock that
+        was not running yet (sim time before the first /clock)."""
+        self._restart_silence_clock = True
+
     # ------------------------------------------------------------------ parts of the tick
     def _note_silence(self, silence_ns: int) -> None:
         """Keep the longest wait for a state; input faulted by one past ``max_recovery_silence`` latches (see the

@@ -322,7 +322,8 @@ class ControllerNode(LifecycleNode):
             # the ROS clock: under sim time the reading just taken, else system time, read without building an rclpy
             # Time (4-6 us on the state -> command path)
             clock_ns = now_ns if self._sim_time else time.time_ns()
-        if self._sim_time and now_ns == 0:  # no /clock yet: late input after NO_CLOCK_STATES states (recovers)
+        no_clock = self._sim_time and not now_ns
+        if no_clock:  # no /clock yet: late input after NO_CLOCK_STATES states (recovers)
             self._states_without_clock += 1
             if self._states_without_clock > NO_CLOCK_STATES:
                 core.watchdog.late(NO_CLOCK)
@@ -334,6 +335,8 @@ class ControllerNode(LifecycleNode):
             if clock_ns is not None:
                 clock_ns = max(clock_ns, stamp_ns)  # one source: ahead of /clock is not a clock out of sync
         tau = core.update(msg.name, msg.position, msg.velocity, msg.effort, stamp_ns, now_ns, clock_ns)
+        if no_clock:  # received before any /clock: no silence is measured from here
+            core.restart_silence_clock()
         if tau is None:  # nothing to send; a fault before any trusted state (e.g. another robot's joints) is said
             self._report_new_fault()
             return

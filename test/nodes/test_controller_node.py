@@ -479,3 +479,25 @@ def test_sim_time_without_a_clock_is_late_input_not_a_blind_watchdog(rclpy_conte
         np.testing.assert_allclose(sent[-1], core.hold_torque(np.zeros(7)))
     finally:
         node.destroy_node()
+
+
+def test_a_state_before_the_first_clock_is_not_the_start_of_a_long_silence(rclpy_context):
+    """Under sim time states read before the first /clock counted as received at 0 (+ 5 ms): /diagnostics then showed
+    longest_input_silence_ms 1000005 once /clock read 1000 s."""
+    from rclpy.parameter import Parameter
+    from sensor_msgs.msg import JointState
+
+    from idyn_ros.nodes.controller import ControllerNode
+
+    node = ControllerNode(context=rclpy_context, parameter_overrides=[Parameter("use_sim_time", value=True)])
+    try:
+        node.cmd_pub.publish = lambda m: None
+        msg = JointState(name=PANDA, position=list(Q0), velocity=[0.0] * 7)
+        start = 1000 * 1_000_000_000
+        for k, clock in enumerate((0, 0, start + 2_000_000, start + 3_000_000)):  # two states before any /clock
+            node._now = lambda clock=clock: clock
+            msg.header.stamp.sec, msg.header.stamp.nanosec = divmod(start + k * 1_000_000, 1_000_000_000)
+            node._on_joint_state(msg)
+        assert node.core.longest_silence_ns <= 2_000_000, node.core.longest_silence_ns
+    finally:
+        node.destroy_node()
