@@ -36,7 +36,8 @@ def replace_durably(tmp: Path, final: Path) -> None:
 
 
 def _temp_sibling(path: Path) -> Path:
-    """A hidden sibling of ``path`` (``.NAME.XXXX.tmp``): same folder, so the final rename is atomic."""
+    """A hidden sibling of ``path`` (``.NAME.<8 random hex digits>.tmp``): same folder, so the final rename is
+    atomic."""
     return path.with_name(f".{path.name}.{secrets.token_hex(4)}.tmp")
 
 
@@ -44,7 +45,7 @@ def _temp_sibling(path: Path) -> Path:
 def atomic_writer(path: str | Path) -> Iterator[BinaryIO]:
     """A binary file to write ``path``'s new content into; it replaces ``path`` only if the block succeeds.
 
-    The temp file is a hidden sibling (``.NAME.XXXX.tmp``) created with the usual permissions (umask);
+    The temp file is a hidden sibling (``_temp_sibling``) created with the usual permissions (umask);
     an exception removes it; a SIGKILL may leave it behind, never a half ``path``.
     """
     path = Path(path)
