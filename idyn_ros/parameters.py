@@ -212,7 +212,8 @@ class CommonParams(RobotParams):
     model_path: str = param("", "exported .onnx model ('' = none: the fallback, reported at ERROR)", read_only=True)
     fallback: str = param("rbd", "feedforward without a usable model: rbd (nominal URDF RNEA), gravity (g(q) only) "
                           "or none (refuse to configure)", choices=("rbd", "gravity", "none"), read_only=True)
-    warmup_ticks: int = param(500, "LSTM warm-up steps at the current state before use (Reuss sec. VI: 500)",
+    warmup_ticks: int = param(500, "most warm-up steps of the model's recurrent state at the current state before use "
+                              "(Reuss sec. VI: 500); it stops once the state no longer changes",
                               lo=0, hi=100000, read_only=True)
     diagnostics_period: float = param(0.5, "s between /diagnostics messages", lo=0.01, hi=60.0, read_only=True)
 

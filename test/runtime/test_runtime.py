@@ -108,6 +108,46 @@ def test_state_reset_and_warm_up(artifact, robot):
     assert all(np.isfinite(s).all() for s in rt.state)
 
 
+def _held_for(rt: ModelRuntime, q: np.ndarray, steps: int) -> list[np.ndarray]:
+    """The state after ``steps`` plain steps at q held from zero: what the warm-up must equal."""
+    rt.reset()
+    z = np.zeros_like(q)
+    for _ in range(steps):
+        rt.step(q, z, z)
+    return rt.state
+
+
+def test_warm_up_stops_at_a_fixed_point_with_the_state_all_steps_give(robot, tmp_path):
+    """Once a step leaves the state unchanged the rest repeat it: the per-joint residual's settles in 1 step."""
+    from idyn_ros.models import export as ex
+    from idyn_ros.models.synthetic import fourier_recording, make_true_robot
+    from idyn_ros.models.training import fit
+    from idyn_ros.models.zoo import ModelConfig
+
+    rec = fourier_recording(robot.pin_model, make_true_robot(robot.pin_model), duration=2.0, rate_hz=1000.0)
+    res = fit(ModelConfig(kind="hybrid-j", mode="2s", id_method="ols", epochs=0, gate=False), robot, [rec],
+              progress=False)
+    path = tmp_path / "joint.onnx"
+    ex.export_onnx(res.model, robot, path, ex.build_metadata(res.model, robot))
+    rt = ModelRuntime(path, robot)
+    q = np.full(7, 0.3)
+    expected = _held_for(rt, q, 500)
+    rt.reset()
+    assert rt.warm_up(q, steps=500) == 2  # step 1 sets the rotational displacement's state, step 2 repeats it
+    for got, want in zip(rt.state, expected, strict=True):
+        np.testing.assert_array_equal(got, want)
+
+
+def test_an_lstm_warm_up_ends_where_all_its_steps_end(artifact, robot):
+    rt = ModelRuntime(artifact, robot)
+    q = np.full(7, 0.3)
+    expected = _held_for(rt, q, 300)
+    rt.reset()
+    assert rt.warm_up(q, steps=300) > 2
+    for got, want in zip(rt.state, expected, strict=True):
+        np.testing.assert_array_equal(got, want)
+
+
 def test_backends_agree(artifact, robot):
     rng = np.random.default_rng(0)
     a = ModelRuntime(artifact, robot, rbd_backend="pinocchio")
