@@ -61,12 +61,37 @@ class ModelRuntime:
 
     def __init__(self, path: str | Path, robot: Any = None, rate_hz: float | None = None,
                  rbd_backend: str = "pinocchio") -> None:
-        import onnx
-        import onnxruntime as ort
-
         self.path = Path(path)
         model, meta = load_artifact(self.path)  # refuses damaged, foreign, old-format or modified files
         self.meta = meta
+        self._check_compatible(robot, rate_hz)
+        if rbd_backend not in ("pinocchio", "onnx"):
+            raise ModelArtifactError(f"rbd_backend must be 'pinocchio' or 'onnx', not '{rbd_backend}'")
+        require_keys(meta, ("model_kind", "state", "parameters"), self.path)
+        self.joint_names = list(meta["joint_names"])
+        self.n = n = len(self.joint_names)
+        self.rate_hz = float(meta.get("rate_hz") or 0.0)  # the model's sample rate (0: not recorded)
+        self.model_id = meta.get("model_id", "")
+        self.backend = rbd_backend
+        self._state = [(s["input"], s["output"], np.zeros(s["shape"], np.float32)) for s in meta["state"]]
+        self._read_physics()
+        self._read_effort()
+        # per-joint 1-sigma of the model's torque [Nm] from its validation residuals (None: not recorded)
+        self.uncertainty = meta.get("uncertainty")
+        self._sess = self._build_session(model, robot)
+        self._out = TorquePrediction(*(np.zeros(n) for _ in range(4)))
+        # friction in numpy (no ORT session) of the default kinds: their coefficient columns, evaluated in place
+        self._default_friction_columns = None
+        if self._sess is None and self._kinds == DEFAULT_KINDS:
+            self._default_friction_columns = tuple(self._fric[:, i].copy() for i in range(3))
+        self._friction_tmp = np.zeros(n)
+        self._init_velocity_hold()
+        self._bind_tick_buffers()
+
+    # ---- construction helpers ----
+    def _check_compatible(self, robot: Any, rate_hz: float | None) -> None:
+        """Refuse a model trained for other joints, or with recurrent state at another rate than the controller's."""
+        meta = self.meta
         names = list(meta["joint_names"])
         if robot is not None and list(robot.joint_names) != names:
             extra = [j for j in robot.joint_names if j not in names]
@@ -86,65 +111,68 @@ class ModelRuntime:
                 f"{rate_hz:g} Hz: its recurrent state depends on the sample rate; "
                 f"retrain on data resampled to {rate_hz:g} Hz or run at {model_rate:g} Hz"
             )
-        if rbd_backend not in ("pinocchio", "onnx"):
-            raise ModelArtifactError(f"rbd_backend must be 'pinocchio' or 'onnx', not '{rbd_backend}'")
-        require_keys(meta, ("model_kind", "state", "parameters"), self.path)
-        self.n = n = len(names)
-        self.joint_names = names
-        self.rate_hz = model_rate
-        self.model_id = meta.get("model_id", "")
-        self.backend = rbd_backend
-        self._state = [(s["input"], s["output"], np.zeros(s["shape"], np.float32)) for s in meta["state"]]
-        params = meta["parameters"]
+
+    def _read_physics(self) -> None:
+        """The metadata's friction coefficients, identified inertial parameters and armature."""
+        n = self.n
+        params = self.meta["parameters"]
         self._kinds = tuple(params.get("friction_kinds") or ())
         self._fric = np.asarray(params.get("friction") or np.zeros((n, 0)), dtype=np.float64)
         if self._kinds and self._fric.shape != (n, n_columns(self._kinds)):
             raise ModelArtifactError(f"{self.path.name}: friction {self._kinds} needs ({n}, {n_columns(self._kinds)}) "
                                      f"coefficients, the metadata has shape {self._fric.shape}; re-export it")
-        self._pin = None
         # identified inertial parameters (n, 10), pinocchio order, or None (kinds without RBD: lstm, delan)
         self.inertial = None if params.get("inertial") is None else np.asarray(params["inertial"], dtype=np.float64)
         # identified armature (n,) kg m^2 (reflected rotor inertia; pinocchio adds it to RNEA and M), or None
         # (model kinds without RBD; artifacts exported before armature was identified: zeros)
         self.armature = None if self.inertial is None else np.asarray(params.get("armature") or np.zeros(n),
                                                                         dtype=np.float64)
-        # what the training data's effort was: {"kind": "torque"} or {"kind": "current", "torque_constants": k Nm/A,
-        # ...} (models.current_gains); artifacts from before this entry were trained on torques
-        self.effort = meta.get("effort") or {"kind": "torque", "unit": "Nm"}
+        # per-joint break-away friction [Nm] of the identified friction model (None: the model has none)
+        self.static_friction = static_friction_level(self._fric, self._kinds) if self._kinds else None
+
+    def _read_effort(self) -> None:
+        """What the training data's effort was: {"kind": "torque"} or {"kind": "current", "torque_constants": k Nm/A,
+        ...} (models.current_gains); artifacts from before this entry were trained on torques."""
+        self.effort = self.meta.get("effort") or {"kind": "torque", "unit": "Nm"}
         if self.effort.get("kind") not in ("torque", "current"):  # anything else would be taken as torque
             raise ModelArtifactError(f"{self.path.name}: its effort kind {self.effort.get('kind')!r} is neither "
                                      f"'torque' nor 'current'; re-export it")
         self.torque_constants = None
         if self.effort.get("kind") == "current":
             k = np.asarray(self.effort.get("torque_constants") or (), dtype=np.float64)
-            if k.shape != (n,) or not np.all(np.isfinite(k)) or np.any(k <= 0):
+            if k.shape != (self.n,) or not np.all(np.isfinite(k)) or np.any(k <= 0):
                 raise ModelArtifactError(f"{self.path.name}: trained on motor currents but its torque constants "
-                                         f"{k.tolist()} are not {n} gains > 0 Nm/A; re-export it")
+                                         f"{k.tolist()} are not {self.n} gains > 0 Nm/A; re-export it")
             self.torque_constants = k
-        # per-joint 1-sigma of the model's torque [Nm] from its validation residuals (None: not recorded)
-        self.uncertainty = meta.get("uncertainty")
-        # per-joint break-away friction [Nm] of the identified friction model (None: the model has none)
-        self.static_friction = static_friction_level(self._fric, self._kinds) if self._kinds else None
-        has_residual = meta["model_kind"] not in ("rbd", "rbd-friction")
+
+    def _build_session(self, model: Any, robot: Any) -> Any:
+        """The pinocchio models of the physics and the ORT session of what is left (None: numpy friction only).
+
+        The split path needs inertial parameters to rebuild the RBD part in pinocchio; artifacts without them (lstm,
+        delan, GP models whose energy part is in tau_rbd) run the whole graph.
+        """
+        import onnx
+        import onnxruntime as ort
+
+        self._feeds_rbd = False  # the residual takes the RBD torque as an input
+        has_residual = self.meta["model_kind"] not in ("rbd", "rbd-friction")
         residual_inputs = self._residual_inputs(model) if has_residual else set()
         needs_rbd_input = "tau_rbd" in residual_inputs
         # a model averaged over physics bases: its residual takes each base's RBD torque (export.build_metadata)
-        bases = params.get("bases") or []
+        bases = self.meta["parameters"].get("bases") or []
         base_inputs = [f"tau_rbd_base_{b}" for b in range(len(bases))]
         if any(name not in residual_inputs for name in base_inputs):
             raise ModelArtifactError(f"{self.path.name}: the metadata lists {len(bases)} physics bases but the graph's "
                                      f"residual does not take their torques; re-export it")
+        self._pin = None
         self._base_pins: list[Any] = []
-        if rbd_backend == "pinocchio" and params.get("inertial") is not None:
+        if self.backend == "pinocchio" and self.inertial is not None:
             self._pin = self._pinocchio_model(robot, self.inertial)
             self._base_pins = [self._pinocchio_model(robot, np.asarray(b["inertial"], dtype=np.float64),
                                                      np.asarray(b["armature"], dtype=np.float64)) for b in bases]
-        # The split path needs inertial parameters to rebuild the RBD part in pinocchio; artifacts without
-        # them (lstm, delan, GP models whose energy part is in tau_rbd) run the whole graph.
-        if rbd_backend == "onnx" or self._pin is None:
+        if self.backend == "onnx" or self._pin is None:
             self.backend = "onnx"
             graph = model
-            self._feeds_rbd = False
         elif has_residual:
             ins = ["q", "dq", "ddq"] + (["tau_rbd"] if needs_rbd_input else []) + base_inputs + [s[0] for s in
                                                                                                 self._state]
@@ -153,26 +181,22 @@ class ModelRuntime:
             graph = onnx.utils.Extractor(model).extract_model(ins, outs)
             self._feeds_rbd = needs_rbd_input
         else:
-            graph = None
-            self._feeds_rbd = False
-        self._sess = None
-        if graph is not None:
-            so = ort.SessionOptions()
-            so.intra_op_num_threads = 1
-            so.inter_op_num_threads = 1
-            so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
-            so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-            self._sess = ort.InferenceSession(graph.SerializeToString(), so, providers=["CPUExecutionProvider"])
-            self._setup_binding()
-        self._out = TorquePrediction(*(np.zeros(n) for _ in range(4)))
-        # friction in numpy (no ORT session) of the default kinds: their coefficient columns, evaluated in place
-        self._default_friction_columns = None
-        if self._sess is None and self._kinds == DEFAULT_KINDS:
-            self._default_friction_columns = tuple(self._fric[:, i].copy() for i in range(3))
-        self._friction_tmp = np.zeros(n)
+            return None  # physics only: pinocchio and the numpy friction
+        so = ort.SessionOptions()
+        so.intra_op_num_threads = 1
+        so.inter_op_num_threads = 1
+        so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+        so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        sess = ort.InferenceSession(graph.SerializeToString(), so, providers=["CPUExecutionProvider"])
+        self._setup_binding(sess)
+        return sess
+
+    def _init_velocity_hold(self) -> None:
+        """The training speed friction and residual are held to, and the counters of ticks beyond it."""
+        n = self.n
         # Decision: friction and residual see |dq| held to the training data's largest (RBD the measured dq): fits do
         # not extrapolate (unheld, a residual fitted on slow data ran a joint into its limit: studies/velocity_hold).
-        lim = meta.get("fit_dq_abs_max")
+        lim = self.meta.get("fit_dq_abs_max")
         # (n,) rad/s, the training data's largest |dq| per joint (None: not recorded); the speed diagnostics use it
         self.training_speed = None if lim is None else np.asarray(lim, dtype=np.float64)
         # (n,) rad/s the model holds friction and residual to (both backends), or None (kinds without RBD: unheld)
@@ -190,19 +214,22 @@ class ModelRuntime:
         self._never_moved = np.zeros(n, dtype=bool) if speed is None else speed <= 0.0  # no ratio to a range of 0
         self._abs_dq = np.zeros(n)
         self._beyond = np.zeros(n, dtype=bool)
-        self._fric_in_graph = self._sess is not None and "tau_friction" in self._outb
-        if self._sess is not None:  # direct references: no dict lookups per tick
-            self._q_in, self._dq_in = self._in["q"][0], self._in["dq"][0]
-            self._ddq_in = self._in["ddq"][0] if "ddq" in self._in else None
-            self._rbd_in = self._in["tau_rbd"][0] if self._feeds_rbd else None
-            # (pinocchio model, input buffer) per physics base; empty on the whole-graph backend
-            self._base_in = [(pin, self._in[f"tau_rbd_base_{b}"][0]) for b, pin in enumerate(self._base_pins)]
-            self._res_out = self._outb["tau_residual"][0]
-            self._fric_out = self._outb["tau_friction"][0] if self._fric_in_graph else None
-            self._rbd_out = self._outb["tau_rbd"][0] if "tau_rbd" in self._outb else None
-            self._copies = [(buf, self._outb[name_out]) for _, name_out, buf in self._state]
 
-    # ---- construction helpers ----
+    def _bind_tick_buffers(self) -> None:
+        """Direct references to the session's bound buffers: no dict lookups per tick."""
+        self._fric_in_graph = self._sess is not None and "tau_friction" in self._outb
+        if self._sess is None:
+            return
+        self._q_in, self._dq_in = self._in["q"][0], self._in["dq"][0]
+        self._ddq_in = self._in["ddq"][0] if "ddq" in self._in else None
+        self._rbd_in = self._in["tau_rbd"][0] if self._feeds_rbd else None
+        # (pinocchio model, input buffer) per physics base; empty on the whole-graph backend
+        self._base_in = [(pin, self._in[f"tau_rbd_base_{b}"][0]) for b, pin in enumerate(self._base_pins)]
+        self._res_out = self._outb["tau_residual"][0]
+        self._fric_out = self._outb["tau_friction"][0] if self._fric_in_graph else None
+        self._rbd_out = self._outb["tau_rbd"][0] if "tau_rbd" in self._outb else None
+        self._copies = [(buf, self._outb[name_out]) for _, name_out, buf in self._state]
+
     @staticmethod
     def _residual_inputs(model: Any) -> set[str]:
         """Names of tensors the residual output depends on (backward walk over the graph)."""
@@ -234,9 +261,8 @@ class ModelRuntime:
             raise ModelArtifactError(f"robot has {robot.n} DoF, model has {self.n}")
         return robot.with_identified(pi, self.armature if armature is None else armature)
 
-    def _setup_binding(self) -> None:
+    def _setup_binding(self, sess: Any) -> None:
         """Preallocated input/output buffers bound once (IOBinding): no per-tick allocation."""
-        sess = self._sess
         n = self.n
         self._in: dict[str, np.ndarray] = {}
         for i in sess.get_inputs():
