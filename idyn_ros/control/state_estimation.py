@@ -242,6 +242,7 @@ class JointStateFilter:
         self._scratch = np.zeros(self.n)
         self._dq_in = np.zeros(self.n)
         self._eff_in = np.zeros(self.n)
+        self._have_vel = self._have_eff = False  # whether the admitted sample carried velocities / efforts
         self._q_change = np.zeros(self.n)  # |q - q_last| of a sample stamped like the last one (stalled or re-sent)
         self._same_stamp_moved = 0  # samples in a row stamped like the last accepted one, with other positions
         self._dq_valid = False  # dq is a velocity (measured or differenced), not the 0 a restart put there
@@ -278,6 +279,22 @@ class JointStateFilter:
         stamp_ns: int,
     ) -> int:
         """Take one sample (stamp in ns). Returns OK, DUPLICATE, RESTART_* or a REJECT_* code (module doc)."""
+        status = self._admit(names, position, velocity, effort, stamp_ns)
+        if status not in (OK, RESTART_STALLED, RESTART_BACKWARDS):
+            return status
+        if status != OK:
+            self._forget()
+        if self._have_eff:
+            self.effort[:] = self._eff_in
+        else:  # as documented: none from this sample (a driver that stopped sending them), not the last one's
+            self.effort.fill(np.nan)
+        self._estimate(stamp_ns)
+        return status
+
+    def _admit(self, names: Sequence[str], position: Sequence[float], velocity: Sequence[float],
+               effort: Sequence[float], stamp_ns: int) -> int:
+        """Check one sample and gather it in robot order (q in ``_scratch``, ``_dq_in``, ``_eff_in``): OK, a
+        RESTART_* code (accepted, with ``reason``), or why it is not taken (FOREIGN, DUPLICATE, REJECT_*)."""
         if not self._names.resolve(names):
             if len(self._names.missing) == self.n and not self._names.twice:  # not the robot's state at all
                 self.foreign += 1
@@ -314,35 +331,32 @@ class JointStateFilter:
                 self.dropped += 1
                 return DUPLICATE
         self._same_stamp_moved = 0
-        have_vel = self.use_measured_velocity and len(velocity) == m
-        if have_vel:
+        self._have_vel = self.use_measured_velocity and len(velocity) == m
+        if self._have_vel:
             dq_meas = self._names.gather(velocity, self._dq_in)
             if not math.isfinite(_ADD(dq_meas)):
                 self.reason = self._nonfinite_reason("velocity", dq_meas)
                 return REJECT_NONFINITE
-        have_eff = len(effort) == m
-        if have_eff:
+        self._have_eff = len(effort) == m
+        if self._have_eff:
             eff = self._names.gather(effort, self._eff_in)
             if not math.isfinite(_ADD(eff)):
                 self.reason = self._nonfinite_reason("effort", eff)
                 return REJECT_NONFINITE
-        status = OK
         if behind == 0:
             self.reason = (f"stamp {stamp_ns * 1e-9:.9f} s did not advance over {STALLED_SAMPLES} samples while "
                            f"the joints moved by up to {self._q_change.max():.3g} rad (a driver without a time source, "
                            "a frozen clock); estimators restarted")
-            status = RESTART_STALLED
-            self._forget()
-        elif behind > 0:
+            return RESTART_STALLED
+        if behind > 0:
             self.reason = (f"stamp jumped back by {behind * 1e-6:.3f} ms: the source restarted (bag loop, simulator "
                            "reset, clock step); estimators restarted")
-            status = RESTART_BACKWARDS
-            self._forget()
-        if have_eff:
-            self.effort[:] = eff
-        else:  # as documented: none from this sample (a driver that stopped sending them), not the last one's
-            self.effort.fill(np.nan)
-        # accepted: estimate derivatives
+            return RESTART_BACKWARDS
+        return OK
+
+    def _estimate(self, stamp_ns: int) -> None:
+        """Take the admitted sample (q in ``_scratch``): dq (measured or differenced), ddq (differenced, low-passed)
+        and r; a gap longer than ``max_gap`` restarts the differentiators."""
         restart = self.stamp_ns < 0 or stamp_ns - self.stamp_ns > self.max_gap_ns
         if restart and self.stamp_ns >= 0:
             self.gaps += 1
@@ -353,12 +367,12 @@ class JointStateFilter:
         self._q_prev[:] = self.q
         if self.estimate_acceleration:
             self._dq_prev[:] = self.dq
-        self.q[:] = q
+        self.q[:] = self._scratch
         # decision: after a restart without a measured velocity the dq of 0 is not a velocity, so the next sample
         # restarts ddq again rather than differencing against it (no threshold on how long a gap may be differenced)
         restart_ddq = restart or not self._dq_valid
-        if have_vel:
-            self.dq[:] = dq_meas
+        if self._have_vel:
+            self.dq[:] = self._dq_in
             self._dq_valid = True
         elif restart:
             self.dq[:] = 0.0
@@ -381,7 +395,6 @@ class JointStateFilter:
         self.stamp_ns = stamp_ns
         self.estimate.stamp_ns = stamp_ns
         self.samples += 1
-        return status
 
     def foreign_note(self) -> str:
         """What the FOREIGN samples were ("" if none): said once by each node, counted on /diagnostics."""
