@@ -58,8 +58,9 @@ from idyn_ros.sim.urdf import (
 
 PAYLOAD_LINK = "idyn_payload"
 # a payload given as a point mass (zero inertia, as the other nodes take it) is simulated as a solid sphere of this
-# radius: MuJoCo refuses a body whose inertia has a zero eigenvalue; 1 cm adds 4e-5 kg m^2 per kg, far below the flange
-POINT_MASS_RADIUS = 0.01  # m
+# radius: MuJoCo refuses a body whose inertia has a zero eigenvalue. 0.1 mm adds 4e-9 kg m^2 per kg, 1e-5 of the
+# smallest wrist inertia (iiwa14 A7, 3.1e-4 kg m^2) per kg, so the plant moves like the models' point mass
+POINT_MASS_RADIUS = 1e-4  # m
 
 
 @dataclass(frozen=True)

@@ -170,13 +170,31 @@ def test_payload_changes_gravity_like_pinocchio(pin_model):
     with pytest.raises(RobotDescriptionError, match="not physical"):  # triangle inequality
         plant.set_payload(Payload(1.0, (0, 0, 0), (1.0, 0.0, 0.0, 0.1, 0.0, 0.1)))
     # a point mass (zero inertia: the SetPayload default, which the other nodes take) or one with an inertia below
-    # MuJoCo's minimum: simulated as a 1 cm sphere; /plant/set_payload {mass: 3.0, com: {z: 0.05}} was refused
+    # MuJoCo's minimum: simulated as a 0.1 mm sphere; /plant/set_payload {mass: 3.0, com: {z: 0.05}} was refused
     for inertia in ((0.0,) * 6, (1e-15, 0.0, 0.0, 1e-15, 0.0, 1e-15)):
         plant.set_payload(Payload(3.0, (0.0, 0.0, 0.05), inertia))
         assert plant.payload_mass == pytest.approx(3.0)
         pm = pin_model(plant)
         assert np.abs(pm.gravity(q) - g0).max() > 1.0
         assert np.abs(plant.forward_acceleration(q, np.zeros(7), pm.gravity(q))).max() < 1e-9
+
+
+def test_point_mass_payload_moves_like_the_models_point_mass():
+    """A point-mass payload (zero inertia, as the model nodes take a SetPayload with mass and CoM only): the ideal
+    plant keeps following RNEA of the nominal model with that point mass, also at the iiwa14's light A7."""
+    from idyn_ros.dynamics import RobotModel
+
+    payload = Payload(2.0, (0.0, 0.0, 0.1))
+    plant = Plant("iiwa14", profile="ideal")
+    plant.set_payload(payload)
+    model = RobotModel.from_robot("iiwa14").with_payload(payload)
+    rng = np.random.default_rng(3)
+    for _ in range(20):
+        q = rng.uniform(-1.0, 1.0, plant.n)
+        dq = rng.uniform(-1.0, 1.0, plant.n)
+        ddq = rng.uniform(-3.0, 3.0, plant.n)
+        out = plant.forward_acceleration(q, dq, model.rnea(q, dq, ddq))
+        assert np.abs(out - ddq).max() < 1e-3
 
 
 def test_true_profile_plant_is_the_true_urdf_plus_joint_effects(pin_model):
