@@ -409,8 +409,9 @@ class Plant:
                 self._tau_spring = spring
                 qfrc[vsel] = spring + self._tau_ext
             mj.mj_step(m, d)
-            # frictionloss constraint force (qfrc_constraint includes joint limits, only when hit).
-            f = f_smooth - qcon[vsel]
+            # frictionloss constraint force: qfrc_constraint, unless a joint is on its limit (d.nl rows), whose stop
+            # force is no friction; then the dry-friction rows alone
+            f = f_smooth - (qcon[vsel] if not d.nl else self._dry_friction_force())
             friction_sum = f if friction_sum is None else friction_sum + f
             self._physics_steps += 1
             self.time = self._physics_steps * self.physics_dt  # no accumulated round-off in stamps
@@ -420,6 +421,17 @@ class Plant:
         ddq = qvel[vsel] - dq_start
         ddq /= self.control_dt
         self._ddq = ddq
+
+    def _dry_friction_force(self) -> np.ndarray:
+        """The frictionloss constraint's generalised force (n,) of the last mj_step, without the joint-limit rows.
+
+        A dof-friction row's Jacobian is the unit vector of its dof (efc_id), so its force adds to that dof alone.
+        """
+        d = self.data
+        out = np.zeros(self.model.nv)
+        rows = d.efc_type[: d.nefc] == self._mj.mjtConstraint.mjCNSTR_FRICTION_DOF
+        np.add.at(out, d.efc_id[: d.nefc][rows], d.efc_force[: d.nefc][rows])
+        return out[self._vidx]
 
     def _noise(self) -> tuple[np.ndarray, np.ndarray]:
         """(velocity noise, torque noise + offset) for one sample, rows of blocks drawn 256 samples at a

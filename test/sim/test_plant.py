@@ -306,3 +306,24 @@ def test_sensor_readings_follow_the_profile_and_the_seed():
         runs.append(np.array([other.step(tau).tau for _ in range(300)]))
     np.testing.assert_array_equal(runs[0], runs[1])
     assert np.abs(runs[0] - runs[2]).max() > 0.01
+
+
+@pytest.mark.parametrize("profile", ["ideal", "true"])
+def test_friction_ground_truth_leaves_out_the_joint_limit_stop(profile, pin_model):
+    """Joint 4 pushed onto its upper limit by 40 Nm beyond gravity: the stop's force is not friction."""
+    plant = Plant("panda", profile=profile)
+    pm = pin_model(plant)
+    q0 = np.array([0.0, -0.3, 0.0, -0.5, 0.0, 1.5, 0.785])
+    upper = plant._joint_ranges()[1][3]
+    plant.reset(q0)
+    held = [0, 1, 2, 4, 5, 6]
+    for _ in range(600):
+        q, dq = plant.data.qpos.copy(), plant.data.qvel.copy()
+        tau = pm.gravity(q)
+        tau[held] += 300.0 * (q0 - q)[held] - 30.0 * dq[held]
+        tau[3] += 40.0
+        s = plant.step(tau)
+    assert s.q_true[3] > upper  # on the stop
+    dry = plant.model.dof_frictionloss[3]  # this period's dry level (0 in ideal)
+    ripple_and_hysteresis = 2.0 if profile == "true" else 0.0  # Nm, joint 4 of the true Panda: < 0.4+0.4+0.2+0.8
+    assert abs(s.tau_friction[3]) <= dry + ripple_and_hysteresis + 1e-9
