@@ -70,7 +70,8 @@ class NodeParameters(Generic[P]):
             raise ParameterError(f"{self.cls.__name__}: {message}")
 
     def _integers_as_doubles(self, params: list[Any]) -> list[Any]:
-        """`ros2 param set /controller damping_ratio 2` as 2.0, as in a params file (rclpy refuses INTEGER)."""
+        """`ros2 param set /controller damping_ratio 2` as 2.0, as in a params file, and a whole 2.0 for an integer
+        parameter as 2: each parameter keeps its declared type (any other type reaches _validate and is refused)."""
         return [integers_as_doubles(self.table[q.name], q) if q.name in self.table else q for q in params]
 
     def _validate(self, params: list[Any]) -> Any:
@@ -136,6 +137,11 @@ def _declare(node: Any, p: Param) -> None:
                     raise ParameterError(f"parameter {p.name}: cannot set its default []: {result.reason}")
         else:
             node.declare_parameter(p.name, default, desc)
+        # Decision: declared strictly (a wrongly typed file value is refused above, with our reason), then typed
+        # dynamically, so that a run-time set of the wrong type (`ros2 param set ... damping_ratio high`) reaches
+        # _validate and gets our reason, not rclpy's "Wrong parameter type, expected '3' got '4'"
+        desc.dynamic_typing = True
+        node.set_descriptor(p.name, desc)
     except ParameterError:
         raise
     except Exception as exc:  # rclpy's InvalidParameterTypeException etc. for a wrongly typed file value
@@ -183,14 +189,16 @@ def _coerce_override(node: Any, p: Param) -> Any:
 
 
 def integers_as_doubles(p: Param, param: Any) -> Any:
-    """``param`` with an integer (an all-integer array) given for a double (double array) parameter as doubles;
-    any other parameter unchanged."""
+    """``param`` with an integer (an all-integer array) given for a double (double array) parameter as doubles, and
+    a whole double given for an integer parameter as an integer; any other parameter unchanged."""
     from rclpy.parameter import Parameter
 
     if p.type == "double" and param.type_ == Parameter.Type.INTEGER:
         return Parameter(p.name, Parameter.Type.DOUBLE, float(param.value))
     if p.type == "double_array" and param.type_ == Parameter.Type.INTEGER_ARRAY:  # a list, or array('q') from a msg
         return Parameter(p.name, Parameter.Type.DOUBLE_ARRAY, [float(v) for v in param.value])
+    if p.type == "int" and param.type_ == Parameter.Type.DOUBLE and float(param.value).is_integer():
+        return Parameter(p.name, Parameter.Type.INTEGER, int(param.value))
     return param
 
 

@@ -198,6 +198,14 @@ def test_an_integer_set_at_run_time_for_a_double_is_taken_as_a_double(rclpy_cont
         assert not refused.successful and params.value.damping_ratio == 2.0
         refused = set_remotely("damping_ratio", 20)  # converted, then checked: out of range
         assert not refused.successful and "damping_ratio" in refused.reason, refused.reason
+        # another type gets our reason, not rclpy's "Wrong parameter type, expected '3' got '4'"
+        assert set_remotely("damping_ratio", "high").reason == "damping_ratio must be a number, got 'high'"
+        assert set_remotely("gain_preset", 1).reason == "gain_preset must be a string, got 1"
+        assert set_remotely("recovery_ticks", 12.0).successful  # a whole double for an integer: taken as 12
+        assert node.get_parameter("recovery_ticks").type_ == Parameter.Type.INTEGER
+        assert params.value.recovery_ticks == 12
+        assert set_remotely("recovery_ticks", 2.5).reason == "recovery_ticks must be a whole number, got 2.5"
+        assert node.get_parameter("damping_ratio").type_ == Parameter.Type.DOUBLE and params.value.damping_ratio == 2.0
     finally:
         client_node.destroy_node()
         node.destroy_node()
