@@ -8,8 +8,10 @@ each effect's source and the magnitude chosen). Per joint i:
 - load-dependent friction of strain-wave gears: the dry friction grows with the transmitted torque,
   ``F_dry,i = static_i + load_friction_i |tau_drive,i|`` (applied through MuJoCo's frictionloss constraint,
   so it also raises the breakaway torque of a loaded joint);
-- position-dependent torque ripple: ``tau_rip,i = sum_k a_ik sin(c_ik q_i + phi_ik)`` (once/twice per output
-  revolution from eccentricities, and 2 N per output revolution from the gear mesh, N the gear ratio);
+- position-dependent torque ripple of the transmission: ``tau_rip,i = tau_drive,i sum_k r_ik sin(c_ik q_i + phi_ik)``
+  (once/twice per output revolution from eccentricities, and 2 N per output revolution from the gear mesh, N the
+  gear ratio): a fraction of the transmitted torque, so an arm that transmits none (hanging free, or its gravity
+  held by the drives) is not pushed around by it;
 - hysteresis / pre-sliding (Dahl model): ``tau_h,i = F_h,i z_i`` with ``dz/dq = (1 - z sgn(dq)) / x_h``:
   after a reversal the friction changes sign over a travel ~ x_h instead of at dq = 0;
 - temperature drift: the joint temperature T_i follows ``dT/dt = (T_amb + R_i P_i - T_i) / tau_th,i`` with
@@ -37,7 +39,7 @@ class JointEffects:
     """Per-joint effect parameters, arrays (n,) (ripple: (n, K), zero-padded), SI units, temperatures in deg C."""
 
     load_friction: np.ndarray  # dry friction per Nm of drive torque (-)
-    ripple_amplitude: np.ndarray  # Nm (n, K)
+    ripple_ratio: np.ndarray  # fraction of the drive torque (n, K)
     ripple_order: np.ndarray  # rad/rad: sin(order q + phase) (n, K)
     ripple_phase: np.ndarray  # rad (n, K)
     hysteresis_torque: np.ndarray  # Nm, F_h
@@ -65,14 +67,16 @@ class JointEffects:
 
     @property
     def is_zero(self) -> bool:
-        return not (np.any(self.load_friction) or np.any(self.ripple_amplitude) or np.any(self.hysteresis_torque)
+        return not (np.any(self.load_friction) or np.any(self.ripple_ratio) or np.any(self.hysteresis_torque)
                     or np.any(self.thermal_coefficient))
 
 
-def ripple_torque(q: np.ndarray, e: JointEffects) -> np.ndarray:
-    """Position-dependent torque ripple (Nm) at joint positions ``q`` (rad), shape like q (..., n)."""
+def ripple_torque(q: np.ndarray, tau_drive: np.ndarray, e: JointEffects) -> np.ndarray:
+    """Position-dependent torque ripple (Nm) at joint positions ``q`` (rad) while the drives apply ``tau_drive``
+    (Nm), shape like q (..., n): the part of the drive torque the transmission does not pass on."""
     q = np.asarray(q, dtype=float)
-    return (e.ripple_amplitude * np.sin(e.ripple_order * q[..., None] + e.ripple_phase)).sum(-1)
+    ratio = (e.ripple_ratio * np.sin(e.ripple_order * q[..., None] + e.ripple_phase)).sum(-1)
+    return ratio * np.asarray(tau_drive, dtype=float)
 
 
 def dahl_update(z: np.ndarray, dq: np.ndarray, dt: float, travel: np.ndarray) -> np.ndarray:
@@ -101,10 +105,10 @@ class JointEffectState:
     def __post_init__(self) -> None:
         e = self.effects
         self._ripple = [[(float(a), float(c), float(p)) for a, c, p in zip(ra, rc, rp, strict=True) if a]
-                        for ra, rc, rp in zip(e.ripple_amplitude, e.ripple_order, e.ripple_phase, strict=True)]
+                        for ra, rc, rp in zip(e.ripple_ratio, e.ripple_order, e.ripple_phase, strict=True)]
         self._hyst = [(float(f), 1.0 / float(x)) for f, x in zip(e.hysteresis_torque, e.hysteresis_travel, strict=True)]
         self.active = not e.is_zero
-        self.position_dependent = bool(np.any(e.ripple_amplitude) or np.any(e.hysteresis_torque))
+        self.position_dependent = bool(np.any(e.ripple_ratio) or np.any(e.hysteresis_torque))
         self.reset()
 
     def reset(self) -> None:
@@ -121,15 +125,17 @@ class JointEffectState:
         """Dry (frictionloss) level (Nm) for this control period: load-dependent, temperature-scaled."""
         return self.scale * (static + self.effects.load_friction * np.abs(tau_drive))
 
-    def torque(self, q: list[float], dq: list[float], dt: float) -> list[float]:
-        """Ripple + hysteresis torque (Nm) the drive must add now; then advances z by ``dt`` at ``dq``."""
+    def torque(self, q: list[float], dq: list[float], tau_drive: list[float], dt: float) -> list[float]:
+        """Ripple + hysteresis torque (Nm) the drive must add now, while it applies ``tau_drive``; then advances z
+        by ``dt`` at ``dq``."""
         out = []
         exp = math.exp
         sin = math.sin
         for i, (qi, vi) in enumerate(zip(q, dq, strict=True)):
-            t = 0.0
+            ratio = 0.0
             for a, c, p in self._ripple[i]:
-                t += a * sin(c * qi + p)
+                ratio += a * sin(c * qi + p)
+            t = ratio * tau_drive[i]
             f, inv_x = self._hyst[i]
             if f:
                 z = self.z[i]

@@ -9,10 +9,11 @@ with timestep = 1 / physics_rate_hz; contacts off; the torque command is held ov
 ``physics_rate_hz / control_rate_hz`` substeps of one control period (zero-order hold, like a drive).
 Per physics step the generalised force is
 
-    qfrc = sat(tau_cmd delayed by latency_ticks) - s_T smooth_friction(dq) - ripple(q) - s_T F_h z + J(q)^T F_ext
+    qfrc = tau - s_T smooth_friction(dq) - tau ripple(q) - s_T F_h z + J(q)^T F_ext
 
-with dry friction (stiction) added by MuJoCo's frictionloss constraint (idyn_ros/sim/friction.py), its level
-s_T (static + load_friction |tau|) set once per control period, and the joint effects (load-dependent
+with tau = sat(tau_cmd delayed by latency_ticks), the drive torque, ripple(q) the fraction of it the transmission
+does not pass on, and dry friction (stiction) added by MuJoCo's frictionloss constraint (idyn_ros/sim/friction.py),
+its level s_T (static + load_friction |tau|) set once per control period, and the joint effects (load-dependent
 friction, ripple, Dahl hysteresis z, temperature scale s_T) of idyn_ros/sim/joint_effects.py.
 
 Decision - integrator: implicitfast at 1 kHz, one substep: every acceptance check holds and RK4 costs
@@ -378,6 +379,7 @@ class Plant:
         if effects is not None:  # dry friction of this period: load-dependent, temperature-scaled (joint_effects.py)
             m.dof_frictionloss[self._vidx] = effects.dry_friction(self._friction.frictionloss, tau)
         friction_sum = None
+        tau_list = tau.tolist() if effects is not None and effects.position_dependent else None
         for _ in range(self.substeps):
             if self._wrench_until >= 0.0 and self.time >= self._wrench_until - 1e-12:
                 self.clear_wrench()
@@ -390,7 +392,7 @@ class Plant:
                     f_smooth = f_smooth * effects.scale
                     if effects.position_dependent:
                         f_smooth = f_smooth + effects.torque(d.qpos[self._qsel].tolist(), qvel[vsel].tolist(),
-                                                             self.physics_dt)
+                                                             tau_list, self.physics_dt)
                 drive = tau - f_smooth
                 if self._wrench_link:
                     drive += self._tau_ext

@@ -263,16 +263,20 @@ def _parse_effects(joints: dict[str, Any], joint_names: tuple[str, ...], tempera
     entries = [joints[j].get("effects") or {} for j in joint_names]
     ripples = [e.get("ripple") or [] for e in entries]
     K = max((len(r) for r in ripples), default=0)
-    amp, order, phase = np.zeros((n, K)), np.zeros((n, K)), np.zeros((n, K))
+    ratio, order, phase = np.zeros((n, K)), np.zeros((n, K)), np.zeros((n, K))
     for i, rows in enumerate(ripples):
         for k, row in enumerate(rows):
-            amp[i, k], order[i, k], phase[i, k] = (float(row.get(key, 0.0)) for key in ("amplitude", "order", "phase"))
+            if "amplitude" in row:  # read as a ratio, an amplitude in Nm would be a ripple of 50-100x the torque
+                raise ParameterError(f"joint {joint_names[i]}: the ripple is a fraction of the drive torque now "
+                                     f"('ratio', e.g. 0.01), not an 'amplitude' in Nm; regenerate the profile "
+                                     f"(python -m idyn_ros.sim.profile ROBOT) or convert its rows")
+            ratio[i, k], order[i, k], phase[i, k] = (float(row.get(key, 0.0)) for key in ("ratio", "order", "phase"))
 
     def get(block: str | None, key: str, default: float) -> np.ndarray:
         return np.array([float(((e.get(block) or {}) if block else e).get(key, default)) for e in entries])
 
     return JointEffects(
-        load_friction=get(None, "load_friction", 0.0), ripple_amplitude=amp, ripple_order=order, ripple_phase=phase,
+        load_friction=get(None, "load_friction", 0.0), ripple_ratio=ratio, ripple_order=order, ripple_phase=phase,
         hysteresis_torque=get("hysteresis", "torque", 0.0), hysteresis_travel=get("hysteresis", "travel", 1.0),
         thermal_coefficient=get("thermal", "coefficient", 0.0),
         thermal_time_constant=get("thermal", "time_constant", 600.0),
@@ -308,8 +312,13 @@ FR3_ARMATURE = (0.605721456, 0.605721456, 0.462474144, 0.462474144, 0.205544064,
 # config/profiles/README.md. Drawn from their own random stream (seed, 1), so adding them kept every other value.
 LOAD_FRICTION = 0.04  # dry friction per Nm of drive torque (Bittencourt et al. IROS 2010; HD efficiency vs load)
 GEAR_RATIO = 100  # strain-wave gear ratio assumed for every joint (LWR/iiwa: 100-160, Callar 2021 Sec. 2)
-RIPPLE_LOW = 0.005  # x effort limit: orders 1 and 2 per output revolution (eccentricity; assumed)
-RIPPLE_MESH = 0.003  # x effort limit: order 2 N, twice per wave-generator turn (Tuttle & Seering 1996; assumed)
+RIPPLE_LOW = 0.01  # x drive torque: orders 1 and 2 per output revolution (eccentricity; assumed)
+RIPPLE_MESH = 0.005  # x drive torque: order 2 N, twice per wave-generator turn (Tuttle & Seering 1996; assumed)
+# Decision: the ripple is a fraction of the transmitted torque, its ratios summing to at most 3 % (2.5 % +20 %), below
+# the smallest load friction (3.2 %): a joint's dry friction always holds the ripple of the torque it transmits, so
+# an arm held against gravity, or hanging free, does not wander by itself (as a load-free torque of 0.5 % of the
+# effort limit per order, 2.4-2.75x the breakaway friction, it swung a gravity-compensated Panda's joint 1 by 18 deg
+# in 2 s).
 HYSTERESIS_TORQUE = 0.5  # x Gaz phi1: Dahl pre-sliding amplitude (assumed)
 HYSTERESIS_TRAVEL = 0.035  # rad (2 deg): 3 x_h ~ 6 deg, where Callar's iiwa hysteresis loop saturates
 THERMAL_COEFFICIENT = 0.01  # 1/K: friction falls 1 %/K as the gear warms (assumed; Wolf & Iskandar ICRA 2018)
@@ -398,9 +407,9 @@ def _joint_effects(rng: np.random.Generator, effort: float, phi1: float) -> dict
         return float(rng.uniform(0.8, 1.2))
 
     effort = max(effort, 1.0)
-    ripple = [{"amplitude": _r(RIPPLE_LOW * effort * jitter(), 5), "order": order,
+    ripple = [{"ratio": _r(RIPPLE_LOW * jitter(), 5), "order": order,
                "phase": _r(rng.uniform(0, 2 * np.pi), 4)} for order in (1, 2)]
-    ripple.append({"amplitude": _r(RIPPLE_MESH * effort * jitter(), 5), "order": 2 * GEAR_RATIO,
+    ripple.append({"ratio": _r(RIPPLE_MESH * jitter(), 5), "order": 2 * GEAR_RATIO,
                    "phase": _r(rng.uniform(0, 2 * np.pi), 4)})
     return {
         "load_friction": _r(LOAD_FRICTION * jitter(), 5),
@@ -428,7 +437,8 @@ _HEADER = """\
 # joints.<j>.elasticity: null, or {{stiffness: Nm/rad, damping: Nm s/rad}} (armature then = motor inertia).
 # joints.<j>.effects (idyn_ros/sim/joint_effects.py; sources and magnitudes in config/profiles/README.md):
 #   load_friction: dry friction per Nm of drive torque (strain-wave gear; Bittencourt et al. IROS 2010);
-#   ripple: amplitude Nm x sin(order q + phase); orders 1, 2 per output turn and 2 x gear ratio (gear mesh,
+#   ripple: drive torque x ratio x sin(order q + phase), the part the transmission does not pass on; orders 1, 2
+#     per output turn and 2 x gear ratio (gear mesh,
 #     Tuttle & Seering 1996; the iiwa's periodic transmission deflection, Chawda & Niemeyer IROS 2017);
 #   hysteresis: Dahl pre-sliding, torque Nm over travel rad (Callar 2021: iiwa loop saturates after ~6 deg);
 #   thermal: friction x (1 - coefficient (T - reference)), T rising to ambient + rise_per_watt x losses with
