@@ -57,13 +57,14 @@ AUTO_ROWS: dict[str, str] = {"identified_rbd_friction": "rbd-friction", "hybrid_
 # artifacts carrying their training velocity range, 7: auto fits the per-joint residual on every physics candidate,
 # 8: validation, the gate, early stopping and auto score the model with its velocity held as the runtime holds it,
 # 9: auto's per-joint 2S residuals compete as their average over the physics candidates, 10: the SDP's geometric
-# prior, now its default, solved in each link's own scale), so cached data and
+# prior, now its default, solved in each link's own scale, 11: the true profiles' torque ripple is a fraction of the
+# drive torque), so cached data and
 # artifacts made by older code are re-recorded / retrained instead of silently reused. Auto's candidate list is part
 # of the auto rows' key by itself; a change of its rules (models.auto) still needs a bump here.
-CACHE_VERSION = 10
-# The recorded data's part of it: bumped with CACHE_VERSION when the recordings change (last at 8), not when only
+CACHE_VERSION = 11
+# The recorded data's part of it: bumped with CACHE_VERSION when the recordings change (last at 11), not when only
 # the models do, so a model change retrains without re-recording.
-DATA_VERSION = 8
+DATA_VERSION = 11
 # Bumped when the exported artifacts change for the same data and training (2: they carry their validation
 # uncertainty, which the wrench observer's trust stage reads): cached models are re-exported, the data is kept.
 ARTIFACT_VERSION = 2
