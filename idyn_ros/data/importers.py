@@ -258,6 +258,44 @@ def to_dataset(
         raise DatasetError(f"{raw.source}: no samples found")
     if rate is not None and not (math.isfinite(rate) and rate > 0):
         raise DatasetError(f"the output rate must be a positive number of Hz, got {rate}")
+    raw, columns = _robot_columns(raw, robot, joint_map, joint_names, report)
+    order, stamps = _clean_stamps(raw, columns.col, report)
+    grid = _time_grid(raw, order, stamps, rate, report)
+    signals, wrench = _resample_signals(raw, columns, grid, report)
+    kind = _effort_kind(raw, effort_kind, report)
+    report.samples_out = int(grid.grid.size)
+    dataset = Dataset(
+        t=(grid.grid - grid.t0) / 1e9,
+        q=signals["q"],
+        dq=signals["dq"],
+        tau=signals["tau"],
+        joint_names=tuple(columns.target),
+        robot=columns.robot_label,
+        effort_kind=kind,
+        source=raw.source,
+        wrench=wrench,
+        segment_starts=np.array(grid.seg_starts, dtype=np.int64),
+        notes=tuple(report.notes),
+        **{k: signals[k] for k in JOINT_SIGNALS},
+    )
+    return dataset, report
+
+
+@dataclass
+class _Columns:
+    """Which source column is which robot joint: ``col[i]`` holds ``target[i]``."""
+
+    col: np.ndarray
+    target: tuple[str, ...]
+    robot_label: str | None
+    mapping: dict[str, str]
+
+
+def _robot_columns(raw: RawRecording, robot: str | Path | None, joint_map: dict[str, str] | list[str] | str | None,
+                   joint_names: list[str] | tuple[str, ...] | None,
+                   report: ImportReport) -> tuple[RawRecording, _Columns]:
+    """The robot's joints among the source's columns (renamed by the joint map, numbered ones by position), and the
+    source's messages that carry them; a recording of another arm, or one lacking joints, is refused."""
     target, robot_label = resolve_robot_joints(robot)
     if joint_names:
         target = tuple(robot_joint_order(joint_names, target, robot_label))
@@ -301,8 +339,12 @@ def to_dataset(
     raw, note = messages_with_joints(raw, col, target)
     if note:
         report.notes.append(note)
+    return raw, _Columns(col, tuple(target), robot_label, mapping)
 
-    # sort, de-duplicate
+
+def _clean_stamps(raw: RawRecording, col: np.ndarray, report: ImportReport) -> tuple[np.ndarray, np.ndarray]:
+    """(order, stamps): the messages sorted by stamp, a re-sent message and one repeating its predecessor's stamp
+    with other positions (a stalled clock) dropped, counted in ``report``."""
     stamps = np.asarray(raw.stamps_ns, dtype=np.int64)
     report.out_of_order = int(np.count_nonzero(np.diff(stamps) < 0))
     order = np.argsort(stamps, kind="stable")
@@ -334,8 +376,29 @@ def to_dataset(
             f"({report.duplicates_dropped + report.repeated_stamps} repeat one): a dataset needs at least 2 "
             f"samples{unit_hint}"
         )
+    return order, stamps
 
-    # rate and gaps
+
+@dataclass
+class _Grid:
+    """The uniform time grid of a dataset, per segment, and the cleaned source samples it interpolates."""
+
+    order: np.ndarray  # source message index of each kept stamp
+    stamps: np.ndarray  # kept stamps (ns), ascending
+    gap_idx: np.ndarray  # indices into stamps where a segment starts after a gap
+    period: int  # ns
+    grid: np.ndarray  # (T,) ns
+    seg_starts: list[int]  # grid index of each segment's first sample
+    t0: int  # ns, the first kept stamp
+
+    def resample(self, values: np.ndarray) -> np.ndarray:
+        """Linear interpolation of (M, k) values (in source order) onto the grid, per segment."""
+        return resample_segments(self.stamps, self.gap_idx, values[self.order], self.grid, self.seg_starts)
+
+
+def _time_grid(raw: RawRecording, order: np.ndarray, stamps: np.ndarray, rate: float | None,
+               report: ImportReport) -> _Grid:
+    """The output grid: the source's own rate (median spacing) or ``rate``, split at gaps, stray stamps dropped."""
     own_period = median_period(stamps)
     period = round(1e9 / rate) if rate else own_period
     if period <= 0:
@@ -376,11 +439,13 @@ def to_dataset(
         )
     for a in gap_idx:
         report.gaps.append(((int(stamps[a]) - t0) / 1e9, (int(stamps[a]) - int(stamps[a - 1])) / 1e9))
+    return _Grid(order, stamps, gap_idx, period, grid, seg_starts, t0)
 
-    def resample(values: np.ndarray) -> np.ndarray:
-        """Linear interpolation of (M, k) values (in source order) onto the grid, per segment."""
-        return resample_segments(stamps, gap_idx, values[order], grid, seg_starts)
 
+def _resample_signals(raw: RawRecording, columns: _Columns, g: _Grid,
+                      report: ImportReport) -> tuple[dict[str, np.ndarray | None], np.ndarray | None]:
+    """(per-joint signals, wrench) on the grid; velocities estimated from positions when the source has none."""
+    col, target = columns.col, columns.target
     signals: dict[str, np.ndarray | None] = {}
     for name in _PER_JOINT:
         values = raw.signals.get(name)
@@ -389,33 +454,36 @@ def to_dataset(
             continue
         values = values[:, col]
         _check_nan(values, stamps_ns=raw.stamps_ns, name=name, joints=target, source=raw.source)
-        signals[name] = resample(values)
+        signals[name] = g.resample(values)
     if signals["q"] is None:
         raise DatasetError(f"{raw.source}: no joint positions found")
     if signals["tau"] is None:
         raise DatasetError(f"{raw.source}: no joint efforts found (JointState.effort empty / no torque column)")
-    t = (grid - t0) / 1e9
-    starts = np.array(seg_starts, dtype=np.int64)
     if signals["dq"] is None:
         from idyn_ros.data.filters import savgol_derivative
 
         dq = np.empty_like(signals["q"])
-        for i, a in enumerate(seg_starts):
-            b = seg_starts[i + 1] if i + 1 < len(seg_starts) else grid.size
-            dq[a:b] = savgol_derivative(signals["q"][a:b], period / 1e9, order=1)
+        for i, a in enumerate(g.seg_starts):
+            b = g.seg_starts[i + 1] if i + 1 < len(g.seg_starts) else g.grid.size
+            dq[a:b] = savgol_derivative(signals["q"][a:b], g.period / 1e9, order=1)
         signals["dq"] = dq
         report.notes.append("no velocities in the source: dq estimated from q (Savitzky-Golay, zero-phase)")
     wrench = None
     if raw.wrench is not None:
         _check_nan(raw.wrench, stamps_ns=raw.stamps_ns, name="wrench", joints=None, source=raw.source)
-        wrench = resample(raw.wrench)
+        wrench = g.resample(raw.wrench)
     for name, (x_ns, joints, values) in raw.extra.items():
         if name == "wrench":  # (M, 6) [f; n], no joints
-            wrench = _resample_other(name, x_ns, None, values, grid, target, raw.source, report)
+            wrench = _resample_other(name, x_ns, None, values, g.grid, target, raw.source, report)
         else:
-            renamed = apply_joint_map(list(joints), mapping) if joints else joints
-            signals[name] = _resample_other(name, x_ns, renamed, values, grid, target, raw.source, report)
+            renamed = apply_joint_map(list(joints), columns.mapping) if joints else joints
+            signals[name] = _resample_other(name, x_ns, renamed, values, g.grid, target, raw.source, report)
+    return signals, wrench
 
+
+def _effort_kind(raw: RawRecording, effort_kind: str | None, report: ImportReport) -> str:
+    """What the efforts are (torque or motor current: the option, else the source's word, else torque), with the
+    notes on it and on the dropped and sorted stamps."""
     kind = effort_kind or raw.effort_hint or "torque"
     if kind not in EFFORT_KINDS:
         raise DatasetError(f"--effort-kind must be one of {EFFORT_KINDS}, got {kind!r}")
@@ -432,22 +500,7 @@ def to_dataset(
         report.notes.append(f"{report.repeated_stamps} repeated stamps with other positions dropped")
     if report.out_of_order:
         report.notes.append(f"{report.out_of_order} out-of-order stamps sorted")
-    report.samples_out = int(grid.size)
-    dataset = Dataset(
-        t=t,
-        q=signals["q"],
-        dq=signals["dq"],
-        tau=signals["tau"],
-        joint_names=tuple(target),
-        robot=robot_label,
-        effort_kind=kind,
-        source=raw.source,
-        wrench=wrench,
-        segment_starts=starts,
-        notes=tuple(report.notes),
-        **{k: signals[k] for k in JOINT_SIGNALS},
-    )
-    return dataset, report
+    return kind
 
 
 def resample(dataset: Dataset, rate: float) -> tuple[Dataset, ImportReport]:
