@@ -24,6 +24,7 @@ import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -1186,7 +1187,7 @@ def read_bag(
     """
     if stamps not in STAMP_SOURCES:
         raise DatasetError(f"stamps must be one of {', '.join(STAMP_SOURCES)}, got {stamps!r}")
-    from idyn_ros.data.bag import BagReader, BagWarning, idyn_typestore, register_bag_types
+    from idyn_ros.data.bag import BagReader, idyn_typestore, register_bag_types
 
     reader = BagReader(path, recover=recover)
     topics = reader.topics()
@@ -1195,6 +1196,49 @@ def read_bag(
                            f"first topic was written; nothing in it can be imported")
     store = idyn_typestore()
     register_bag_types(store, topics)
+    topic, main_type, secondary, wrench_topic = _bag_topics(path, topics, topic, wrench_topic)
+    rows, other, trajectory = _bag_messages(reader, store, path, topic, main_type, secondary, recover)
+    if trajectory is not None:
+        return _trajectory_recording(trajectory, path, topic)
+    if not rows and reader.truncations:  # the damage took every message, the topic was not empty
+        damage = reader.truncations[0]
+        raise BagReadError(f"{path}: no message on {topic} is readable: {damage.describe()}; {damage.kept()}")
+    if not rows:
+        raise DatasetError(f"{path}: topic {topic} holds no messages" + _other_joint_states(topics, topic))
+    rows, merged = merge_same_stamp(rows)
+    header_ns = np.array([r[0] for r in rows], dtype=np.int64)
+    log_ns = np.array([r[1] for r in rows], dtype=np.int64)
+    use_header = stamps == "header" or (stamps == "auto" and header_ns.any())
+    if use_header and not header_ns.any():
+        raise DatasetError(f"{path}: every header stamp on {topic} is 0; "
+                           + option_hint("--stamps", "log", purpose="use the bag's log times", keyword="stamps='log'"))
+    if stamps == "auto" and use_header:
+        check_header_clock(header_ns, log_ns, path, topic)
+    offset = log_to_header_offset(header_ns, log_ns) if use_header else 0
+    notes = [f"topic {topic}; stamps from " + ("message headers" if use_header else
+                                              "bag log times (headers are 0)" if stamps == "auto" else
+                                              "bag log times (--stamps log)")]
+    if merged:
+        notes.append(f"{merged} messages merged into the one before with the same header stamp (they name other "
+                     "joints: a publisher per joint or per joint group)")
+    if offset:
+        notes.append(f"header stamps of {topic} are {offset / 1e9:+.4g} s from the bag's log times (another "
+                     "machine's clock): topics placed by log time were moved onto the header clock by that much")
+    stamps_ns = header_ns if use_header else log_ns
+    names, (q, dq, tau), named = joint_state_arrays(rows, stamps_ns, f"{path}: {topic}")
+    raw_rec = RawRecording(stamps_ns, names, {"q": q, "dq": dq, "tau": tau}, f"{path}:{topic}", notes=notes,
+                           named=named, header_stamps=use_header, log_to_header_ns=offset)
+    raw_rec.effort_hint, said = bag_effort_kind(path)
+    if said:
+        raw_rec.notes.append(f"effort_kind={raw_rec.effort_hint} from metadata.yaml custom_data ({said})")
+    _add_secondary_topics(raw_rec, other, secondary, wrench_topic, use_header, offset)
+    return raw_rec
+
+
+def _bag_topics(path: Path, topics: dict, topic: str | None,
+                wrench_topic: str | None) -> tuple[str, str, dict[str, str], str | None]:
+    """(joint-state topic, its type, {secondary topic: type}, wrench topic): the ones asked for, else the bag's
+    /joint_states (or its one JointState / JointTrajectory topic) and its one PlantGroundTruth topic."""
     if topic is None:
         js = [t for t in topics.values() if t.msgtype == "sensor_msgs/msg/JointState"]
         jt = [t for t in topics.values() if t.msgtype == "trajectory_msgs/msg/JointTrajectory"]
@@ -1236,6 +1280,16 @@ def read_bag(
                 + (", ".join(t.name for t in topics.values() if t.msgtype in WRENCH_TYPES) or "this bag has none")
             )
         secondary[wrench_topic] = topics[wrench_topic].msgtype
+    return topic, main_type, secondary, wrench_topic
+
+
+def _bag_messages(reader: Any, store: Any, path: Path, topic: str, main_type: str, secondary: dict[str, str],
+                  recover: bool) -> tuple[list, dict[str, list], Any]:
+    """(joint-state rows (header ns, log ns, names, position, velocity, effort), {secondary topic: [(log ns, msg)]},
+    the first JointTrajectory or None); a damaged message is an error, or with ``recover`` the end of the joint
+    states / a skipped secondary message."""
+    from idyn_ros.data.bag import BagWarning
+
     wanted = [topic, *secondary]
     rows: list[tuple[int, int, tuple[str, ...], object, object, object]] = []
     other: dict[str, list] = {n: [] for n in secondary}
@@ -1246,7 +1300,7 @@ def read_bag(
                 msg = store.deserialize_cdr(raw, main_type)
             except Exception as exc:  # damaged bytes inside a structurally intact file
                 if recover:
-                    warnings.warn(f"{path}: message {index} on {topic} is damaged ({exc}); stopped there", stacklevel=2)
+                    warnings.warn(f"{path}: message {index} on {topic} is damaged ({exc}); stopped there", stacklevel=3)
                     break
                 raise BagReadError(
                     f"{path}: message {index} on {topic} (log time {log_ns} ns) cannot be decoded ({exc}); "
@@ -1264,40 +1318,14 @@ def read_bag(
             what = f"{path}: message {index} on {name} (log time {log_ns} ns) cannot be decoded ({exc})"
             if not recover:
                 raise BagReadError(f"{what}; the bag is damaged there; {recover_hint('skip it')}") from None
-            warnings.warn(f"{what}; skipped", BagWarning, stacklevel=2)
-    if trajectory is not None:
-        return _trajectory_recording(trajectory, path, topic)
-    if not rows and reader.truncations:  # the damage took every message, the topic was not empty
-        damage = reader.truncations[0]
-        raise BagReadError(f"{path}: no message on {topic} is readable: {damage.describe()}; {damage.kept()}")
-    if not rows:
-        raise DatasetError(f"{path}: topic {topic} holds no messages" + _other_joint_states(topics, topic))
-    rows, merged = merge_same_stamp(rows)
-    header_ns = np.array([r[0] for r in rows], dtype=np.int64)
-    log_ns = np.array([r[1] for r in rows], dtype=np.int64)
-    use_header = stamps == "header" or (stamps == "auto" and header_ns.any())
-    if use_header and not header_ns.any():
-        raise DatasetError(f"{path}: every header stamp on {topic} is 0; "
-                           + option_hint("--stamps", "log", purpose="use the bag's log times", keyword="stamps='log'"))
-    if stamps == "auto" and use_header:
-        check_header_clock(header_ns, log_ns, path, topic)
-    offset = log_to_header_offset(header_ns, log_ns) if use_header else 0
-    notes = [f"topic {topic}; stamps from " + ("message headers" if use_header else
-                                              "bag log times (headers are 0)" if stamps == "auto" else
-                                              "bag log times (--stamps log)")]
-    if merged:
-        notes.append(f"{merged} messages merged into the one before with the same header stamp (they name other "
-                     "joints: a publisher per joint or per joint group)")
-    if offset:
-        notes.append(f"header stamps of {topic} are {offset / 1e9:+.4g} s from the bag's log times (another "
-                     "machine's clock): topics placed by log time were moved onto the header clock by that much")
-    stamps_ns = header_ns if use_header else log_ns
-    names, (q, dq, tau), named = joint_state_arrays(rows, stamps_ns, f"{path}: {topic}")
-    raw_rec = RawRecording(stamps_ns, names, {"q": q, "dq": dq, "tau": tau}, f"{path}:{topic}", notes=notes,
-                           named=named, header_stamps=use_header, log_to_header_ns=offset)
-    raw_rec.effort_hint, said = bag_effort_kind(path)
-    if said:
-        raw_rec.notes.append(f"effort_kind={raw_rec.effort_hint} from metadata.yaml custom_data ({said})")
+            warnings.warn(f"{what}; skipped", BagWarning, stacklevel=3)
+    return rows, other, trajectory
+
+
+def _add_secondary_topics(raw_rec: RawRecording, other: dict[str, list], secondary: dict[str, str],
+                          wrench_topic: str | None, use_header: bool, offset: int) -> None:
+    """Put the secondary topics' messages into ``raw_rec.extra`` (q_d / dq_d / ddq_d, wrench, tau_cmd), each on the
+    joint states' clock: its header stamps where the joint states use theirs, else log time + ``offset``."""
     for name, items in other.items():
         if not items:
             continue
@@ -1328,7 +1356,6 @@ def read_bag(
             else:
                 raw_rec.extra["tau_cmd"] = (x + offset, [], np.array([m.data for _, m in items]))
                 raw_rec.notes.append(f"tau_cmd from {name} (ros2_control command order = robot joint order)")
-    return raw_rec
 
 
 def _other_joint_states(topics: dict, topic: str) -> str:
