@@ -271,53 +271,10 @@ class PayloadIdentifierNode(Node):
         if not request.record_baseline and self.baseline is None and not v.model_path:
             raise IdynError("no bare-arm reference: call once with record_baseline=true and no payload attached, "
                             "or set model_path to a model of the bare arm")
-        started = time.monotonic()
-        while self.filter.samples == 0 or self.traj_pub.get_subscription_count() == 0:  # a graph just started
-            if time.monotonic() - started > CONNECT_TIMEOUT_S:
-                if self.filter.samples == 0:
-                    raise IdynError(f"no joint state received on {v.joint_states_topic}")
-                raise IdynError(f"nobody subscribes to {self.traj_pub.topic_name}: is the reference node running?")
-            await _yield_once(self)
-        while (reference := self._reference()) is not None and np.abs(reference[1]).max() > AT_REST_RAD_S:
-            if time.monotonic() - started > v.wall_timeout:
-                raise IdynError(f"the reference on {v.reference_topic} kept moving for wall_timeout="
-                                f"{v.wall_timeout:g} s; the excitation starts from a holding reference")
-            await _yield_once(self)
-        state = self._controller_msg
-        if state is not None and state.mode != MODE_ACTIVE:
-            raise IdynError(f"the controller is not active ({state.mode_reason or f'mode {state.mode}'}): the arm "
-                            "would not play the excitation; nothing sent")
-        duration = self._play()
-        self.get_logger().info(f"playing the payload excitation ({duration:.1f} s)")
-        started = time.monotonic()
-        while not self._done.done():  # the executor serves everything else meanwhile
-            if time.monotonic() - started > v.wall_timeout:
-                raise IdynError(f"the excitation did not finish within wall_timeout={v.wall_timeout:g} s")
-            await _yield_once(self)
-        self._done.result()  # raises why the recording was abandoned
-        rec = self.log.recording(f"live:{v.joint_states_topic}")
-        if not np.all(np.isfinite(rec.tau)):
-            raise IdynError(f"the joint states on {v.joint_states_topic} carry no effort (joint torque): nothing to "
-                            "identify from")
-        origin_ns, t_plan, q_plan = self._plan
-        not_played = cp.excitation_problem(t_plan, q_plan, rec.t - origin_ns * 1e-9, rec.q)
-        if not_played:
-            what = "the bare-arm reference is unchanged" if request.record_baseline else "nothing identified or applied"
-            raise IdynError(f"{not_played}; {what}")
+        await self._wait_until_ready()
+        rec = await self._play_and_record(request.record_baseline)
         if request.record_baseline:
-            self.baseline = rec
-            where = ""
-            if v.baseline_path:
-                try:
-                    self._save(rec, v.baseline_path)
-                    self._baseline_from = v.baseline_path
-                    where = f", saved to {v.baseline_path}"
-                except OSError as exc:  # the reference stands for this run: say the file is missing
-                    where = f", kept in memory only: baseline_path {v.baseline_path} not written: {exc}"
-                    self.diag.set(Diagnostics.WARN, f"baseline_path {v.baseline_path} not written: {exc}",
-                                  publish=True)
-            response.success = True
-            response.message = f"bare-arm reference recorded ({len(rec.t)} samples{where})"
+            self._keep_baseline(rec, response)
             return
         if self.baseline is not None:
             est = cp.identify_with_reference(self.robot, [rec], [self.baseline])
@@ -335,14 +292,80 @@ class PayloadIdentifierNode(Node):
             response.message += f"; {why}"
         if request.apply:  # no payload applies an empty flange: it clears an earlier payload, whose tool came off
             response.message += "; " + await self._apply(est.payload if verdict == "payload" else None)
-        if v.result_path:
-            from idyn_ros.data.atomic import atomic_write_text
+        self._write_result(response)
 
+    async def _wait_until_ready(self) -> None:
+        """Until joint states arrive, the reference node listens and its reference holds still; then refuse unless
+        the controller is active (the arm would not play the excitation)."""
+        v = self.params.value
+        started = time.monotonic()
+        while self.filter.samples == 0 or self.traj_pub.get_subscription_count() == 0:  # a graph just started
+            if time.monotonic() - started > CONNECT_TIMEOUT_S:
+                if self.filter.samples == 0:
+                    raise IdynError(f"no joint state received on {v.joint_states_topic}")
+                raise IdynError(f"nobody subscribes to {self.traj_pub.topic_name}: is the reference node running?")
+            await _yield_once(self)
+        while (reference := self._reference()) is not None and np.abs(reference[1]).max() > AT_REST_RAD_S:
+            if time.monotonic() - started > v.wall_timeout:
+                raise IdynError(f"the reference on {v.reference_topic} kept moving for wall_timeout="
+                                f"{v.wall_timeout:g} s; the excitation starts from a holding reference")
+            await _yield_once(self)
+        state = self._controller_msg
+        if state is not None and state.mode != MODE_ACTIVE:
+            raise IdynError(f"the controller is not active ({state.mode_reason or f'mode {state.mode}'}): the arm "
+                            "would not play the excitation; nothing sent")
+
+    async def _play_and_record(self, baseline: bool) -> Any:
+        """Play the excitation and return what the joint states recorded meanwhile (a Recording), refused when it
+        carries no efforts or the arm did not follow the plan."""
+        v = self.params.value
+        duration = self._play()
+        self.get_logger().info(f"playing the payload excitation ({duration:.1f} s)")
+        started = time.monotonic()
+        while not self._done.done():  # the executor serves everything else meanwhile
+            if time.monotonic() - started > v.wall_timeout:
+                raise IdynError(f"the excitation did not finish within wall_timeout={v.wall_timeout:g} s")
+            await _yield_once(self)
+        self._done.result()  # raises why the recording was abandoned
+        rec = self.log.recording(f"live:{v.joint_states_topic}")
+        if not np.all(np.isfinite(rec.tau)):
+            raise IdynError(f"the joint states on {v.joint_states_topic} carry no effort (joint torque): nothing to "
+                            "identify from")
+        origin_ns, t_plan, q_plan = self._plan
+        not_played = cp.excitation_problem(t_plan, q_plan, rec.t - origin_ns * 1e-9, rec.q)
+        if not_played:
+            what = "the bare-arm reference is unchanged" if baseline else "nothing identified or applied"
+            raise IdynError(f"{not_played}; {what}")
+        return rec
+
+    def _keep_baseline(self, rec: Any, response: Any) -> None:
+        """The bare-arm reference for later identifications, also written to baseline_path when set."""
+        v = self.params.value
+        self.baseline = rec
+        where = ""
+        if v.baseline_path:
             try:
-                atomic_write_text(v.result_path, json.dumps(self.last_result, indent=2) + "\n")
-            except OSError as exc:  # the identification stands (and may be applied): say the file is missing
-                response.message += f"; result_path {v.result_path} not written: {exc}"
-                self.diag.set(Diagnostics.WARN, f"result_path {v.result_path} not written: {exc}", publish=True)
+                self._save(rec, v.baseline_path)
+                self._baseline_from = v.baseline_path
+                where = f", saved to {v.baseline_path}"
+            except OSError as exc:  # the reference stands for this run: say the file is missing
+                where = f", kept in memory only: baseline_path {v.baseline_path} not written: {exc}"
+                self.diag.set(Diagnostics.WARN, f"baseline_path {v.baseline_path} not written: {exc}", publish=True)
+        response.success = True
+        response.message = f"bare-arm reference recorded ({len(rec.t)} samples{where})"
+
+    def _write_result(self, response: Any) -> None:
+        """The last result as JSON at result_path, when set; a file that cannot be written is said, not fatal."""
+        v = self.params.value
+        if not v.result_path:
+            return
+        from idyn_ros.data.atomic import atomic_write_text
+
+        try:
+            atomic_write_text(v.result_path, json.dumps(self.last_result, indent=2) + "\n")
+        except OSError as exc:  # the identification stands (and may be applied): say the file is missing
+            response.message += f"; result_path {v.result_path} not written: {exc}"
+            self.diag.set(Diagnostics.WARN, f"result_path {v.result_path} not written: {exc}", publish=True)
 
     def _fill(self, response: Any, est: Any, verdict: str, why: str) -> None:
         from idyn_ros.dynamics.payload import vendor_formats
