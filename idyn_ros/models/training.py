@@ -322,23 +322,9 @@ def fit(
     ``budget_of``: the whole time budget when ``max_minutes`` is only this fit's share of it (a stage of delan-lstm),
     so that the stop text says which budget stopped it, not a smaller one that reads as the user's.
     """
-    if cfg.kind not in KINDS:
-        raise ParameterError(f"unknown model kind '{cfg.kind}'; choose one of {KINDS}")
-    if cfg.mode not in ("e2e", "2s"):
-        raise ParameterError(f"--mode must be e2e or 2s, not '{cfg.mode}'")
-    if cfg.e2e_init not in ("nominal", "identified"):
-        raise ParameterError(f"e2e_init must be nominal or identified, not '{cfg.e2e_init}'")
-    if min(cfg.physics_weight, cfg.dropout, cfg.input_noise, cfg.residual_penalty, cfg.weight_decay) < 0 \
-            or cfg.dropout >= 1:
-        raise ParameterError("physics_weight, input_noise, residual_penalty and weight_decay must be >= 0, "
-                             "dropout in [0, 1)")
-    if max_minutes is not None and not max_minutes > 0:
-        raise ParameterError(f"max_minutes must be > 0 (got {max_minutes}); leave it out for no time budget")
+    _check_config(cfg, max_minutes)
     # resolved here so the artifact's config says which prior and strength the identification used
     cfg.id_prior, cfg.reg = identification.resolve_prior(cfg.id_method, cfg.id_prior, cfg.reg, robot.pin_model)
-    if cfg.bases != 1:
-        raise ParameterError("a model averaged over physics bases is assembled from fitted members "
-                             "(TorqueModel.average_over_bases, used by --model auto), not trained as a whole")
     if not train:
         raise IdentificationError("no training recordings given")
     torch.set_num_threads(MAX_THREADS)
@@ -371,16 +357,8 @@ def fit(
         model.freeze_physics()
     stage1 = None
     if cfg.kind == "delan-lstm" and ck is None:  # Doenges 2025 sec. 3.2: DeLaN first, frozen, then the residual LSTM
-        t_stage1 = time.perf_counter()
-        stage1 = fit(dataclasses.replace(cfg, kind="delan"), robot, train, val, None,
-                     None if max_minutes is None else max_minutes / 2, False, progress, budget_of=max_minutes)
-        stage1_minutes = (time.perf_counter() - t_stage1) / 60.0
-        with torch.no_grad():
-            model.delan.load_state_dict(stage1.model.delan.state_dict())
-            model.friction.copy_(stage1.model.friction)
-        id_info = {"stage1_delan": {"stopped": stage1.stopped, "epochs": len(stage1.history),
-                                    "val": stage1.history[-1].get("val") if stage1.history else None}}
-        budget_of, max_minutes = max_minutes, stage2_minutes(max_minutes, stage1_minutes)
+        stage1, id_info, stage2_budget = _fit_delan_stage(cfg, robot, model, train, val, max_minutes, progress)
+        budget_of, max_minutes = max_minutes, stage2_budget
     if cfg.kind == "delan-lstm":
         model.delan.requires_grad_(False)
         model.friction.requires_grad_(False)
@@ -422,33 +400,17 @@ def fit(
 
     bar = tqdm(range(start_epoch, cfg.epochs), desc=f"train {cfg.kind}", disable=not progress, unit="ep")
     for epoch in bar:
-        model.train()
-        order = rng.permutation(len(windows))
-        tot = 0.0
-        for b0 in range(0, len(order), cfg.batch):
-            q, dq, ddq, tau, Y, r = _batch(tr, [windows[i] for i in order[b0 : b0 + cfg.batch]], cfg.window)
-            parts, _ = model(q, dq, ddq, Y, None, r)  # hidden state zero at each window start; r as online
-            loss = (((parts["tau"] - tau) / tau_range) ** 2).mean()
-            if cfg.physics_weight:
-                loss = loss + cfg.physics_weight * (((parts["tau_rbd"] + parts["tau_friction"] - tau)
-                                                     / tau_range) ** 2).mean()
-            if cfg.residual_penalty:
-                loss = loss + cfg.residual_penalty * ((parts["tau_residual"] / tau_range) ** 2).mean()
-            opt.zero_grad()
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(params, 10.0)
-            opt.step()
-            tot += float(loss.detach()) * len(q)
+        train_loss = _train_epoch(cfg, model, opt, params, tr, windows, rng.permutation(len(windows)), tau_range)
         val_loss = evaluate_scaled(model, va, tau_range)
         sched.step(val_loss)
-        result.history.append({"epoch": epoch, "train": tot / len(windows), "val": val_loss,
+        result.history.append({"epoch": epoch, "train": train_loss, "val": val_loss,
                                "lr": opt.param_groups[0]["lr"]})
         if val_loss < best:
             best, bad = val_loss, 0
             best_state = {k: v.detach().clone() for k, v in model.state_dict().items()}
         else:
             bad += 1
-        bar.set_postfix(train=f"{tot / len(windows):.2e}", val=f"{val_loss:.2e}", best=f"{best:.2e}")
+        bar.set_postfix(train=f"{train_loss:.2e}", val=f"{val_loss:.2e}", best=f"{best:.2e}")
         if ckpt_path:
             checkpoint.save({"version": CHECKPOINT_VERSION, "model": model.state_dict(), "opt": opt.state_dict(),
                              "sched": sched.state_dict(), "epoch": epoch, "best": best, "best_state": best_state,
@@ -475,6 +437,64 @@ def fit(
     if cfg.gate and val and cfg.has_rbd and model.residual is not None:
         result.gate = fit_residual_gate(model, va)
     return result
+
+
+def _check_config(cfg: ModelConfig, max_minutes: float | None) -> None:
+    """Refuse a configuration ``fit`` cannot train (ParameterError naming the setting)."""
+    if cfg.kind not in KINDS:
+        raise ParameterError(f"unknown model kind '{cfg.kind}'; choose one of {KINDS}")
+    if cfg.mode not in ("e2e", "2s"):
+        raise ParameterError(f"--mode must be e2e or 2s, not '{cfg.mode}'")
+    if cfg.e2e_init not in ("nominal", "identified"):
+        raise ParameterError(f"e2e_init must be nominal or identified, not '{cfg.e2e_init}'")
+    if min(cfg.physics_weight, cfg.dropout, cfg.input_noise, cfg.residual_penalty, cfg.weight_decay) < 0 \
+            or cfg.dropout >= 1:
+        raise ParameterError("physics_weight, input_noise, residual_penalty and weight_decay must be >= 0, "
+                             "dropout in [0, 1)")
+    if max_minutes is not None and not max_minutes > 0:
+        raise ParameterError(f"max_minutes must be > 0 (got {max_minutes}); leave it out for no time budget")
+    if cfg.bases != 1:
+        raise ParameterError("a model averaged over physics bases is assembled from fitted members "
+                             "(TorqueModel.average_over_bases, used by --model auto), not trained as a whole")
+
+
+def _fit_delan_stage(cfg: ModelConfig, robot: Any, model: TorqueModel, train: Sequence[Recording],
+                     val: Sequence[Recording], max_minutes: float | None,
+                     progress: bool) -> tuple[TrainResult, dict[str, Any], float | None]:
+    """delan-lstm's stage 1: DeLaN fitted alone on half the budget, copied into ``model``; returns its result, the
+    identification info that reports it, and the budget left for the residual LSTM."""
+    t_stage1 = time.perf_counter()
+    stage1 = fit(dataclasses.replace(cfg, kind="delan"), robot, train, val, None,
+                 None if max_minutes is None else max_minutes / 2, False, progress, budget_of=max_minutes)
+    stage1_minutes = (time.perf_counter() - t_stage1) / 60.0
+    with torch.no_grad():
+        model.delan.load_state_dict(stage1.model.delan.state_dict())
+        model.friction.copy_(stage1.model.friction)
+    id_info = {"stage1_delan": {"stopped": stage1.stopped, "epochs": len(stage1.history),
+                                "val": stage1.history[-1].get("val") if stage1.history else None}}
+    return stage1, id_info, stage2_minutes(max_minutes, stage1_minutes)
+
+
+def _train_epoch(cfg: ModelConfig, model: TorqueModel, opt: Any, params: list, tr: Sequence[Prepared],
+                 windows: list, order: np.ndarray, tau_range: torch.Tensor) -> float:
+    """One pass over the training windows in ``order`` (batches of ``cfg.batch``); returns the mean scaled loss."""
+    model.train()
+    tot = 0.0
+    for b0 in range(0, len(order), cfg.batch):
+        q, dq, ddq, tau, Y, r = _batch(tr, [windows[i] for i in order[b0 : b0 + cfg.batch]], cfg.window)
+        parts, _ = model(q, dq, ddq, Y, None, r)  # hidden state zero at each window start; r as online
+        loss = (((parts["tau"] - tau) / tau_range) ** 2).mean()
+        if cfg.physics_weight:
+            loss = loss + cfg.physics_weight * (((parts["tau_rbd"] + parts["tau_friction"] - tau)
+                                                 / tau_range) ** 2).mean()
+        if cfg.residual_penalty:
+            loss = loss + cfg.residual_penalty * ((parts["tau_residual"] / tau_range) ** 2).mean()
+        opt.zero_grad()
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(params, 10.0)
+        opt.step()
+        tot += float(loss.detach()) * len(q)
+    return tot / len(windows)
 
 
 def stage2_minutes(whole: float | None, stage1_minutes: float) -> float | None:
