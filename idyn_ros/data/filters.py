@@ -189,6 +189,11 @@ class _OnlineFilter:
         return self.phase_lag_deg(f_hz) / 360.0 / f_hz
 
 
+def lowpass_alpha(cutoff_hz: float, rate_hz: float) -> float:
+    """The step a of y += a (x - y) at ``rate_hz`` for a cutoff of ``cutoff_hz`` (0: no filter, a = 1)."""
+    return 1.0 - math.exp(-2.0 * math.pi * cutoff_hz / rate_hz) if cutoff_hz > 0 else 1.0
+
+
 class FirstOrderLowPass(_OnlineFilter):
     """y_k = y_{k-1} + a (x_k - y_{k-1}), a = 1 - exp(-2 pi fc / rate).
 
@@ -199,7 +204,7 @@ class FirstOrderLowPass(_OnlineFilter):
     def __init__(self, n: int, rate_hz: float, cutoff_hz: float) -> None:
         _check_cutoff(cutoff_hz, rate_hz)
         self.rate_hz = rate_hz
-        self.alpha = 1.0 - math.exp(-2.0 * math.pi * cutoff_hz / rate_hz)
+        self.alpha = lowpass_alpha(cutoff_hz, rate_hz)
         self.b = np.array([self.alpha])
         self.a = np.array([1.0, -(1.0 - self.alpha)])
         self.y = np.zeros(n)

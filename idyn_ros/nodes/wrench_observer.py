@@ -38,6 +38,7 @@ from idyn_ros.control.effort import EffortToTorque
 from idyn_ros.control.feedforward import FeedforwardComputer
 from idyn_ros.control.wrench import WrenchObserver, publish_every
 from idyn_ros.control.wrench_trust import TrustedWrench, TrustSettings
+from idyn_ros.data.filters import lowpass_alpha
 from idyn_ros.nodes import hot_loop
 from idyn_ros.nodes.common import (
     COMMAND_OUT,
@@ -137,8 +138,7 @@ class WrenchObserverNode(Node):
         return f"{describe_payload(payload)} counted as part of the robot"
 
     def _apply_tunables(self, v: WrenchObserverParams) -> None:
-        fc = v.lowpass_cutoff_hz
-        alpha = 1.0 - math.exp(-2 * math.pi * fc / v.rate_hz) if fc > 0 else 1.0
+        alpha = lowpass_alpha(v.lowpass_cutoff_hz, v.rate_hz)
         self.observer.set_tunables(v.observer_gain, v.pinv_damping, v.deadband_force, v.deadband_torque, alpha)
         self.trust.set_settings(TrustSettings.from_params(v))
         self.trust.bias.contact_expected = v.contact_expected

@@ -123,3 +123,22 @@ def test_joint_states_without_effort_pause_the_estimate_and_say_so(rclpy_context
         assert node.observer.updates > updates and "carry no effort" not in node.diag.message
     finally:
         node.destroy_node()
+
+
+def test_the_low_pass_cutoff_takes_effect_on_both_wrenches_at_start_and_at_run_time(rclpy_context):
+    from rclpy.parameter import Parameter
+
+    from idyn_ros.data.filters import FirstOrderLowPass, lowpass_alpha
+    from idyn_ros.nodes.wrench_observer import WrenchObserverNode
+
+    node = WrenchObserverNode(context=rclpy_context, parameter_overrides=[
+        Parameter("robot", value="ur5"), Parameter("rate_hz", value=500.0), Parameter("lowpass_cutoff_hz", value=20.0)])
+    try:
+        maps = (node.observer.map_direct, node.observer.map_momentum)
+        assert [m.alpha for m in maps] == [FirstOrderLowPass(1, 500.0, 20.0).alpha] * 2  # the data filter's own step
+        assert node.set_parameters([Parameter("lowpass_cutoff_hz", value=0.0)])[0].successful
+        assert [m.alpha for m in maps] == [1.0, 1.0]  # off
+        assert node.set_parameters([Parameter("lowpass_cutoff_hz", value=5.0)])[0].successful
+        assert [m.alpha for m in maps] == [lowpass_alpha(5.0, 500.0)] * 2
+    finally:
+        node.destroy_node()
