@@ -31,6 +31,13 @@ from idyn_ros.errors import ParameterError
 
 ROBOTS = ("panda", "iiwa14", "ur5")
 PRESET_NAMES = ("soft", "medium", "stiff")
+# Choices that a module checks too: declared here (imported from anywhere), used there.
+FALLBACKS = ("rbd", "gravity", "none")  # control.feedforward: feedforward without a usable model
+FEEDBACK_SPACES = ("acceleration", "torque")  # control.law: where the gains act
+EFFORT_UNITS = ("auto", "torque", "current")  # control.effort: what the joint-state effort is
+DOOMED_FEATURES = ("constant", "linear")  # control.doomed: the learner's features
+# Reuss et al. 2022 sec. VI: "the loop runs 500 iterations (0.5 s) to warm up the LSTM state".
+PAPER_WARMUP_TICKS = 500
 
 
 @dataclass(frozen=True)
@@ -211,9 +218,9 @@ class CommonParams(RobotParams):
                                "/<effort_controller>/commands of the robot", read_only=True)
     model_path: str = param("", "exported .onnx model ('' = none: the fallback, reported at ERROR)", read_only=True)
     fallback: str = param("rbd", "feedforward without a usable model: rbd (nominal URDF RNEA), gravity (g(q) only) "
-                          "or none (refuse to configure)", choices=("rbd", "gravity", "none"), read_only=True)
-    warmup_ticks: int = param(500, "most warm-up steps of the model's recurrent state at the current state before use "
-                              "(Reuss sec. VI: 500); it stops once the state no longer changes",
+                          "or none (refuse to configure)", choices=FALLBACKS, read_only=True)
+    warmup_ticks: int = param(PAPER_WARMUP_TICKS, "most warm-up steps of the model's recurrent state at the current "
+                              "state before use (Reuss sec. VI: 500); it stops once the state no longer changes",
                               lo=0, hi=100000, read_only=True)
     diagnostics_period: float = param(0.5, "s between /diagnostics messages", lo=0.01, hi=60.0, read_only=True)
 
@@ -246,7 +253,7 @@ class ControllerParams(CommonParams):
     damping_ratio: float = param(1.0, "zeta: Kd = 2 zeta sqrt(Kp) in acceleration space, 2 zeta sqrt(Kp M_jj) in "
                                  "torque space (M_jj at the neutral pose; critically damped at 1)", lo=0.0, hi=10.0)
     feedback_space: str = param("acceleration", "acceleration: tau_fb = M(q)(Kp e + Kd de); torque: tau_fb = Kp e "
-                                "+ Kd de", choices=("acceleration", "torque"))
+                                "+ Kd de", choices=FEEDBACK_SPACES)
     feedback_armature: tuple[float, ...] = param(
         (), "kg m^2 per joint added to the diagonal of the feedback's M(q) (acceleration space: the torque per unit "
         "acceleration; torque space: Kd): the reflected rotor inertia a URDF without <armature> leaves out, on top "
@@ -324,7 +331,7 @@ class DoomedParams(CommonParams):
                               "forgetting per tick (must be < 1; 0 = no forgetting)", lo=0.0, hi=1e3)
     variance_tau: float = param(0.1, "s, running variance time constant", lo=0.001, hi=100.0)
     features: str = param("constant", "constant (f = w) or linear (per-joint features)",
-                          choices=("constant", "linear"), read_only=True)
+                          choices=DOOMED_FEATURES, read_only=True)
     inertia_scaled: bool = param(True, "scale eta per joint by the model's M_jj(q) (eta then relative)")
     offset_limit: tuple[float, ...] = param((), "Nm per joint; [] = 15 % of the effort limit", lo=0.0, hi=1e4,
                                             length="n")
@@ -361,7 +368,7 @@ class WrenchObserverParams(CommonParams):
     effort_unit: str = param("auto", "what /joint_states effort is (torque_source effort): auto (what the model was "
                              "trained on: motor current for a model trained on a UR's currents, or when "
                              "torque_constants are set), torque [Nm], or "
-                             "current [A] (tau = k i; a UR driver's default)", choices=("auto", "torque", "current"),
+                             "current [A] (tau = k i; a UR driver's default)", choices=EFFORT_UNITS,
                              read_only=True)
     torque_constants: tuple[float, ...] = param((), "Nm/A per joint for current efforts; [] = the model's identified "
                                                 "gains, else the robot data's", lo=1e-6, hi=1e4, length="n",

@@ -39,8 +39,8 @@ from typing import Any
 import numpy as np
 
 from idyn_ros.dynamics.friction import DQ_LIM
+from idyn_ros.parameters import DOOMED_FEATURES as FEATURES
 
-FEATURES = ("constant", "linear")
 _ADD = np.add.reduce  # one reduction per finiteness check (control/watchdog.py): a NaN/Inf makes the sum non-finite
 # Ratliff 2016 sec. 3c/3d: alpha 0-0.5, gamma 0.9/0.95, eta 0.01-0.1 per tick at 1 kHz.
 PAPER_ALPHA = 0.5

@@ -14,8 +14,8 @@ from typing import Any
 import numpy as np
 
 from idyn_ros.errors import ParameterError
-
-EFFORT_UNITS = ("auto", "torque", "current")
+from idyn_ros.parameters import EFFORT_UNITS
+from idyn_ros.robots.drives import valid_torque_constants
 
 
 class EffortToTorque:
@@ -59,7 +59,7 @@ class EffortToTorque:
         else:
             raise ParameterError("effort is motor current [A] but there are no gains: no model trained on currents, "
                                  "no robot data and no torque_constants parameter; set torque_constants (Nm/A)")
-        if k.shape != (n,) or not np.all(np.isfinite(k)) or np.any(k <= 0):
+        if not valid_torque_constants(k, n):
             raise ParameterError(f"torque constants {k.tolist()} from {where}: need {n} finite gains > 0 Nm/A")
         self.gains = k
         self.source = (f"effort is motor current [A]: tau = k * i with k = [{', '.join(f'{v:.3g}' for v in k)}] "

@@ -20,10 +20,7 @@ from typing import Any
 import numpy as np
 
 from idyn_ros.errors import IdynError, ModelArtifactError
-
-FALLBACKS = ("rbd", "gravity", "none")
-# Reuss et al. 2022 sec. VI: "the loop runs 500 iterations (0.5 s) to warm up the LSTM state".
-PAPER_WARMUP_TICKS = 500
+from idyn_ros.parameters import FALLBACKS, PAPER_WARMUP_TICKS
 
 
 class FeedforwardComputer:

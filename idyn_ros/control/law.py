@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-FEEDBACK_SPACES = ("acceleration", "torque")
+from idyn_ros.parameters import FEEDBACK_SPACES
 
 
 def critical_damping(

@@ -33,9 +33,14 @@ __all__ = [
 _SYM_IDX = np.array([[4, 5, 7], [5, 6, 8], [7, 8, 9]])  # L[r, c] = pi[_SYM_IDX[r, c]]
 
 
-def _skew(v: np.ndarray) -> np.ndarray:
-    x, y, z = v
-    return np.array([[0.0, -z, y], [z, 0.0, -x], [-y, x, 0.0]])
+def skew(v: np.ndarray) -> np.ndarray:
+    """(..., 3) -> (..., 3, 3) cross-product matrices: skew(a) @ b == a x b."""
+    v = np.asarray(v, dtype=float)
+    S = np.zeros((*v.shape[:-1], 3, 3))
+    S[..., 0, 1], S[..., 0, 2] = -v[..., 2], v[..., 1]
+    S[..., 1, 0], S[..., 1, 2] = v[..., 2], -v[..., 0]
+    S[..., 2, 0], S[..., 2, 1] = -v[..., 1], v[..., 0]
+    return S
 
 
 def _as_links(pi: np.ndarray) -> np.ndarray:
@@ -61,7 +66,7 @@ def pi_to_barycentric(pi: np.ndarray) -> tuple[float, np.ndarray, np.ndarray]:
     if m == 0.0:
         return 0.0, np.zeros(3), L
     c = h / m
-    S = _skew(c)
+    S = skew(c)
     return float(m), c, L - m * S.T @ S  # parallel axis, Reuss Eq. 5
 
 
@@ -69,7 +74,7 @@ def barycentric_to_pi(m: float, c: np.ndarray, Ic: np.ndarray) -> np.ndarray:
     """(mass, CoM, inertia about CoM) -> 10-vector (pinocchio order, inertia about origin)."""
     c = np.asarray(c, dtype=np.float64).reshape(3)
     Ic = np.asarray(Ic, dtype=np.float64).reshape(3, 3)
-    S = _skew(c)
+    S = skew(c)
     L = Ic + m * S.T @ S
     h = m * c
     return np.array([m, *h, L[0, 0], L[0, 1], L[1, 1], L[0, 2], L[1, 2], L[2, 2]])

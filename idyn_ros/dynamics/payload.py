@@ -51,6 +51,7 @@ from idyn_ros.dynamics.inertia import (
     pi_to_barycentric,
     pi_to_pseudo_inertia,
     pseudo_inertia_to_pi,
+    skew,
 )
 from idyn_ros.errors import IdentificationError
 
@@ -76,16 +77,6 @@ TYPICAL_SCALE = np.array([1.0, 0.1, 0.1, 0.1, 0.01, 0.01, 0.01, 0.01, 0.01, 0.01
 MAX_CONDITION = 1e6  # above: the data do not excite the payload's parameters (refused, with what to do)
 
 
-def _skew(v: np.ndarray) -> np.ndarray:
-    """(..., 3) -> (..., 3, 3) cross-product matrices."""
-    v = np.asarray(v, dtype=float)
-    S = np.zeros((*v.shape[:-1], 3, 3))
-    S[..., 0, 1], S[..., 0, 2] = -v[..., 2], v[..., 1]
-    S[..., 1, 0], S[..., 1, 2] = v[..., 2], -v[..., 0]
-    S[..., 2, 0], S[..., 2, 1] = -v[..., 1], v[..., 0]
-    return S
-
-
 def _lmat(v: np.ndarray) -> np.ndarray:
     """(..., 3) -> (..., 3, 6) with ``_lmat(v) @ I == L v`` for I in pinocchio order [Ixx Ixy Iyy Ixz Iyz Izz]."""
     v = np.asarray(v, dtype=float)
@@ -105,11 +96,11 @@ def regressor(w: np.ndarray, alpha: np.ndarray, a: np.ndarray, g: np.ndarray) ->
     """
     w, alpha, a, g = (np.asarray(x, dtype=float) for x in (w, alpha, a, g))
     a_g = a - g
-    Sw = _skew(w)
+    Sw = skew(w)
     Y = np.zeros((*a_g.shape[:-1], 6, 10))
     Y[..., :3, 0] = a_g
-    Y[..., :3, 1:4] = _skew(alpha) + Sw @ Sw
-    Y[..., 3:, 1:4] = -_skew(a_g)
+    Y[..., :3, 1:4] = skew(alpha) + Sw @ Sw
+    Y[..., 3:, 1:4] = -skew(a_g)
     Y[..., 3:, 4:] = _lmat(alpha) + Sw @ _lmat(w)
     return Y
 

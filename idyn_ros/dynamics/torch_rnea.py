@@ -37,21 +37,18 @@ import pinocchio as pin
 import torch
 from torch import nn
 
+from idyn_ros.dynamics.inertia import skew
 from idyn_ros.dynamics.model import RobotModel
 from idyn_ros.errors import RobotDescriptionError
 
 __all__ = ["TorchRNEA", "constant_inertia", "export_onnx", "onnx_node_count"]
 
 
-def _skew(a: np.ndarray) -> np.ndarray:
-    return np.array([[0.0, -a[2], a[1]], [a[2], 0.0, -a[0]], [-a[1], a[0], 0.0]])
-
-
 def _crm(v: np.ndarray) -> np.ndarray:
     """6x6 motion cross-product matrix: crm(v) m = v x m = [w x m_lin + v_lin x m_ang; w x m_ang]."""
     out = np.zeros((6, 6))
-    out[:3, :3] = out[3:, 3:] = _skew(v[3:])
-    out[:3, 3:] = _skew(v[:3])
+    out[:3, :3] = out[3:, 3:] = skew(v[3:])
+    out[:3, 3:] = skew(v[:3])
     return out
 
 
@@ -60,7 +57,7 @@ def _adjoint(T: np.ndarray) -> np.ndarray:
     R, p = T[:3, :3], T[:3, 3]
     X = np.zeros((6, 6))
     X[:3, :3] = X[3:, 3:] = R
-    X[:3, 3:] = _skew(p) @ R
+    X[:3, 3:] = skew(p) @ R
     return X
 
 
@@ -77,8 +74,8 @@ def _spatial_inertia_map() -> np.ndarray:
         L = e[[4, 5, 7, 5, 6, 8, 7, 8, 9]].reshape(3, 3)
         I6 = np.zeros((6, 6))
         I6[:3, :3] = m * np.eye(3)
-        I6[:3, 3:] = -_skew(h)
-        I6[3:, :3] = _skew(h)
+        I6[:3, 3:] = -skew(h)
+        I6[3:, :3] = skew(h)
         I6[3:, 3:] = L
         B[k] = I6.ravel()
     return B
@@ -113,9 +110,9 @@ def _serial_chain(robot: RobotModel) -> tuple[np.ndarray, np.ndarray]:
         if np.linalg.norm(ang) > 0.5:  # revolute about unit axis `ang` through the joint origin
             if np.linalg.norm(lin) > 1e-12:
                 raise RobotDescriptionError(f"joint {pm.names[jid]}: revolute axis off the joint origin")
-            K6[:3, :3] = K6[3:, 3:] = _skew(ang)
+            K6[:3, :3] = K6[3:, 3:] = skew(ang)
         else:  # prismatic along unit axis `lin`: Ad(translation a q) = [[1, q [a]], [0, 1]]
-            P6[:3, 3:] = _skew(lin)
+            P6[:3, 3:] = skew(lin)
         # Ad(E(q)) = 1 + sin q K + (1 - cos q) K^2 + q P  (Rodrigues per 3x3 block; 1 + K^2 merged into C0)
         K2 = K6 @ K6
         C[0, k] = XM @ (np.eye(6) + K2)

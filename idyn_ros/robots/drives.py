@@ -69,6 +69,11 @@ def is_ur_arm(joint_names: tuple[str, ...] | list[str]) -> bool:
     return all(n == prefix + u for n, u in zip(names, UR_JOINTS, strict=True))
 
 
+def valid_torque_constants(k: np.ndarray, n: int) -> bool:
+    """Whether ``k`` is n motor torque constants: finite, > 0 Nm/A (tau = k i)."""
+    return k.shape == (n,) and bool(np.all(np.isfinite(k))) and not np.any(k <= 0)
+
+
 def parse_torque_constants(text: str | list[str] | tuple[float, ...], n: int) -> np.ndarray:
     """``"k1,...,kn"`` (Nm/A, joint order) or a preset name (``ur5``) -> (n,) positive gains; ParameterError else."""
     if isinstance(text, str) and text.strip().lower() in _TORQUE_CONSTANTS:
@@ -83,6 +88,6 @@ def parse_torque_constants(text: str | list[str] | tuple[float, ...], n: int) ->
     if values.shape != (n,):
         raise ParameterError(f"--torque-constants has {values.size} values for {n} joints; give one gain [Nm/A] "
                              f"per joint, in the robot's joint order")
-    if not np.all(np.isfinite(values)) or np.any(values <= 0):
+    if not valid_torque_constants(values, n):
         raise ParameterError(f"--torque-constants {values.tolist()}: every gain must be a finite number > 0 Nm/A")
     return values

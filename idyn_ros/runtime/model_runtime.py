@@ -34,6 +34,8 @@ from idyn_ros.dynamics.friction import (
 )
 from idyn_ros.errors import ModelArtifactError
 from idyn_ros.models.artifact import load_artifact, read_metadata, require_keys, same_rate  # torch-free
+from idyn_ros.parameters import PAPER_WARMUP_TICKS
+from idyn_ros.robots.drives import valid_torque_constants
 
 __all__ = ["ModelRuntime", "TorquePrediction", "read_metadata"]
 
@@ -140,7 +142,7 @@ class ModelRuntime:
         self.torque_constants = None
         if self.effort.get("kind") == "current":
             k = np.asarray(self.effort.get("torque_constants") or (), dtype=np.float64)
-            if k.shape != (self.n,) or not np.all(np.isfinite(k)) or np.any(k <= 0):
+            if not valid_torque_constants(k, self.n):
                 raise ModelArtifactError(f"{self.path.name}: trained on motor currents but its torque constants "
                                          f"{k.tolist()} are not {self.n} gains > 0 Nm/A; re-export it")
             self.torque_constants = k
@@ -336,7 +338,7 @@ class ModelRuntime:
             buf[...] = 0.0
 
     def warm_up(self, q: np.ndarray, dq: np.ndarray | None = None, ddq: np.ndarray | None = None,
-                steps: int = 500) -> int:
+                steps: int = PAPER_WARMUP_TICKS) -> int:
         """Settle the recurrent state before control starts (Reuss Sec. VI: 500 iterations); returns the steps run.
 
         ``q, dq, ddq`` either (n,) (held for at most ``steps`` ticks; dq, ddq default 0) or a recorded
