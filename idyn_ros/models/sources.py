@@ -22,6 +22,7 @@ recorded samples; ddq derived again as for any recording without one), and a lin
 from __future__ import annotations
 
 import hashlib
+import itertools
 import math
 import warnings
 from collections.abc import Callable, Sequence
@@ -82,13 +83,19 @@ def load_robot(robot: Any) -> Any:
     return RobotModel.from_robot(str(robot))
 
 
-def _ddq_from_dq(t: np.ndarray, dq: np.ndarray) -> np.ndarray:
+def _ddq_from_dq(t: np.ndarray, dq: np.ndarray, segment_starts: Sequence[int] = (0,)) -> np.ndarray:
     """Acceleration from velocity when a recording has none: the derivative of dq low-passed at 5 Hz, zero-phase
-    (Reuss et al. 2022 Sec. IV-B)."""
+    (Reuss et al. 2022 Sec. IV-B), each contiguous segment on its own (``segment_starts``: the dataset's; a filter run
+    across a gap smears the jump in dq into spikes of ddq); a one-sample segment gets 0."""
     from idyn_ros.data.filters import butter_filtfilt
 
     fs = 1.0 / float(np.median(np.diff(t)))
-    return np.gradient(butter_filtfilt(dq, fs, min(5.0, 0.99 * fs / 2)), t, axis=0)
+    ddq = np.zeros_like(dq)
+    bounds = [*(int(s) for s in segment_starts), len(t)]
+    for a, b in itertools.pairwise(bounds):
+        if b - a > 1:
+            ddq[a:b] = np.gradient(butter_filtfilt(dq[a:b], fs, min(5.0, 0.99 * fs / 2)), t[a:b], axis=0)
+    return ddq
 
 
 def to_recording(ds: Any, robot: Any, source: str = "") -> Recording:
@@ -113,7 +120,8 @@ def to_recording(ds: Any, robot: Any, source: str = "") -> Recording:
     t = np.asarray(ds.t, dtype=np.float64)
     dq = np.asarray(ds.dq, dtype=np.float64)[:, idx]
     ddq_raw = getattr(ds, "ddq", None)
-    ddq = _ddq_from_dq(t, dq) if ddq_raw is None else np.asarray(ddq_raw, dtype=np.float64)[:, idx]
+    starts = getattr(ds, "segment_starts", (0,))
+    ddq = _ddq_from_dq(t, dq, starts) if ddq_raw is None else np.asarray(ddq_raw, dtype=np.float64)[:, idx]
     irregular = next((note.split(":")[0] for note in getattr(ds, "notes", ()) if note.startswith(IRREGULAR_NOTE)), "")
     rec = Recording(t, q[:, idx], dq, ddq, np.asarray(ds.tau, dtype=np.float64)[:, idx], source, effort_kind,
                     irregular)
