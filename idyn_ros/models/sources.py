@@ -40,6 +40,9 @@ from idyn_ros.robots.drives import is_ur_arm
 
 # Decision: calibration offsets and overshoot stay within a few degrees; another robot's data lands tens of degrees out
 LIMIT_MARGIN = math.radians(5.0)
+# Decision: measured joint torques stay near the URDF's effort limits (a collision peak may pass them); torques in mNm
+# land 1000x beyond them, and a model fitted on them commands 1000x torques
+EFFORT_MARGIN = 3.0
 
 
 class TrainingWarning(UserWarning):
@@ -136,6 +139,8 @@ def to_recording(ds: Any, robot: Any, source: str = "") -> Recording:
                 f"them), or re-record"
             )
     check_positions(rec.q, robot, source or "dataset", unnamed)
+    if effort_kind == "torque":
+        check_efforts(rec.tau, robot, source or "dataset")
     if effort_kind == "torque" and EFFORT_UNSTATED_NOTE in getattr(ds, "notes", ()) and is_ur_arm(robot.joint_names):
         warnings.warn(f"{source or 'dataset'}: the recording does not say whether its effort is joint torque or motor "
                       f"current, and UR drivers publish currents unless run with use_currents_as_efforts:=false; "
@@ -174,6 +179,25 @@ def check_positions(q: np.ndarray, robot: Any, source: str, unnamed: bool,
                            f"order, name them in the recorded order (`idyn dataset import FILE --robot "
                            f"ROBOT --joints J1,..,J{len(names)} -o OUT.npz`)")
     warnings.warn(f"{what}; check joint offsets and units (rad)", TrainingWarning, stacklevel=4)
+
+
+def check_efforts(tau: np.ndarray, robot: Any, source: str) -> None:
+    """Warn when joint torques ``tau`` (robot joint order, Nm) pass the robot's effort limits by more than
+    ``EFFORT_MARGIN`` times on some joint (robots without limits pass): most likely not in Nm."""
+    limit = np.asarray(getattr(robot, "effort_limit", ()), dtype=np.float64).reshape(-1)
+    if limit.shape != (tau.shape[1],) or not len(tau):
+        return
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratio = np.where(np.isfinite(limit) & (limit > 0), np.abs(tau).max(0) / limit, 0.0)
+    if not ratio.max() > EFFORT_MARGIN:
+        return
+    j = int(np.argmax(ratio))
+    beyond = int((ratio > EFFORT_MARGIN).sum())
+    warnings.warn(f"{source}: joint torques reach {ratio[j]:.3g}x the effort limit of robot '{robot.name}' "
+                  f"({robot.joint_names[j]}: |tau| up to {np.abs(tau[:, j]).max():.4g} Nm, limit {limit[j]:g} Nm"
+                  + (f"; {beyond} joints beyond {EFFORT_MARGIN:g}x" if beyond > 1 else "")
+                  + "): check the effort unit (Nm expected; mNm reads 1000x) and the robot; a model fitted on them "
+                    "predicts torques the arm cannot give", TrainingWarning, stacklevel=4)
 
 
 def load_recordings(paths: Sequence[str | Path], robot: Any, effort_kind: str | None = None,
