@@ -130,9 +130,12 @@ def speed_coverage(dq_hold: Any, recs: Any) -> dict[str, Any]:
     """How far recordings run beyond the speeds a model holds friction and residual to
     (``TorqueModel.set_velocity_hold``): per joint the largest |dq| over the hold, and the share of samples with some
     joint beyond it."""
-    hold = np.maximum(np.asarray(dq_hold, dtype=np.float64), 1e-9)
+    speed = np.asarray(dq_hold, dtype=np.float64)
+    hold = np.maximum(speed, 1e-9)
     dq = np.abs(np.concatenate([r.dq for r in recs]))
-    return {"ratio": (dq.max(0) / hold).tolist(), "share_beyond": float(np.mean(np.any(dq > hold, axis=1)))}
+    ratio = dq.max(0) / hold
+    ratio[(speed <= 0.0) & (ratio > 0.0)] = np.inf  # a joint that never moved in training: no ratio to 0 rad/s
+    return {"ratio": ratio.tolist(), "share_beyond": float(np.mean(np.any(dq > hold, axis=1)))}
 
 
 def speed_warning(what: str, coverage: dict[str, Any], joint_names: Any, held: bool = True) -> str | None:

@@ -49,3 +49,15 @@ def test_speed_coverage_names_the_joints_beyond_the_held_speed():
     message = speed_warning("the test data", cov, ["a", "b"])
     assert message is not None and "a 2.0x" in message and "b " not in message
     assert speed_warning("the test data", speed_coverage([1.0, 1.0], [rec]), ["a", "b"]) is None
+
+
+def test_speed_coverage_of_a_joint_that_never_moved_in_training_has_no_ratio():
+    """A training range of 0 rad/s gave `idyn train` and `idyn evaluate` "panda_joint7 1101809059.4x its largest
+    speed" (the runtime already said it without a ratio)."""
+    from types import SimpleNamespace
+
+    rec = SimpleNamespace(dq=np.array([[0.1, 0.0], [-0.2, 0.0]]))
+    cov = speed_coverage([0.0, 0.0], [rec])
+    assert cov["ratio"] == [np.inf, 0.0] and cov["share_beyond"] == 1.0
+    message = speed_warning("the test data", cov, ["a", "b"])
+    assert "a beyond a training range of 0 rad/s" in message and "x its largest speed" not in message
