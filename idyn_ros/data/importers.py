@@ -854,7 +854,7 @@ def _import_source(
     caught: list[str] = []
     if path.suffix == ".npz":
         data = read_npz(path)
-        if {"t", "q", "dq", "tau", "joint_names"} <= set(data):
+        if {"t", "q", "dq", "tau", "joint_names"} <= set(data) and _time_increases(data["t"]):
             try:
                 dataset = Dataset.from_npz_arrays(data, str(path))
             except DatasetError as exc:
@@ -893,6 +893,10 @@ def _import_source(
                 report.notes += [x for x in regrid.notes if x not in report.notes]
             return dataset, report
         raw = read_npz_columns(path, data, time_unit)
+        if "effort_kind" in data:  # a contract npz whose stamps need sorting: what it says of its effort still holds
+            raw.effort_hint = str(data["effort_kind"].item())
+        if "wrench" in data and raw.wrench is None:
+            raw.wrench = np.asarray(data["wrench"], dtype=np.float64)
     elif path.suffix == ".csv":
         raw = read_csv(path, time_unit)
     elif path.is_dir() and not is_bag(path):
@@ -915,6 +919,13 @@ def _import_source(
     report.warnings[:0] = caught
     dataset.notes = (*dataset.notes, *(f"bag reader: {c}" for c in caught))  # a recovered part stays marked as one
     return dataset, report
+
+
+def _time_increases(t: np.ndarray) -> bool:
+    """Whether a contract npz's ``t`` is strictly increasing; if not (stamps out of order or repeated), the file is
+    imported like any columns file: sorted and de-duplicated, with notes (``Dataset`` refuses such a time axis)."""
+    t = np.asarray(t)
+    return t.ndim != 1 or t.size < 2 or bool(np.all(np.diff(t.astype(np.float64)) > 0))
 
 
 def read_npz_columns(path: Path, data: dict[str, np.ndarray], time_unit: str | None = None) -> RawRecording:

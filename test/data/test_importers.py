@@ -147,6 +147,22 @@ def test_contract_npz_is_resampled_to_the_rate_asked(tmp_path: Path) -> None:
     assert sum(n.startswith("effort_kind=current") for n in half.notes) == 1
 
 
+def test_a_contract_npz_with_stamps_out_of_order_or_repeated_is_sorted_like_any_source(tmp_path: Path) -> None:
+    """Refused by every command with "re-import the source to sort and de-duplicate", which `idyn dataset import`
+    of that file refused the same way: no command read it."""
+    stamps, q, dq, tau = synthetic_motion(400, rate=200.0, n=7)
+    t = (stamps - stamps[0]) / 1e9
+    t[[100, 101]] = t[[101, 100]]  # two samples logged out of order
+    t[300] = t[299]  # a stalled clock
+    path = tmp_path / "contract.npz"
+    np.savez(path, t=t, q=q, dq=dq, tau=tau, joint_names=np.array(JOINTS), effort_kind=np.array("current"),
+             robot=np.array(""), source=np.array("logger"))
+    ds, report = import_source(path)
+    assert len(ds) == 400 and ds.effort_kind == "current"  # back on the 200 Hz grid
+    assert report.out_of_order == 1 and report.repeated_stamps == 1
+    np.testing.assert_allclose(ds.q[100], q[101])  # sorted back into place
+
+
 def test_nan_error_names_sample_and_joint() -> None:
     raw = _raw(np.arange(10) * 1_000_000)
     raw.signals["tau"] = raw.signals["tau"].copy()
