@@ -22,6 +22,9 @@ own physics, on the real KUKA LWR4+ the E2E hybrid-r won by a factor 4), and a u
 - Selection: the best learned candidate wins only if it beats the best physics candidate by ``LEARNED_MARGIN``
   (relative); otherwise the physics model is exported (smaller, and it generalises where a residual's gain on
   one validation trajectory may be chance).
+- A physics candidate the data cannot identify (a joint that never moved leaves base parameters unexcited) is listed
+  as skipped with the reason; the others (the URDF's RBD needs no identification) go on. Only when none fits does auto
+  fail.
 - Budget: ``max_minutes`` bounds the selection's training loops; physics candidates (seconds) first, then each
   learned candidate gets an equal share of what is left (at least ``MIN_CANDIDATE_MINUTES``), so time an early-stopped
   candidate does not use goes to the next; once less than that is left, the remaining candidates are skipped and
@@ -39,7 +42,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from idyn_ros.errors import ParameterError
+from idyn_ros.errors import IdentificationError, ParameterError
 from idyn_ros.models.identification import DEFAULT_REG
 from idyn_ros.models.metrics import OVERLAP_WARNING, state_overlap, torque_metrics
 from idyn_ros.models.sources import Recording
@@ -232,7 +235,12 @@ def fit_auto(base: ModelConfig, robot: Any, train: Sequence[Recording], val: Seq
             done.append(Candidate(name, None, {}, {}, 0.0, skipped=f"the same physics as {same_physics[key]}"))
             continue
         same_physics[key] = name
-        done.append(_fit_candidate(name, settings, robot, train, val, None, progress))
+        try:
+            done.append(_fit_candidate(name, settings, robot, train, val, None, progress))
+        except IdentificationError as exc:  # e.g. a joint that never moved: the URDF candidate still fits
+            done.append(Candidate(name, None, {}, {}, 0.0, skipped=f"cannot be identified on this data: {exc}"))
+    if physics and not any(c.result is not None for c in done):
+        raise IdentificationError("; ".join(f"{c.name}: {c.skipped}" for c in done))
     fits = [(name, over, {}) for name, over in learned]
     not_made: list[str] = []
     if physics:  # learned candidates sit on the best physics candidate; per-joint ones on each of them as well

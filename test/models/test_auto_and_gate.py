@@ -414,3 +414,25 @@ def test_a_refitted_model_reports_the_validation_it_was_chosen_on(iiwa, synth, m
     assert "refitted" in m["stopped"]
     with pytest.raises(ParameterError, match="refit applies to auto"):
         train_run(ModelConfig(kind="rbd-friction"), iiwa, [train], [val], progress=False, refit=True)
+
+
+def test_auto_skips_a_physics_candidate_the_data_cannot_identify_and_fails_only_when_none_fits(iiwa, synth):
+    """A joint that never moved (a locked wrist) made the SDP candidates' identification refuse the data, and auto
+    stopped with that error although its URDF candidate needs no identification."""
+    from dataclasses import replace
+
+    from idyn_ros.errors import IdentificationError
+    from idyn_ros.models.auto import CANDIDATES
+
+    train, val, _ = synth
+    q, dq, ddq = train.q.copy(), train.dq.copy(), train.ddq.copy()
+    q[:, 6], dq[:, 6], ddq[:, 6] = 0.3, 0.0, 0.0
+    locked = replace(train, q=q, dq=dq, ddq=ddq)
+    base = ModelConfig(kind="auto", epochs=1, **TINY)
+    physics = tuple(c for c in CANDIDATES if c[1]["kind"] == "rbd-friction")
+    res, done = fit_auto(base, iiwa, [locked], [val], progress=False, candidates=physics)
+    rows = {c.name: c for c in done}
+    assert "cannot be identified on this data" in rows["rbd-friction"].skipped
+    assert res.cfg.extra["candidate"] == "rbd-friction nominal"
+    with pytest.raises(IdentificationError, match="rbd-friction: cannot be identified"):
+        fit_auto(base, iiwa, [locked], [val], progress=False, candidates=physics[:1])
