@@ -181,6 +181,23 @@ def _windows(data: Sequence[Prepared], window: int, stride: int) -> list[tuple[i
     return out
 
 
+def _batches(data: Sequence[Prepared], windows: Sequence[tuple[int, int]], order: np.ndarray, window: int,
+             batch: int) -> list[list[tuple[int, int]]]:
+    """The windows in ``order``, ``batch`` at a time; windows shorter than ``window`` (a recording shorter than it)
+    batched apart, with the windows of their own length. Why: a batch takes its shortest window's length
+    (``_batch``), so one 0.2 s recording among 20 s of data cut every window of its batch from 100 steps to 40."""
+    length = {w: min(window, len(data[w[0]].q) - w[1]) for w in windows}
+    full = [windows[i] for i in order if length[windows[i]] == window]
+    out = [full[b0 : b0 + batch] for b0 in range(0, len(full), batch)]
+    short: dict[int, list[tuple[int, int]]] = {}
+    for i in order:
+        if length[windows[i]] < window:
+            short.setdefault(length[windows[i]], []).append(windows[i])
+    for group in short.values():
+        out += [group[b0 : b0 + batch] for b0 in range(0, len(group), batch)]
+    return out
+
+
 def _batch(data: Sequence[Prepared], idx: Sequence[tuple[int, int]], window: int) -> tuple[Any, ...]:
     sl = [(data[i], slice(s, s + window)) for i, s in idx]
     L = min(len(d.q[s]) for d, s in sl)
@@ -480,8 +497,8 @@ def _train_epoch(cfg: ModelConfig, model: TorqueModel, opt: Any, params: list, t
     """One pass over the training windows in ``order`` (batches of ``cfg.batch``); returns the mean scaled loss."""
     model.train()
     tot = 0.0
-    for b0 in range(0, len(order), cfg.batch):
-        q, dq, ddq, tau, Y, r = _batch(tr, [windows[i] for i in order[b0 : b0 + cfg.batch]], cfg.window)
+    for chosen in _batches(tr, windows, order, cfg.window, cfg.batch):
+        q, dq, ddq, tau, Y, r = _batch(tr, chosen, cfg.window)
         parts, _ = model(q, dq, ddq, Y, None, r)  # hidden state zero at each window start; r as online
         loss = (((parts["tau"] - tau) / tau_range) ** 2).mean()
         if cfg.physics_weight:
