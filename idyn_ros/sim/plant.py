@@ -331,6 +331,7 @@ class Plant:
         self._mj.mj_forward(self.model, d)
         self._latency = [np.zeros(self.n) for _ in range(self.profile.latency_ticks)]
         self._tau_drive = np.zeros(self.n)
+        self._dry_force = np.zeros(self.model.nv)  # _dry_friction_force's buffer
         self._ddq = np.zeros(self.n)
         self._tau_friction = np.zeros(self.n)
         self._effects.reset()
@@ -427,12 +428,15 @@ class Plant:
     def _dry_friction_force(self) -> np.ndarray:
         """The frictionloss constraint's generalised force (n,) of the last mj_step, without the joint-limit rows.
 
-        A dof-friction row's Jacobian is the unit vector of its dof (efc_id), so its force adds to that dof alone.
+        MuJoCo orders the constraint rows equality, friction, limit, contact, so the friction rows are
+        ``[ne, ne + nf)``; a dof-friction row's Jacobian is the unit vector of its dof (efc_id), so its force is that
+        dof's alone (slices, not a type mask and np.add.at: 20 us a step on a stop).
         """
         d = self.data
-        out = np.zeros(self.model.nv)
-        rows = d.efc_type[: d.nefc] == self._mj.mjtConstraint.mjCNSTR_FRICTION_DOF
-        np.add.at(out, d.efc_id[: d.nefc][rows], d.efc_force[: d.nefc][rows])
+        lo, hi = d.ne, d.ne + d.nf
+        out = self._dry_force
+        out.fill(0.0)
+        out[d.efc_id[lo:hi]] = d.efc_force[lo:hi]
         return out[self._vidx]
 
     def _noise(self) -> tuple[np.ndarray, np.ndarray]:
