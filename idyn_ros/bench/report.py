@@ -90,8 +90,10 @@ def _model_step(d: dict) -> Lines:
 
 
 def _model_rows(rows: dict) -> Lines:
+    """One line per model; a fit `idyn train` refused to export shows as refused, with why."""
     return table(["model", "test nMSE mean [%]", "worst joint [%]", "train [s]", "stopped"],
-                 [[name, 100 * r["test_nmse_mean"], 100 * r["test_nmse_max"], r["seconds"], r["stopped"]]
+                 [[name, "refused", "", r["seconds"], r["refused"]] if "refused" in r else
+                  [name, 100 * r["test_nmse_mean"], 100 * r["test_nmse_max"], r["seconds"], r["stopped"]]
                   for name, r in rows.items()])
 
 

@@ -50,3 +50,19 @@ def test_sim_bench_has_no_study_commands() -> None:
     assert not hasattr(sim, "integrator_comparison") and not hasattr(sim, "drift_breakdown")
     with pytest.raises(SystemExit):
         sim.main(["integrators"])
+
+
+def test_a_fit_idyn_train_refuses_is_a_row_of_the_models_table_not_a_crash(monkeypatch) -> None:
+    """A time-budgeted DeLaN worse than the mean torque made `idyn bench --only models` fail as a whole."""
+    from idyn_ros.bench import models as bench_models
+    from idyn_ros.bench.report import _model_rows
+    from idyn_ros.errors import TrainingError
+    from idyn_ros.models import pipeline
+
+    def refuse(*_args, **_kwargs):
+        raise TrainingError("the delan fit is worse than predicting the mean torque on validation")
+
+    monkeypatch.setattr(pipeline, "train_run", refuse)
+    rows = bench_models._table(None, [], [], [], minutes=0.1, epochs=1, only=["DeLaN"])
+    assert rows and all("worse than predicting" in r["refused"] for r in rows.values())
+    assert any("refused" in line for line in _model_rows(rows))
