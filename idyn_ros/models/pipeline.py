@@ -32,7 +32,7 @@ from idyn_ros.models.metrics import (
     torque_metrics,
     validation_candidates,
 )
-from idyn_ros.models.sources import Recording
+from idyn_ros.models.sources import Recording, TrainingWarning
 from idyn_ros.models.training import TrainResult, fit, predict
 from idyn_ros.models.uncertainty import torque_uncertainty
 from idyn_ros.models.zoo import ModelConfig, TorqueModel
@@ -235,6 +235,13 @@ def train_run(
             overlap["chose_on"] = overlap["could_validate"][[i for i, _ in spare].index(held)]
         warnings.warn(_repeated_validation_warning(overlap["share"], overlap["could_validate"],
                                                    overlap.get("chose_on")), stacklevel=2)
+    n_val = sum(r.n_samples for r in val)
+    if val and n_val < cfg.window:  # decision: a warning, not a refusal: a user may know how little data they have
+        uses = "early stopping, the residual gate" + (" and auto's choice" if cfg.kind == "auto" else "")
+        warnings.warn(f"the validation data hold {n_val} samples, fewer than one training window ({cfg.window}): "
+                      f"its score, {uses} rest on them and mean little; validate on a longer recording of another "
+                      f"motion, or leave --val out (a tail of the training data is then held out)", TrainingWarning,
+                      stacklevel=2)
     candidates = None
     given_val: list[Recording] = []  # the validation passed in, when auto chose on a training recording instead
     if cfg.kind == "auto":

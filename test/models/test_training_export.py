@@ -231,3 +231,21 @@ def test_an_early_stop_is_a_flag_not_only_a_sentence(iiwa, synth, kind):
     assert res.early_stopped and len(res.history) == 2 and "early stop at epoch 1" in res.stopped, res.stopped
     short = fit(ModelConfig(kind=kind, epochs=1, **TINY), iiwa, [synth[1]], [synth[1]], progress=False)
     assert not short.early_stopped and short.stopped.endswith("max epochs (1)"), short.stopped
+
+
+def test_a_validation_shorter_than_one_training_window_is_said(iiwa, synth):
+    """A 2-sample validation file ran early stopping, the gate and auto's choice silently (2.2 million % on it)."""
+    import dataclasses
+    import warnings as w
+
+    from idyn_ros.models.sources import TrainingWarning
+
+    train, val, _ = synth
+    tiny = dataclasses.replace(val, t=val.t[:2], q=val.q[:2], dq=val.dq[:2], ddq=val.ddq[:2], tau=val.tau[:2])
+    cfg = ModelConfig(kind="rbd-friction", id_method="ols")
+    with pytest.warns(TrainingWarning, match="validation data hold 2 samples, fewer than one training window"):
+        train_run(cfg, iiwa, [train], [tiny], (), None, progress=False)
+    with w.catch_warnings(record=True) as said:
+        w.simplefilter("always")
+        train_run(cfg, iiwa, [train], [val], (), None, progress=False)  # 6 s of validation: nothing of the kind
+    assert not any("fewer than one training window" in str(x.message) for x in said)
