@@ -39,6 +39,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from idyn_ros.data.filters import ButterworthLowPass
+from idyn_ros.data.hints import prefix_pair
 
 _ADD = np.add.reduce  # one reduction per finiteness check: a NaN/Inf makes the sum non-finite
 
@@ -125,13 +126,8 @@ class RotationalDisplacement:
 def _prefix_hint(ours: Sequence[str], theirs: Sequence[str]) -> str:
     """"; they are this robot's joints with prefix 'fer_' ..." when ``theirs`` are ``ours`` under another prefix
     (franka_ros2 names a Panda's joints fer_joint1..7), else ""."""
-    first = ours[0]
-    common = next((i for i in range(len(first)) if any(not name.startswith(first[: i + 1]) for name in ours)),
-                  len(first))
-    mine = first[: first.rfind("_", 0, common) + 1]  # up to the last "_" all names share: "panda_joint1.." -> "panda_"
-    bases = [name[len(mine):] for name in ours]
-    for other in {name[: len(name) - len(bases[0])] for name in theirs if name.endswith(bases[0])}:
-        if other and other != mine and all(other + base in theirs for base in bases):  # ('' means the default)
+    for other, mine in sorted({pair for a in theirs for b in ours if (pair := prefix_pair(a, b)) is not None}):
+        if other != mine and all(name.startswith(mine) and other + name[len(mine):] in theirs for name in ours):
             return (f"; they are this robot's joints with prefix {other!r}: set the nodes' prefix parameter to it "
                     f"(launch: prefix:={other})")
     return ""

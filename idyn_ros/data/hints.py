@@ -13,7 +13,7 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 
-__all__ = ["command_options", "option_hint", "recover_hint"]
+__all__ = ["command_options", "option_hint", "prefix_pair", "recover_hint"]
 
 _OPTIONS: ContextVar[frozenset[str]] = ContextVar("idyn_command_options", default=frozenset())
 
@@ -41,3 +41,15 @@ def option_hint(option: str, value: str = "", purpose: str = "", keyword: str = 
 def recover_hint(purpose: str) -> str:
     """The hint for a damaged or unfinished bag."""
     return option_hint("--recover", purpose=purpose, keyword="recover=True")
+
+
+def prefix_pair(a: str, b: str) -> tuple[str, str] | None:
+    """(old, new) prefixes that turn ``a`` into ``b`` when they share a suffix after a ``_`` or ``/``, else None."""
+    i = 0
+    while i < min(len(a), len(b)) and a[-1 - i] == b[-1 - i]:
+        i += 1
+    while i and (i >= len(a) or a[-1 - i] not in "_/"):  # a prefix map ends in _ or /: fer_, not fer
+        i -= 1
+    if i and a[: len(a) - i]:  # the new prefix may be empty: ur5_=  drops a tf prefix
+        return a[: len(a) - i], b[: len(b) - i]
+    return None

@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 
 from idyn_ros.data.dataset import EFFORT_KINDS, JOINT_SIGNALS, Dataset, read_npz
-from idyn_ros.data.hints import option_hint, recover_hint
+from idyn_ros.data.hints import option_hint, prefix_pair, recover_hint
 from idyn_ros.errors import BagReadError, DatasetError
 
 __all__ = ["ImportReport", "RawRecording", "import_source", "parse_joint_map", "resample", "resolve_robot_joints",
@@ -679,21 +679,9 @@ def messages_with_joints(raw: RawRecording, columns: np.ndarray, joints: Sequenc
     return kept, note
 
 
-def _prefix_pair(a: str, b: str) -> tuple[str, str] | None:
-    """(old, new) prefixes that turn ``a`` into ``b`` when they share a suffix after a ``_`` or ``/``, else None."""
-    i = 0
-    while i < min(len(a), len(b)) and a[-1 - i] == b[-1 - i]:
-        i += 1
-    while i and (i >= len(a) or a[-1 - i] not in "_/"):  # a prefix map ends in _ or /: fer_, not fer
-        i -= 1
-    if i and a[: len(a) - i]:  # the new prefix may be empty: ur5_=  drops a tf prefix
-        return a[: len(a) - i], b[: len(b) - i]
-    return None
-
-
 def _prefix_hint(have: list[str], want: list[str]) -> str:
     """The ``old=new`` prefix map that brings most wanted joints in (e.g. ``arm_=panda_``), else one exact rename."""
-    pairs = sorted({pair for a in have for b in want if (pair := _prefix_pair(a, b)) is not None})
+    pairs = sorted({pair for a in have for b in want if (pair := prefix_pair(a, b)) is not None})
     best = max(pairs, key=lambda pr: sum(apply_joint_map([a], {pr[0]: pr[1]})[0] in want for a in have), default=None)
     if best is not None:
         return f"{best[0]}={best[1]}"
