@@ -344,7 +344,7 @@ class ModelRuntime:
         ``q, dq, ddq`` either (n,) (held for at most ``steps`` ticks; dq, ddq default 0) or a recorded
         history (T, n) that is replayed once. Held input stops early once a step leaves the state bit for bit
         unchanged: every further step would repeat it, so the result equals all ``steps`` (a model without state:
-        0 steps; the rotational displacement's state: 1; an LSTM usually runs them all).
+        0 steps; the rotational displacement's state: settled by the first, 2 run; an LSTM usually runs them all).
         """
         q = np.asarray(q, dtype=np.float64)
         dq = np.zeros_like(q) if dq is None else np.asarray(dq, dtype=np.float64)
