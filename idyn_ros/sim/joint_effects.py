@@ -71,20 +71,6 @@ class JointEffects:
                     or np.any(self.thermal_coefficient))
 
 
-def ripple_torque(q: np.ndarray, tau_drive: np.ndarray, e: JointEffects) -> np.ndarray:
-    """Position-dependent torque ripple (Nm) at joint positions ``q`` (rad) while the drives apply ``tau_drive``
-    (Nm), shape like q (..., n): the part of the drive torque the transmission does not pass on."""
-    q = np.asarray(q, dtype=float)
-    ratio = (e.ripple_ratio * np.sin(e.ripple_order * q[..., None] + e.ripple_phase)).sum(-1)
-    return ratio * np.asarray(tau_drive, dtype=float)
-
-
-def dahl_update(z: np.ndarray, dq: np.ndarray, dt: float, travel: np.ndarray) -> np.ndarray:
-    """Dahl state after ``dt`` s at velocity ``dq``: the exact solution for constant dq (stable for any step)."""
-    s = np.sign(dq)
-    return s + (z - s) * np.exp(-np.abs(dq) * dt / travel)
-
-
 def thermal_scale(temperature: np.ndarray, e: JointEffects) -> np.ndarray:
     """Friction scale factor at joint temperatures (deg C): 1 at the reference temperature."""
     return np.maximum(MIN_THERMAL_SCALE, 1.0 - e.thermal_coefficient * (np.asarray(temperature) - e.reference))

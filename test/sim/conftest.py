@@ -7,6 +7,14 @@ import pinocchio as pin
 import pytest
 
 from idyn_ros.sim import Plant
+from idyn_ros.sim.joint_effects import JointEffects
+
+
+def ripple_torque(q: np.ndarray, tau_drive: np.ndarray, e: JointEffects) -> np.ndarray:
+    """The ripple formula of ``idyn_ros.sim.joint_effects``'s doc, vectorised: the reference the plant's per-step
+    loop (``JointEffectState.torque``) is checked against."""
+    ratio = (e.ripple_ratio * np.sin(e.ripple_order * np.asarray(q, dtype=float)[..., None] + e.ripple_phase)).sum(-1)
+    return ratio * np.asarray(tau_drive, dtype=float)
 
 
 class PinModel:

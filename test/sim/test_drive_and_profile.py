@@ -8,9 +8,10 @@ import pytest
 from idyn_ros.errors import ParameterError
 from idyn_ros.sim import CommandGate, Plant, load_profile
 from idyn_ros.sim.friction import FrictionParameters, smooth_friction, total_friction
-from idyn_ros.sim.joint_effects import ripple_torque
 from idyn_ros.sim.profile import GAZ_PANDA_PHI1, GAZ_PANDA_PHI2, GAZ_PANDA_PHI3, profiles_dir
 from idyn_ros.sim.urdf import read_inertials, rigid_bodies
+
+from .conftest import ripple_torque
 
 LIMIT = np.array([87.0, 87.0, 12.0])
 

@@ -10,8 +10,10 @@ import yaml
 
 from idyn_ros.errors import ParameterError
 from idyn_ros.sim import Plant, load_profile
-from idyn_ros.sim.joint_effects import JointEffectState, dahl_update, ripple_torque
+from idyn_ros.sim.joint_effects import JointEffectState
 from idyn_ros.sim.profile import profiles_dir
+
+from .conftest import ripple_torque
 
 PANDA_Q = np.array([0.0, 0.6, 0.0, -1.8, 0.0, 1.8, 0.5])
 
@@ -101,17 +103,18 @@ def test_an_arm_given_exactly_its_gravity_torque_does_not_wander(robot):
 
 
 def test_dahl_hysteresis_switches_over_its_travel_and_shows_in_the_friction():
-    travel = np.array([0.035])
-    z = np.array([-1.0])
-    # from -1 to 0 takes x_h ln 2 of travel, at any speed and step
-    for v, dt in ((0.1, 1e-3), (2.0, 1e-2)):
-        steps = round(travel[0] * math.log(2) / (v * dt))
-        zz = z.copy()
-        for _ in range(steps):
-            zz = dahl_update(zz, np.array([v]), dt, travel)
-        assert abs(zz[0]) < 0.02 * max(1.0, v * dt / (travel[0] * 0.01))
-    assert dahl_update(z, np.array([0.0]), 1.0, travel)[0] == -1.0  # at rest the deflection stays
     plant = Plant("panda", "true")
+    travel = plant.profile.effects.hysteresis_travel[0]
+    # from -1 to 0 takes x_h ln 2 of travel, at any speed and step (the plant's own per-step update)
+    for v, dt in ((0.1, 1e-3), (2.0, 1e-2)):
+        state = JointEffectState(plant.profile.effects)
+        state.z = [-1.0] * 7
+        for _ in range(round(travel * math.log(2) / (v * dt))):
+            state.torque(PANDA_Q.tolist(), [v] * 7, [0.0] * 7, dt)
+        assert abs(state.z[0]) < 0.02 * max(1.0, v * dt / (travel * 0.01)), (v, dt, state.z[0])
+    state.z = [-1.0] * 7
+    state.torque(PANDA_Q.tolist(), [0.0] * 7, [0.0] * 7, 1.0)
+    assert state.z[0] == -1.0  # at rest the deflection stays
     state = JointEffectState(plant.profile.effects)
     f_h = plant.profile.effects.hysteresis_torque
     for _ in range(2000):  # 2 rad of travel forward: saturated at +F_h (temperature still at reference)
