@@ -327,3 +327,23 @@ def test_friction_ground_truth_leaves_out_the_joint_limit_stop(profile, pin_mode
     dry = plant.model.dof_frictionloss[3]  # this period's dry level (0 in ideal)
     ripple_and_hysteresis = 2.0 if profile == "true" else 0.0  # Nm, joint 4 of the true Panda: < 0.4+0.4+0.2+0.8
     assert abs(s.tau_friction[3]) <= dry + ripple_and_hysteresis + 1e-9
+
+
+@pytest.mark.parametrize("robot", ["panda", "iiwa14", "ur5"])
+def test_a_joint_driven_at_its_effort_limit_stops_at_its_limit(robot, pin_model):
+    """A hard stop, as the real arms' mechanical stops: MuJoCo's default soft limit let the joint 4.5-6.2 deg past."""
+    plant = Plant(robot, profile="true")
+    pm = pin_model(plant)
+    lower = plant._joint_ranges()[0]
+    j = 2 if robot == "ur5" else 3  # the elbow
+    q = np.clip(np.zeros(plant.n), lower, plant._joint_ranges()[1])
+    q[j] = lower[j] + 0.5
+    s = plant.reset(q)
+    overshoot = 0.0
+    for _ in range(1500):  # hits the stop at speed, then rests on it
+        tau = pm.gravity(s.q_true)
+        tau[j] -= plant.effort_limit[j]
+        s = plant.step(tau)
+        overshoot = max(overshoot, lower[j] - s.q_true[j])
+    assert np.degrees(overshoot) < 0.5
+    assert np.degrees(lower[j] - s.q_true[j]) < 0.01
