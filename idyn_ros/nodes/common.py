@@ -1,7 +1,9 @@
 """Glue shared by the idyn nodes: QoS, robot loading from parameters, diagnostics, stamps, main().
 
 QoS decisions: the hot-path inputs (/joint_states, reference, feedforward, adaptation) are
-BEST_EFFORT depth 1 (matches reliable and best-effort publishers; never queue stale samples);
+BEST_EFFORT depth 1 (matches reliable and best-effort publishers; never queue stale samples), except joint states:
+depth 4, of which the hot loop serves the newest per joint-name set (``hot_loop.subscribe_joint_states``), so that a
+gripper's states on the same topic cannot displace the arm's;
 the effort command is RELIABLE depth 1 (what ros2_control's forward controller expects);
 monitoring topics are RELIABLE depth 10.
 """
@@ -20,6 +22,8 @@ from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPo
 from idyn_ros.control import state_estimation as se  # per tick in JointStateProblems.update: imported once here
 
 HOT_IN = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=1, reliability=ReliabilityPolicy.BEST_EFFORT)
+# depth 4: room for the arm's state next to other publishers' (a gripper, a joint_state_publisher) between two reads
+JOINT_STATES_IN = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=4, reliability=ReliabilityPolicy.BEST_EFFORT)
 COMMAND_OUT = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=1, reliability=ReliabilityPolicy.RELIABLE)
 MONITOR = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=10, reliability=ReliabilityPolicy.RELIABLE)
 LATCHED = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=1, reliability=ReliabilityPolicy.RELIABLE,

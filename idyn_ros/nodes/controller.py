@@ -157,7 +157,6 @@ class ControllerNode(LifecycleNode):
         return TransitionCallbackReturn.SUCCESS
 
     def _create_io(self, p: ControllerParams) -> None:
-        from sensor_msgs.msg import JointState
         from std_msgs.msg import Float64MultiArray
 
         from idyn_ros.msg import AdaptationState, ControllerState, FeedforwardTorque, JointReference
@@ -166,7 +165,7 @@ class ControllerNode(LifecycleNode):
         self.state_pub = self.create_publisher(ControllerState, p.controller_state_topic, MONITOR)
         self._pubs = [self.cmd_pub, self.state_pub]
         self._subs = [  # the 1 kHz inputs: on the process's hot loop when run as a node (see nodes.hot_loop)
-            hot_loop.subscribe(self, JointState, p.joint_states_topic, self._on_joint_state, HOT_IN, urgent=True),
+            hot_loop.subscribe_joint_states(self, p.joint_states_topic, self._on_joint_state, urgent=True),
             hot_loop.subscribe(self, JointReference, p.reference_topic, self._on_reference, HOT_IN),
             hot_loop.subscribe(self, AdaptationState, p.adaptation_topic, self._on_adaptation, HOT_IN),
         ]

@@ -57,7 +57,6 @@ def _settings_problem(v: DoomedParams) -> str | None:
 
 class DoomedNode(Node):
     def __init__(self, name: str = "doomed", **kwargs: Any) -> None:
-        from sensor_msgs.msg import JointState
         from std_srvs.srv import Trigger
 
         from idyn_ros.msg import AdaptationState, ControllerState
@@ -97,7 +96,7 @@ class DoomedNode(Node):
         self._offset, self._acc_error, self._error_variance = (field_view(self.out, name, n) for name in (
             "offset", "acceleration_error", "error_variance"))  # written each publish
         self.pub = self.create_publisher(AdaptationState, v.adaptation_topic, HOT_IN)
-        hot_loop.subscribe(self, JointState, v.joint_states_topic, self._serialised(self._on_joint_state), HOT_IN)
+        hot_loop.subscribe_joint_states(self, v.joint_states_topic, self._serialised(self._on_joint_state))
         hot_loop.subscribe(self, ControllerState, v.controller_state_topic,
                            self._serialised(self._on_controller_state), HOT_IN)
         self.create_service(Trigger, "~/freeze", self._serialised(self._srv_freeze))

@@ -41,8 +41,6 @@ PARTS = ("rbd", "friction", "residual")  # FeedforwardTorque fields filled while
 
 class FeedforwardNode(Node):
     def __init__(self, name: str = "feedforward", **kwargs: Any) -> None:
-        from sensor_msgs.msg import JointState
-
         from idyn_ros.msg import FeedforwardTorque, JointReference
 
         super().__init__(name, **kwargs)
@@ -66,7 +64,7 @@ class FeedforwardNode(Node):
         self._total = field_view(self.out, "total", self.robot.n)  # written each publish
         self._parts: tuple[np.ndarray, ...] | None = None  # rbd, friction, residual while publish_parts
         self.pub = self.create_publisher(FeedforwardTorque, v.feedforward_topic, HOT_IN)
-        hot_loop.subscribe(self, JointState, v.joint_states_topic, self._on_joint_state, HOT_IN)
+        hot_loop.subscribe_joint_states(self, v.joint_states_topic, self._on_joint_state)
         hot_loop.subscribe(self, JointReference, v.reference_topic, self._on_reference, HOT_IN)
         self.create_timer(v.diagnostics_period, self.problems.publish)
         payload_service(self, self._set_payload)

@@ -32,7 +32,6 @@ STALE_READING_S = 0.1  # s without a new F/T reading: the compensation stops ins
 class GripperCompensationNode(Node):
     def __init__(self, name: str = "gripper_compensation", **kwargs: Any) -> None:
         from geometry_msgs.msg import WrenchStamped
-        from sensor_msgs.msg import JointState
 
         from idyn_ros.control.feedforward import FeedforwardComputer
         from idyn_ros.robots.spec import Payload
@@ -66,7 +65,7 @@ class GripperCompensationNode(Node):
         self.pub_gripper = self.create_publisher(WrenchStamped, f"{v.ft_topic.rstrip('/')}/gripper", MONITOR)
         self._msg = WrenchStamped()
         hot_loop.subscribe(self, WrenchStamped, v.ft_topic, self._on_wrench, HOT_IN)
-        hot_loop.subscribe(self, JointState, v.joint_states_topic, self._on_joint_state, HOT_IN)
+        hot_loop.subscribe_joint_states(self, v.joint_states_topic, self._on_joint_state)
         self.create_timer(v.diagnostics_period, self.problems.publish)
         self.diag.set(Diagnostics.OK, f"{self.comp.source} compensation", publish=True)
 

@@ -13,7 +13,9 @@ Python once (~30 us for a JointState) and handed to every callback, in registrat
 process the controller (created first) answers before any monitoring node runs. An urgent callback (the
 controller's state) is also polled for between the monitoring callbacks; a message it takes there reaches
 the monitoring callbacks of its topic after the current one (if two arrive meanwhile, the newer one only, as
-with their depth-1 queue). Everything else of a node (parameters,
+with their depth-1 queue). A topic subscribed with a ``coalesce`` key (joint states: the joint names) keeps the
+newest queued message per key instead: another publisher on /joint_states (a gripper) then cannot displace the arm's
+state, and a late reader still gets no stale arm state. Everything else of a node (parameters,
 lifecycle services, diagnostics timers) stays on its executor, which now wakes only for that slow traffic.
 
 Callbacks must not modify the message they get (others read it too).
@@ -33,7 +35,7 @@ import traceback
 from collections.abc import Callable
 from typing import Any, ClassVar
 
-from idyn_ros.nodes.common import drop_unconvertible
+from idyn_ros.nodes.common import JOINT_STATES_IN, drop_unconvertible
 
 IDLE_WAIT_NS = 100_000_000  # wait bound without idle hooks: the stop flag is seen within 0.1 s
 # a poll for the controller's state costs ~20 us: poll between monitoring callbacks once this long has passed
@@ -53,14 +55,15 @@ def _tight_timer_slack() -> None:
 class _Topic:
     """One shared subscription and the callbacks on it: (callback, urgent) in registration order."""
 
-    __slots__ = ("callbacks", "key", "pending", "subscription", "urgent")
+    __slots__ = ("callbacks", "coalesce", "key", "pending", "subscription", "urgent")
 
     def __init__(self, key: tuple, subscription: Any) -> None:
         self.key = key
         self.subscription = subscription
         self.callbacks: tuple[tuple[Callable[[Any], None], bool], ...] = ()
         self.urgent = False
-        self.pending: Any = None  # a message its urgent callbacks already had, waiting for the others
+        self.pending: list[Any] = []  # messages its urgent callbacks already had, waiting for the others
+        self.coalesce: Callable[[Any], Any] | None = None  # key of "the same source" (module docstring)
 
 
 class Subscription:
@@ -143,11 +146,13 @@ class HotLoop:
 
     # ------------------------------------------------------------------ registration (any thread)
     def subscribe(self, msg_type: Any, topic: str, callback: Callable[[Any], None], qos: Any,
-                  urgent: bool = False) -> Subscription:
+                  urgent: bool = False, coalesce: Callable[[Any], Any] | None = None) -> Subscription:
         """Call ``callback`` with each message on ``topic`` from the loop thread (see the module docstring).
 
         ``urgent`` (the controller's /joint_states): also polled between the other callbacks of a wake-up,
         so a burst of monitoring work delays the command by at most one callback, not the whole burst.
+        ``coalesce``: every queued message is taken and only the newest per ``coalesce(msg)`` is served (with a
+        queue deeper than 1; the module docstring says why).
         """
         key = (topic, msg_type, qos.reliability, qos.history, qos.depth, qos.durability)
         with self._lock:
@@ -155,6 +160,7 @@ class HotLoop:
             if shared is None:
                 shared = _Topic(key, self.node.create_subscription(msg_type, topic, lambda _msg: None, qos))
             shared.callbacks = (*shared.callbacks, (callback, urgent))
+            shared.coalesce = coalesce or shared.coalesce
             shared.urgent = any(u for _, u in shared.callbacks)
             # always a new tuple object: the loop rebuilds its wait sets (the urgent ones may have changed)
             self._topics = tuple([t for t in self._topics if t is not shared] + [shared]) \
@@ -226,13 +232,13 @@ class HotLoop:
                     self._checked = time.monotonic_ns()
                     for t in topics:  # registration order: the controller first
                         if t.subscription.handle.pointer in ready:
-                            msg = self._take(t)
-                            if msg is not None:
+                            for msg in self._take_queued(t):
                                 self._dispatch(t, msg, with_urgent=True)
                     for t in topics:  # messages the urgent polls took, for the other callbacks of their topic
-                        while t.pending is not None:
-                            msg, t.pending = t.pending, None
-                            self._dispatch(t, msg, with_urgent=False)
+                        while t.pending:
+                            msgs, t.pending = t.pending, []
+                            for msg in msgs:
+                                self._dispatch(t, msg, with_urgent=False)
                 if idle:
                     now = time.monotonic_ns()
                     for item in idle:
@@ -270,12 +276,29 @@ class HotLoop:
         self._checked = time.monotonic_ns()
         for t in self._urgent if ready else ():
             if t.subscription.handle.pointer in ready:
-                msg = self._take(t)
-                if msg is not None:
+                msgs = self._take_queued(t)
+                for msg in msgs:
                     for callback, urgent in t.callbacks:
                         if urgent:
                             callback(msg)
-                    t.pending = msg  # the newest wins for the others, as with a depth-1 queue
+                if msgs:  # for the others: the newest wins, as with a depth-1 queue (per key when coalescing)
+                    t.pending = _newest_per_key([*t.pending, *msgs], t.coalesce) if t.coalesce else [msgs[-1]]
+
+    def _take_queued(self, t: _Topic) -> list[Any]:
+        """The message to serve now: one, or with ``coalesce`` every queued one (at most the queue's depth), the
+        newest per key."""
+        msg = self._take(t)
+        if msg is None:
+            return []
+        if t.coalesce is None:
+            return [msg]
+        msgs = [msg]
+        for _ in range(t.key[4] - 1):  # key[4]: the queue depth
+            msg = self._take(t)
+            if msg is None:
+                break
+            msgs.append(msg)
+        return msgs if len(msgs) == 1 else _newest_per_key(msgs, t.coalesce)
 
     def _take(self, t: _Topic) -> Any:
         sub = t.subscription
@@ -287,17 +310,35 @@ class HotLoop:
         return info[0] if info is not None else None
 
 
+def _newest_per_key(msgs: list[Any], key: Callable[[Any], Any]) -> list[Any]:
+    """``msgs`` (oldest first) without those a newer message of the same key replaces, in arrival order."""
+    keys = [key(m) for m in msgs]
+    return [m for i, m in enumerate(msgs) if keys[i] not in keys[i + 1:]]
+
+
 def subscribe(node: Any, msg_type: Any, topic: str, callback: Callable[[Any], None], qos: Any,
-              urgent: bool = False) -> Any:
-    """A 1 kHz input of ``node``: on the process's hot loop when enabled, else a plain subscription.
+              urgent: bool = False, coalesce: Callable[[Any], Any] | None = None) -> Any:
+    """A 1 kHz input of ``node``: on the process's hot loop when enabled, else a plain subscription (which serves
+    every queued message: ``coalesce`` needs the hot loop).
 
     The topic is resolved by ``node`` (its namespace and remaps, e.g. ``-r /joint_states:=/robot/joint_states``)
     before the hot loop's hidden node subscribes to it.
     """
     if HotLoop.enabled():
         resolved = node.resolve_topic_name(topic)
-        return HotLoop.for_context(node.context).subscribe(msg_type, resolved, callback, qos, urgent)
+        return HotLoop.for_context(node.context).subscribe(msg_type, resolved, callback, qos, urgent, coalesce)
     return node.create_subscription(msg_type, topic, callback, qos)
+
+
+def _joint_names(msg: Any) -> tuple[str, ...]:
+    return tuple(msg.name)
+
+
+def subscribe_joint_states(node: Any, topic: str, callback: Callable[[Any], None], urgent: bool = False) -> Any:
+    """A node's sensor_msgs/JointState input: ``JOINT_STATES_IN``, the newest message per joint-name set."""
+    from sensor_msgs.msg import JointState
+
+    return subscribe(node, JointState, topic, callback, JOINT_STATES_IN, urgent, coalesce=_joint_names)
 
 
 def unsubscribe(node: Any, subscription: Any) -> None:

@@ -25,8 +25,6 @@ from idyn_ros.parameters import JointStateBufferParams
 
 class JointStateBufferNode(Node):
     def __init__(self, name: str = "joint_state_buffer", **kwargs: Any) -> None:
-        from sensor_msgs.msg import JointState
-
         from idyn_ros.msg import JointStateEstimate
 
         super().__init__(name, **kwargs)
@@ -43,7 +41,7 @@ class JointStateBufferNode(Node):
             "position", "velocity", "acceleration", "acceleration_raw", "rotational_displacement")}
         self._effort: np.ndarray | None = None  # the effort field's view while the input carries efforts
         self.pub = self.create_publisher(JointStateEstimate, v.state_estimate_topic, HOT_IN)
-        hot_loop.subscribe(self, JointState, v.joint_states_topic, self._on_joint_state, HOT_IN)
+        hot_loop.subscribe_joint_states(self, v.joint_states_topic, self._on_joint_state)
         self.diag = Diagnostics(self, f"idyn: {self.get_name()}", v.robot)
         self.create_timer(v.diagnostics_period, self._on_diagnostics)
         self._last_rx = -1

@@ -67,7 +67,6 @@ REFERENCE_STALE_NS = 1_000_000_000  # a reference stamped this far from the late
 class PayloadIdentifierNode(Node):
     def __init__(self, name: str = "payload_identifier", **kwargs: Any) -> None:
         from rcl_interfaces.msg import Log
-        from sensor_msgs.msg import JointState
         from trajectory_msgs.msg import JointTrajectory
 
         from idyn_ros.msg import ControllerState, JointReference
@@ -106,7 +105,7 @@ class PayloadIdentifierNode(Node):
             threading.Thread(target=self._design, args=(v.design_budget,), daemon=True).start()
         self.traj_pub = self.create_publisher(JointTrajectory, f"{v.reference_node.rstrip('/')}/joint_trajectory",
                                               MONITOR)
-        hot_loop.subscribe(self, JointState, v.joint_states_topic, self._on_joint_state, HOT_IN)
+        hot_loop.subscribe_joint_states(self, v.joint_states_topic, self._on_joint_state)
         # the plan starts where the reference node is (it plays a JointTrajectory from its current q_d, not from the
         # measured q: planning from the measured q put the tracking error into the first 10 ms and it was refused)
         self.create_subscription(JointReference, v.reference_topic, self._on_reference, HOT_IN)

@@ -103,7 +103,6 @@ def _settings_problem(v: ReferenceParams, q_start: np.ndarray | None = None) -> 
 
 class ReferenceNode(Node):
     def __init__(self, name: str = "reference", **kwargs: Any) -> None:
-        from sensor_msgs.msg import JointState
         from trajectory_msgs.msg import JointTrajectory
 
         from idyn_ros.msg import JointReference
@@ -128,7 +127,7 @@ class ReferenceNode(Node):
         self._positions, self._velocities, self._accelerations = (field_view(self.out, name, self.n) for name in (
             "positions", "velocities", "accelerations"))  # written each publish
         self.pub = self.create_publisher(JointReference, v.reference_topic, HOT_IN)
-        hot_loop.subscribe(self, JointState, v.joint_states_topic, self._on_joint_state, HOT_IN)
+        hot_loop.subscribe_joint_states(self, v.joint_states_topic, self._on_joint_state)
         self.create_subscription(JointTrajectory, "~/joint_trajectory", self._on_trajectory, MONITOR)
         self._following = False  # the controller is not active: publish the measured pose (module docstring)
         self._zeros = np.zeros(self.n)

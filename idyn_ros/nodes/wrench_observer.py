@@ -42,7 +42,6 @@ from idyn_ros.data.filters import lowpass_alpha
 from idyn_ros.nodes import hot_loop
 from idyn_ros.nodes.common import (
     COMMAND_OUT,
-    HOT_IN,
     MONITOR,
     Diagnostics,
     JointStateProblems,
@@ -125,7 +124,7 @@ class WrenchObserverNode(Node):
         self._w = WrenchStamped()
         self._jt = JointState(name=list(self.robot.joint_names))
         self._jt_effort = field_view(self._jt, "effort", self.robot.n)  # written each publish
-        hot_loop.subscribe(self, JointState, v.joint_states_topic, self._on_joint_state, HOT_IN)
+        hot_loop.subscribe_joint_states(self, v.joint_states_topic, self._on_joint_state)
         if v.torque_source == "command":
             hot_loop.subscribe(self, Float64MultiArray, command_topic(v.command_topic, v.robot), self._on_command,
                                COMMAND_OUT)

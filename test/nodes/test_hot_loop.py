@@ -161,3 +161,38 @@ def test_a_shared_topic_keeps_order_for_the_monitoring_callbacks(rclpy_context, 
     assert _wait(lambda: len(order) >= 6)
     assert order[:6] == ["U(1)", "S1(1)", "U(2)", "S2(1)", "S1(2)", "S2(2)"], order
     node.destroy_node()
+
+
+def test_joint_states_keep_the_newest_per_joint_set_so_a_gripper_cannot_displace_the_arm(rclpy_context, loop):
+    """Arm, gripper, arm, gripper queued while the loop is busy: the newest arm state and the newest gripper state
+    are served, in arrival order (with a depth-1 queue the gripper's last message was all that was left)."""
+    import rclpy
+    from sensor_msgs.msg import JointState
+    from std_msgs.msg import Float64
+
+    from idyn_ros.nodes import hot_loop
+    from idyn_ros.nodes.common import HOT_IN, JOINT_STATES_IN
+
+    node = rclpy.create_node("hot_loop_js", context=rclpy_context)
+    seen: list[tuple[str, float]] = []
+    arm, gripper = ["j1", "j2"], ["finger"]
+
+    def block(_msg) -> None:  # keeps the loop busy while the four states arrive
+        for names, x in ((arm, 1.0), (gripper, 2.0), (arm, 3.0), (gripper, 4.0)):
+            pub.publish(JointState(name=names, position=[x] * len(names)))
+        time.sleep(0.2)
+
+    hot_loop.subscribe(node, Float64, "/hot_loop_test/block_js", block, HOT_IN)
+    for urgent in (True, False):  # the controller's (urgent) and a monitoring node's callback share the topic
+        hot_loop.subscribe_joint_states(node, "/hot_loop_test/joint_states",
+                                        lambda m, u=urgent: seen.append((f"{m.name[0]}{'!' if u else ''}",
+                                                                         m.position[0])), urgent=urgent)
+    pub = node.create_publisher(JointState, "/hot_loop_test/joint_states", JOINT_STATES_IN)
+    block_pub = node.create_publisher(Float64, "/hot_loop_test/block_js", HOT_IN)
+    loop.start()
+    assert _wait(lambda: pub.get_subscription_count() == 1 and block_pub.get_subscription_count() == 1)
+    block_pub.publish(Float64(data=1.0))
+    assert _wait(lambda: len(seen) >= 4)
+    time.sleep(0.1)
+    assert seen == [("j1!", 3.0), ("j1", 3.0), ("finger!", 4.0), ("finger", 4.0)], seen
+    node.destroy_node()
