@@ -90,17 +90,27 @@ def test_a_bag_compressed_message_by_message_imports(tmp_path: Path, storage: st
     np.testing.assert_array_equal(ds.q, q)
 
 
-def test_a_file_compressed_bag_says_to_decompress_it_and_then_imports(tmp_path: Path) -> None:
-    q = write_compressed_bag(tmp_path / "bag", "FILE", "sqlite3")
-    with pytest.raises(BagReadError, match=r"zstd-compressed as a whole.*zstd -d --rm"):
-        import_source(tmp_path / "bag", robot="panda")
-    from idyn_ros.data.bag.base import zstd
-
+@pytest.mark.parametrize("storage", ["mcap", "sqlite3"])
+def test_a_file_compressed_bag_imports_and_stays_compressed(tmp_path: Path, storage: str) -> None:
+    q = write_compressed_bag(tmp_path / "bag", "FILE", storage)
     packed = next((tmp_path / "bag").glob("*.zstd"))
-    packed.with_suffix("").write_bytes(zstd().decompress(packed.read_bytes()))  # what `zstd -d --rm` does
-    packed.unlink()
-    ds, _ = import_quietly(tmp_path / "bag")
+    before = packed.read_bytes()
+    ds, _ = import_source(tmp_path / "bag", robot="panda")
     np.testing.assert_array_equal(ds.q, q)
+    assert packed.read_bytes() == before and sorted(p.name for p in (tmp_path / "bag").iterdir()) == sorted(
+        ["metadata.yaml", packed.name]), "the user's recording is read through a copy, never changed"
+
+
+def test_a_cut_file_compressed_bag_is_a_bag_error_and_recover_reads_what_decompresses(tmp_path: Path) -> None:
+    q = write_compressed_bag(tmp_path / "bag", "FILE", "mcap", n_samples=3000)
+    packed = next((tmp_path / "bag").glob("*.zstd"))
+    packed.write_bytes(packed.read_bytes()[: packed.stat().st_size // 2])  # a copy that stopped half way
+    with pytest.raises(BagReadError, match=r"zstd-compressed as a whole\) does not decompress past byte"):
+        import_source(tmp_path / "bag", robot="panda")
+    ds, report = import_quietly(tmp_path / "bag", recover=True)
+    assert 0 < len(ds) < len(q)
+    np.testing.assert_array_equal(ds.q, q[: len(ds)])
+    assert any("reading the part that decompressed" in w for w in report.warnings), report.warnings
 
 
 def test_a_zstd_chunk_that_does_not_decompress_is_a_bag_error(tmp_path: Path) -> None:

@@ -13,8 +13,9 @@ def is_bag(path: str | Path) -> bool:
     """True for a bag folder, a ``.db3`` or a ``.mcap`` file (by suffix or magic bytes)."""
     path = Path(path)
     if path.is_dir():
-        return (path / "metadata.yaml").is_file() or any(path.glob("*.db3")) or any(path.glob("*.mcap"))
-    if path.suffix in (".db3", ".mcap"):
+        return (path / "metadata.yaml").is_file() or any(path.glob("*.db3")) or any(path.glob("*.mcap")) \
+            or any(path.glob("*.db3.zstd")) or any(path.glob("*.mcap.zstd"))
+    if path.suffix in (".db3", ".mcap") or path.name.endswith((".db3.zstd", ".mcap.zstd")):
         return True
     if path.is_file():
         with path.open("rb") as f:
@@ -95,7 +96,8 @@ def find_storage_files(path: str | Path) -> tuple[list[Path], list[str]]:
         raise BagReadError(f"{path}: no such file or folder")
     if path.is_file():
         return [path], notes
-    present = sorted([*path.glob("*.db3"), *path.glob("*.mcap")], key=split_order)
+    present = sorted([*path.glob("*.db3"), *path.glob("*.mcap"), *path.glob("*.db3.zstd"), *path.glob("*.mcap.zstd")],
+                     key=split_order)
     meta = path / "metadata.yaml"
     if not meta.is_file():
         if not present:

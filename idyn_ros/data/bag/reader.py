@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import tempfile
 import warnings
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
@@ -37,10 +38,9 @@ def storage_id(file: Path) -> str:
         return "sqlite3"
     if not head:
         raise BagReadError(f"{file} is empty (0 bytes): the recording never wrote data")
-    if head.startswith(ZSTD_MAGIC):
-        raise BagReadError(f"{file} is zstd-compressed as a whole (rosbag2 --compression-mode file), which this "
-                           f"reader does not open; decompress it in place first (`zstd -d --rm {file}`), then read "
-                           "the bag again")
+    if head.startswith(ZSTD_MAGIC):  # BagReader decompresses such a file before it asks
+        raise BagReadError(f"{file} is zstd-compressed as a whole (rosbag2 --compression-mode file): read it with "
+                           "BagReader, which decompresses it")
     raise BagReadError(f"{file} is neither a rosbag2 sqlite3 (.db3) nor an MCAP file (first bytes {head[:8]!r})")
 
 
@@ -66,9 +66,39 @@ class BagReader:
         for note in self.notes:
             warnings.warn(note, BagWarning, stacklevel=3)
         self._topics: dict[str, BagTopic] | None = None
+        self._plain: dict[Path, Path] = {}  # file compressed as a whole -> its decompressed copy
+        self._scratch: tempfile.TemporaryDirectory | None = None  # holds the copies; removed with the reader
 
     def _storage(self, file: Path) -> StorageReader:
+        file = self._decompressed_file(file)
         return STORAGE_PLUGINS[storage_id(file)](file, self.recover)
+
+    def _decompressed_file(self, file: Path) -> Path:
+        """``file``, or for one rosbag2 zstd-compressed as a whole (``--compression-mode file``) a decompressed copy
+        in a temporary folder (decision: a copy, since a reader must not change the user's recording in place)."""
+        if file in self._plain:
+            return self._plain[file]
+        with file.open("rb") as f:
+            if not f.read(4).startswith(ZSTD_MAGIC):
+                return file
+        if self._scratch is None:
+            self._scratch = tempfile.TemporaryDirectory(prefix="idyn_bag_")
+        plain = Path(self._scratch.name) / f"{len(self._plain)}_{file.name.removesuffix('.zstd')}"
+        try:
+            with zstd().open(file, "rb") as src, plain.open("wb") as dst:
+                while block := src.read(1 << 16):  # small reads: a cut file keeps all but its last 64 kB
+                    dst.write(block)
+        except (zstd().ZstdError, EOFError) as exc:
+            done = plain.stat().st_size if plain.exists() else 0
+            what = f"{file} (zstd-compressed as a whole) does not decompress past byte {done} of its content ({exc})"
+            if not self.recover:
+                raise BagReadError(f"{what}; {recover_hint('read the part that decompressed')}") from None
+            warnings.warn(f"{what}; reading the part that decompressed", BagWarning, stacklevel=4)
+        except OSError as exc:
+            raise BagReadError(f"{file}: cannot decompress it into {plain.parent} ({exc}); free space there or set "
+                               "TMPDIR to a folder with room for the uncompressed bag") from None
+        self._plain[file] = plain
+        return plain
 
     def topics(self) -> dict[str, BagTopic]:
         """Topics of all storage files (name -> :class:`BagTopic`)."""
