@@ -327,8 +327,10 @@ class Controller:
 
     # ------------------------------------------------------------------ the tick
     def update(self, names: Sequence[str], position: Sequence[float], velocity: Sequence[float],
-               effort: Sequence[float], stamp_ns: int, now_ns: int, clock_ns: int | None = None) -> np.ndarray | None:
-        """One joint state in, the command out (a view of ``self.tau``, Nm, robot joint order).
+               effort: Sequence[float], stamp_ns: int, now_ns: int, clock_ns: int | None = None,
+               source: object = None) -> np.ndarray | None:
+        """One joint state in (from publisher ``source``, ``JointStateFilter.update``), the command out (a view of
+        ``self.tau``, Nm, robot joint order).
 
         ``now_ns``: receive time on the caller's clock (ages of inputs); ``clock_ns``: the clock the stamp is
         compared with (``max_stamp_age``; None: no stamp check). Returns None when nothing is to be sent: inactive, a
@@ -337,7 +339,7 @@ class Controller:
         if not self.active:
             return None
         f, wd, p = self.filter, self.watchdog, self.params
-        status = f.update(names, position, velocity, effort, stamp_ns)
+        status = f.update(names, position, velocity, effort, stamp_ns, source)
         if status in se.SKIPPED:
             return None  # re-sent, late or another publisher's: the silence watchdog keeps counting
         if self.last_rx_ns >= 0 and not self._restart_silence_clock:  # (a hold start's warm-up is not silence)

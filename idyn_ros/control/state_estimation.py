@@ -21,13 +21,20 @@ Stamp contract of ``JointStateFilter.update`` (what every user of the filter bui
 - ``RESTART_BACKWARDS``: a stamp more than ``max_gap_ns`` behind the last accepted one (bag loop, simulator reset,
   driver restart, clock step). ``RESTART_STALLED``: the same stamp as the last accepted one with other positions,
   ``STALLED_SAMPLES`` times in a row (stamps stopped advancing while the arm moves: a driver without a time source,
-  a frozen clock). On both
+  a frozen clock). On both, and on ``RESTART_SOURCE`` (below)
   (``RESTARTS``) the filter restarts on that sample, as ``reset()`` then accept (q live, dq measured or 0, ddq 0;
   the counters are kept), ``reason`` says why, and the next samples continue from it. Users: ``q``/``dq`` hold the
   live sample; the controller treats a restart as a data fault (its safe torque from the live state); every other
   node resets its own time-dependent state and carries on.
 - ``REJECT_*``: not accepted, estimate untouched, ``reason`` says why (names, lengths, NaN/Inf, a negative stamp).
   ``REJECT_BACKWARDS`` is no longer returned (kept for its number).
+
+Publishers (``source``: who published the sample, e.g. the DDS publisher's id; None when unknown): the filter takes the
+robot's state from one publisher, the first it heard. Another publisher of the robot's joints (a joint_state_publisher
+started by a display launch file, a republisher) is ``SECOND_SOURCE``: ignored and counted in ``second_source``, so
+its states never interleave with the driver's. It takes over (``RESTART_SOURCE``, estimators restarted) only after
+``SOURCE_SWITCH_SAMPLES`` of its samples in a row, each within ``max_gap_ns`` of the last, with none from the first
+publisher in between: a restarted driver is back within a few periods, a slow publisher never takes over.
 """
 
 from __future__ import annotations
@@ -54,14 +61,19 @@ RESTART_BACKWARDS = 6
 RESTART_STALLED = 7
 REJECT_STAMP = 8
 FOREIGN = 9  # names none of the robot's joints: another publisher's on the topic (a gripper, another arm), ignored
-RESTARTS = (RESTART_BACKWARDS, RESTART_STALLED)  # the sample was taken, but the estimators started over on it
+SECOND_SOURCE = 10  # the robot's joints from a publisher other than the one the state comes from, ignored
+RESTART_SOURCE = 11  # that other publisher took over (the first went silent): estimators restarted on its sample
+RESTARTS = (RESTART_BACKWARDS, RESTART_STALLED, RESTART_SOURCE)  # the sample was taken, the estimators started over
 INTERVAL_SMOOTHING = 1.0 / 256  # weight of each new interval in the mean interval
 RATE_SAMPLES = 500  # accepted samples before the mean interval is judged
 RATE_TOLERANCE = 1.25  # a mean interval this far from the period, either way, is another rate
 # samples in a row stamped like the last accepted one, with other positions, that make a stalled clock: fewer are a
 # driver publishing twice per cycle or stamping at 1 ms resolution, dropped like a late sample
 STALLED_SAMPLES = 3
-SKIPPED = (DUPLICATE, FOREIGN)  # nothing taken and nothing wrong: the caller returns as for a re-sent state
+# samples in a row, at the input's rate, with which another publisher of the robot's joints takes over (module doc)
+SOURCE_SWITCH_SAMPLES = 5
+# nothing taken and nothing wrong: the caller returns as for a re-sent state
+SKIPPED = (DUPLICATE, FOREIGN, SECOND_SOURCE)
 
 STATUS_TEXT = {
     OK: "ok",
@@ -74,6 +86,8 @@ STATUS_TEXT = {
     RESTART_STALLED: "stamp stopped advancing while the joints moved: estimators restarted",
     REJECT_STAMP: "negative stamp",
     FOREIGN: "names none of the robot's joints (another publisher's, ignored)",
+    SECOND_SOURCE: "the robot's joints from a second publisher (ignored)",
+    RESTART_SOURCE: "another publisher took over the robot's joints: estimators restarted",
 }
 
 
@@ -250,6 +264,11 @@ class JointStateFilter:
         self.foreign = 0  # FOREIGN samples since reset (foreign_note says what they were)
         self.mean_interval_s = 0.0  # of the accepted samples that were not restarts (0: none yet)
         self.foreign_names: tuple[str, ...] = ()  # the first one's names
+        self.source: object = None  # the publisher the state comes from (module doc); None: none heard yet
+        self.second_source = 0  # SECOND_SOURCE samples since reset
+        self._candidate: object = None  # another publisher, its samples in a row at the input's rate, its last stamp
+        self._candidate_run = 0
+        self._candidate_ns = 0
         self.reason = ""
         self.estimate = JointStateEstimate(-1, self.q, self.dq, self.ddq, self.effort, self._rd.r)
 
@@ -259,6 +278,7 @@ class JointStateFilter:
         self.samples = 0
         self.gaps = 0
         self.dropped = 0
+        self.second_source = 0  # the publisher stays: activating a controller must not let another one in first
 
     def _forget(self) -> None:
         """The estimators' past only (a restart on a jumped or stalled stamp keeps the counters)."""
@@ -273,10 +293,12 @@ class JointStateFilter:
         velocity: Sequence[float],
         effort: Sequence[float],
         stamp_ns: int,
+        source: object = None,
     ) -> int:
-        """Take one sample (stamp in ns). Returns OK, DUPLICATE, RESTART_* or a REJECT_* code (module doc)."""
-        status = self._admit(names, position, velocity, effort, stamp_ns)
-        if status not in (OK, RESTART_STALLED, RESTART_BACKWARDS):
+        """Take one sample (stamp in ns) from publisher ``source`` (None: unknown). Returns OK, one of ``SKIPPED``,
+        a ``RESTART_*`` or a ``REJECT_*`` code (module doc)."""
+        status = self._admit(names, position, velocity, effort, stamp_ns, source)
+        if status != OK and status not in RESTARTS:
             return status
         if status != OK:
             self._forget()
@@ -288,9 +310,10 @@ class JointStateFilter:
         return status
 
     def _admit(self, names: Sequence[str], position: Sequence[float], velocity: Sequence[float],
-               effort: Sequence[float], stamp_ns: int) -> int:
+               effort: Sequence[float], stamp_ns: int, source: object) -> int:
         """Check one sample and gather it in robot order (q in ``_scratch``, ``_dq_in``, ``_eff_in``): OK, a
-        RESTART_* code (accepted, with ``reason``), or why it is not taken (FOREIGN, DUPLICATE, REJECT_*)."""
+        RESTART_* code (accepted, with ``reason``), or why it is not taken (FOREIGN, SECOND_SOURCE, DUPLICATE,
+        REJECT_*)."""
         if not self._names.resolve(names):
             if len(self._names.missing) == self.n and not self._names.twice:  # not the robot's state at all
                 self.foreign += 1
@@ -298,6 +321,17 @@ class JointStateFilter:
                 return FOREIGN
             self.reason = f"{self._names.problem} in /joint_states (got {list(names)})"
             return REJECT_NAMES
+        switched = False
+        if source is not None and source != self.source:
+            if self.source is not None and self._second_source(source, stamp_ns):
+                return SECOND_SOURCE
+            switched = self.source is not None
+            self.source = source
+            self._candidate_run = 0
+            if switched:
+                self.stamp_ns = -1  # another publisher's stamps: nothing to compare them with
+        elif source is not None:
+            self._candidate_run = 0
         m = len(names)
         if len(position) != m or (len(velocity) not in (0, m)) or (len(effort) not in (0, m)):
             self.reason = (
@@ -348,7 +382,22 @@ class JointStateFilter:
             self.reason = (f"stamp jumped back by {behind * 1e-6:.3f} ms: the source restarted (bag loop, simulator "
                            "reset, clock step); estimators restarted")
             return RESTART_BACKWARDS
+        if switched:
+            self.reason = (f"the robot's joint states now come from another publisher (the first sent none during "
+                           f"{SOURCE_SWITCH_SAMPLES} of its samples: a restarted driver?); estimators restarted")
+            return RESTART_SOURCE
         return OK
+
+    def _second_source(self, source: object, stamp_ns: int) -> bool:
+        """True while a publisher other than ``self.source`` is to be ignored; False once it takes over (module
+        doc)."""
+        in_time = source == self._candidate and 0 < stamp_ns - self._candidate_ns <= self.max_gap_ns
+        self._candidate_run = self._candidate_run + 1 if in_time else 1
+        self._candidate, self._candidate_ns = source, stamp_ns
+        if self._candidate_run >= SOURCE_SWITCH_SAMPLES:
+            return False
+        self.second_source += 1
+        return True
 
     def _estimate(self, stamp_ns: int) -> None:
         """Take the admitted sample (q in ``_scratch``): dq (measured or differenced), ddq (differenced, low-passed)
@@ -400,6 +449,14 @@ class JointStateFilter:
         return (f"ignoring /joint_states messages that name none of this robot's joints {list(self.joint_names)} "
                 f"(another publisher's on the same topic: a gripper, another arm; the first named "
                 f"{list(self.foreign_names)}); {self.foreign} so far{hint}")
+
+    def second_source_note(self) -> str:
+        """What the SECOND_SOURCE samples were ("" if none): said once by each node, counted on /diagnostics."""
+        if not self.second_source:
+            return ""
+        return (f"ignoring /joint_states from a second publisher of this robot's joints (another node publishes them "
+                f"on the same topic, e.g. a joint_state_publisher started by a display launch file): the state comes "
+                f"from the publisher heard first while it keeps sending; {self.second_source} so far")
 
     def rate_problem(self) -> str:
         """Why the input does not come at rate_hz ("" if it does): most states restart the differentiators (they

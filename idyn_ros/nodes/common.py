@@ -2,7 +2,7 @@
 
 QoS decisions: the hot-path inputs (/joint_states, reference, feedforward, adaptation) are
 BEST_EFFORT depth 1 (matches reliable and best-effort publishers; never queue stale samples), except joint states:
-depth 4, of which the hot loop serves the newest per joint-name set (``hot_loop.subscribe_joint_states``), so that a
+depth 4, of which the hot loop serves the newest of each publisher (``hot_loop.subscribe_joint_states``), so that a
 gripper's states on the same topic cannot displace the arm's;
 the effort command is RELIABLE depth 1 (what ros2_control's forward controller expects);
 monitoring topics are RELIABLE depth 10.
@@ -153,16 +153,19 @@ class JointStateProblems:
         self.rejected = 0
         self._seen = (0, 0)  # (samples, dropped) at the last dropping_note
 
-    def update(self, msg: Any) -> int | None:
-        """Feed one sensor_msgs/JointState to the filter: None when the node skips it (a duplicate or a late sample,
-        dropped; a rejection, reported), else ``OK`` or a ``RESTART_*`` code (reported: the filter holds the live
-        sample, and the node resets what it keeps over time)."""
-        status = self.filter.update(msg.name, msg.position, msg.velocity, msg.effort, stamp_to_ns(msg.header.stamp))
+    def update(self, msg: Any, source: object = None) -> int | None:
+        """Feed one sensor_msgs/JointState from publisher ``source`` to the filter: None when the node skips it (a
+        duplicate or a late sample, dropped; another publisher's; a rejection, reported), else ``OK`` or a
+        ``RESTART_*`` code (reported: the filter holds the live sample, and the node resets what it keeps over time)."""
+        status = self.filter.update(msg.name, msg.position, msg.velocity, msg.effort, stamp_to_ns(msg.header.stamp),
+                                    source)
         if status == se.OK:
             return status
         if status in se.SKIPPED:
             if status == se.FOREIGN and self.filter.foreign == 1:  # once per node: another publisher on the topic
                 self.node.get_logger().warning(self.filter.foreign_note())
+            elif status == se.SECOND_SOURCE and self.filter.second_source == 1:  # the same, of the robot's joints
+                self.node.get_logger().warning(self.filter.second_source_note())
             return None
         self.report(status)
         return status if status in se.RESTARTS else None
@@ -204,11 +207,12 @@ class JointStateProblems:
     def values(self) -> dict[str, str]:
         """The counts as diagnostics values (key: value strings)."""
         return {"input_restarts": str(self.restarts), "input_rejected": str(self.rejected),
-                "input_dropped": str(self.filter.dropped), "input_foreign": str(self.filter.foreign)}
+                "input_dropped": str(self.filter.dropped), "input_foreign": str(self.filter.foreign),
+                "input_second_source": str(self.filter.second_source)}
 
     def publish(self) -> None:
         """The node's periodic diagnostics report, with the counts."""
-        if self.counts or self.filter.dropped or self.filter.foreign:
+        if self.counts or self.filter.dropped or self.filter.foreign or self.filter.second_source:
             self.diag.values.update(self.values())
         self.diag.publish()
 

@@ -100,6 +100,7 @@ class ControllerNode(LifecycleNode):
         self._speed_noted = False  # the training-speed warning is logged once (diagnostics timer)
         self._slow_noted = False  # so is the input-rate warning
         self._foreign_noted = False  # and the note on another publisher's /joint_states
+        self._second_source_noted = False  # and the one on a second publisher of the robot's joints
         self._clipped_seen = 0  # core.reference_clipped at the last diagnostics report
         self._payload: Any = None  # the last payload accepted by ~/set_payload: re-applied at every configure
         # the hot loop's tick and the executor's stop / watchdog timer never interleave: a tick that read "active"
@@ -292,10 +293,10 @@ class ControllerNode(LifecycleNode):
         self.core.set_offset(msg.joint_names, msg.offset, self._now())
 
     # ------------------------------------------------------------------ the tick
-    def _on_joint_state(self, msg: Any) -> None:
+    def _on_joint_state(self, msg: Any, source: object = None) -> None:
         with self._tick_lock:
             try:
-                self._tick(msg)
+                self._tick(msg, source)
             except Exception as exc:  # whatever broke, the arm gets the hold torque this tick
                 self._fail(exc, msg.header.stamp)
 
@@ -311,7 +312,7 @@ class ControllerNode(LifecycleNode):
             self.get_logger().error("".join(traceback.format_exception(exc)).rstrip())
             self._report_trip()
 
-    def _tick(self, msg: Any) -> None:
+    def _tick(self, msg: Any, source: object = None) -> None:
         start = time.monotonic_ns()
         core = self.core
         stamp_ns = stamp_to_ns(msg.header.stamp)
@@ -333,7 +334,7 @@ class ControllerNode(LifecycleNode):
             now_ns = stamp_ns if stamp_ns - now_ns <= SIM_CLOCK_LAG_NS else now_ns + core.watchdog.stale_ns
             if clock_ns is not None:
                 clock_ns = max(clock_ns, stamp_ns)  # one source: ahead of /clock is not a clock out of sync
-        tau = core.update(msg.name, msg.position, msg.velocity, msg.effort, stamp_ns, now_ns, clock_ns)
+        tau = core.update(msg.name, msg.position, msg.velocity, msg.effort, stamp_ns, now_ns, clock_ns, source)
         if no_clock:  # received before any /clock: no silence is measured from here
             core.restart_silence_clock()
         if tau is None:  # nothing to send; a fault before any trusted state (e.g. another robot's joints) is said
@@ -428,6 +429,9 @@ class ControllerNode(LifecycleNode):
         if core.filter.foreign and not self._foreign_noted:  # another publisher on the topic: said once, counted
             self.get_logger().warning(core.filter.foreign_note())
             self._foreign_noted = True
+        if core.filter.second_source and not self._second_source_noted:  # a second publisher of our joints: the same
+            self.get_logger().warning(core.filter.second_source_note())
+            self._second_source_noted = True
         slow = core.filter.rate_problem()  # the likely cause of stale-input safe mode on a UR at 1 kHz settings
         if slow and not self._slow_noted:
             self.get_logger().warning(slow)
@@ -439,7 +443,8 @@ class ControllerNode(LifecycleNode):
                            faults=str(wd.trips), recoveries=str(wd.recoveries), input_gaps=str(core.filter.gaps),
                            longest_input_silence_ms=f"{core.longest_silence_ns * 1e-6:.1f}",
                            references_beyond_limits=str(core.reference_clipped),
-                           input_foreign=str(core.filter.foreign))
+                           input_foreign=str(core.filter.foreign),
+                           input_second_source=str(core.filter.second_source))
         diag.publish()
 
 

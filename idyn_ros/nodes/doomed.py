@@ -162,9 +162,9 @@ class DoomedNode(Node):
             log.warning(f"the controller runs feedforward {model_id}, DOOMED's step scales with the inertia of "
                         f"{self.model_id} (parameter model_path): give both the same model")
 
-    def _on_joint_state(self, msg: Any) -> None:
+    def _on_joint_state(self, msg: Any, source: object = None) -> None:
         f = self.filter
-        status = self.problems.update(msg)
+        status = self.problems.update(msg, source)
         if status != se.OK:
             if status is not None:  # the stamps started over: this state and the next are no pair
                 self.adapter.restart()

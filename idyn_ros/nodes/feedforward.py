@@ -79,9 +79,9 @@ class FeedforwardNode(Node):
         if self._ref.resolve(msg.joint_names) and all(map(math.isfinite, msg.accelerations)):
             self._ref.take(msg.accelerations, self.ddq_d)
 
-    def _on_joint_state(self, msg: Any) -> None:
+    def _on_joint_state(self, msg: Any, source: object = None) -> None:
         f = self.filter
-        status = self.problems.update(msg)
+        status = self.problems.update(msg, source)
         if status is None:
             return
         if status != se.OK:  # a restart

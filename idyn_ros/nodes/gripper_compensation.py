@@ -81,10 +81,10 @@ class GripperCompensationNode(Node):
         self._have_reading = True
         self._reading_at = time.monotonic()
 
-    def _on_joint_state(self, msg: Any) -> None:
+    def _on_joint_state(self, msg: Any, source: object = None) -> None:
         f = self.filter
         gaps = f.gaps
-        status = self.problems.update(msg)
+        status = self.problems.update(msg, source)
         if status is None:
             return
         if status != se.OK or f.gaps != gaps:  # no acceleration across a gap or a restart

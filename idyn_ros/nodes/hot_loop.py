@@ -13,9 +13,10 @@ Python once (~30 us for a JointState) and handed to every callback, in registrat
 process the controller (created first) answers before any monitoring node runs. An urgent callback (the
 controller's state) is also polled for between the monitoring callbacks; a message it takes there reaches
 the monitoring callbacks of its topic after the current one (if two arrive meanwhile, the newer one only, as
-with their depth-1 queue). A topic subscribed with a ``coalesce`` key (joint states: the joint names) keeps the
-newest queued message per key instead: another publisher on /joint_states (a gripper) then cannot displace the arm's
-state, and a late reader still gets no stale arm state. Everything else of a node (parameters,
+with their depth-1 queue). A topic subscribed ``per_publisher`` (joint states) keeps the newest queued message of
+each publisher instead, and hands its callbacks the publisher's id too: another publisher on /joint_states (a
+gripper) then cannot displace the arm's state, a late reader still gets no stale arm state, and the joint-state
+filter can tell the driver from a second publisher of the same joints. Everything else of a node (parameters,
 lifecycle services, diagnostics timers) stays on its executor, which now wakes only for that slow traffic.
 
 Callbacks must not modify the message they get (others read it too).
@@ -55,15 +56,15 @@ def _tight_timer_slack() -> None:
 class _Topic:
     """One shared subscription and the callbacks on it: (callback, urgent) in registration order."""
 
-    __slots__ = ("callbacks", "coalesce", "key", "pending", "subscription", "urgent")
+    __slots__ = ("callbacks", "key", "pending", "per_publisher", "subscription", "urgent")
 
     def __init__(self, key: tuple, subscription: Any) -> None:
         self.key = key
         self.subscription = subscription
         self.callbacks: tuple[tuple[Callable[[Any], None], bool], ...] = ()
         self.urgent = False
-        self.pending: list[Any] = []  # messages its urgent callbacks already had, waiting for the others
-        self.coalesce: Callable[[Any], Any] | None = None  # key of "the same source" (module docstring)
+        self.pending: list[tuple[Any, Any]] = []  # (message, publisher) its urgent callbacks had, for the others
+        self.per_publisher = False  # the newest queued message per publisher; callbacks get (msg, publisher id)
 
 
 class Subscription:
@@ -146,13 +147,14 @@ class HotLoop:
 
     # ------------------------------------------------------------------ registration (any thread)
     def subscribe(self, msg_type: Any, topic: str, callback: Callable[[Any], None], qos: Any,
-                  urgent: bool = False, coalesce: Callable[[Any], Any] | None = None) -> Subscription:
+                  urgent: bool = False, per_publisher: bool = False) -> Subscription:
         """Call ``callback`` with each message on ``topic`` from the loop thread (see the module docstring).
 
         ``urgent`` (the controller's /joint_states): also polled between the other callbacks of a wake-up,
         so a burst of monitoring work delays the command by at most one callback, not the whole burst.
-        ``coalesce``: every queued message is taken and only the newest per ``coalesce(msg)`` is served (with a
-        queue deeper than 1; the module docstring says why).
+        ``per_publisher``: every queued message is taken, the newest of each publisher served, and ``callback``
+        called as ``callback(msg, publisher_id)`` (bytes; the module docstring says why). A topic's subscribers all
+        take it or all do not (the key includes the QoS, so use a queue deeper than 1 for it).
         """
         key = (topic, msg_type, qos.reliability, qos.history, qos.depth, qos.durability)
         with self._lock:
@@ -160,7 +162,7 @@ class HotLoop:
             if shared is None:
                 shared = _Topic(key, self.node.create_subscription(msg_type, topic, lambda _msg: None, qos))
             shared.callbacks = (*shared.callbacks, (callback, urgent))
-            shared.coalesce = coalesce or shared.coalesce
+            shared.per_publisher = per_publisher or shared.per_publisher
             shared.urgent = any(u for _, u in shared.callbacks)
             # always a new tuple object: the loop rebuilds its wait sets (the urgent ones may have changed)
             self._topics = tuple([t for t in self._topics if t is not shared] + [shared]) \
@@ -232,13 +234,13 @@ class HotLoop:
                     self._checked = time.monotonic_ns()
                     for t in topics:  # registration order: the controller first
                         if t.subscription.handle.pointer in ready:
-                            for msg in self._take_queued(t):
-                                self._dispatch(t, msg, with_urgent=True)
+                            for msg, source in self._take_queued(t):
+                                self._dispatch(t, msg, source, with_urgent=True)
                     for t in topics:  # messages the urgent polls took, for the other callbacks of their topic
                         while t.pending:
                             msgs, t.pending = t.pending, []
-                            for msg in msgs:
-                                self._dispatch(t, msg, with_urgent=False)
+                            for msg, source in msgs:
+                                self._dispatch(t, msg, source, with_urgent=False)
                 if idle:
                     now = time.monotonic_ns()
                     for item in idle:
@@ -255,15 +257,16 @@ class HotLoop:
                     with contextlib.suppress(Exception):
                         self.context.try_shutdown()
 
-    def _dispatch(self, t: _Topic, msg: Any, with_urgent: bool) -> None:
+    def _dispatch(self, t: _Topic, msg: Any, source: Any, with_urgent: bool) -> None:
+        args = (msg, source) if t.per_publisher else (msg,)
         for callback, urgent in t.callbacks:
             if urgent:
                 if with_urgent:
-                    callback(msg)
+                    callback(*args)
                 continue
             if self._poll_set is not None and time.monotonic_ns() - self._checked >= URGENT_POLL_NS:
                 self._poll_urgent()
-            callback(msg)
+            callback(*args)
 
     def _poll_urgent(self) -> None:
         """Serve urgent callbacks whose message arrived meanwhile (zero-timeout wait; handles already held)."""
@@ -277,68 +280,73 @@ class HotLoop:
         for t in self._urgent if ready else ():
             if t.subscription.handle.pointer in ready:
                 msgs = self._take_queued(t)
-                for msg in msgs:
+                for msg, source in msgs:
+                    args = (msg, source) if t.per_publisher else (msg,)
                     for callback, urgent in t.callbacks:
                         if urgent:
-                            callback(msg)
-                if msgs:  # for the others: the newest wins, as with a depth-1 queue (per key when coalescing)
-                    t.pending = _newest_per_key([*t.pending, *msgs], t.coalesce) if t.coalesce else [msgs[-1]]
+                            callback(*args)
+                if msgs:  # for the others: the newest wins, as with a depth-1 queue (per publisher: of each)
+                    t.pending = _newest_per_publisher([*t.pending, *msgs]) if t.per_publisher else [msgs[-1]]
 
-    def _take_queued(self, t: _Topic) -> list[Any]:
-        """The message to serve now: one, or with ``coalesce`` every queued one (at most the queue's depth), the
-        newest per key."""
-        msg = self._take(t)
-        if msg is None:
+    def _take_queued(self, t: _Topic) -> list[tuple[Any, Any]]:
+        """(message, publisher id) to serve now: one (publisher None), or ``per_publisher`` every queued one (at most
+        the queue's depth), the newest of each publisher."""
+        taken = self._take(t)
+        if taken is None:
             return []
-        if t.coalesce is None:
-            return [msg]
-        msgs = [msg]
+        if not t.per_publisher:
+            return [(taken[0], None)]
+        msgs = [(taken[0], _publisher(taken[1]))]
         for _ in range(t.key[4] - 1):  # key[4]: the queue depth
-            msg = self._take(t)
-            if msg is None:
+            taken = self._take(t)
+            if taken is None:
                 break
-            msgs.append(msg)
-        return msgs if len(msgs) == 1 else _newest_per_key(msgs, t.coalesce)
+            msgs.append((taken[0], _publisher(taken[1])))
+        return msgs if len(msgs) == 1 else _newest_per_publisher(msgs)
 
-    def _take(self, t: _Topic) -> Any:
+    def _take(self, t: _Topic) -> tuple[Any, dict] | None:
+        """(message, rmw message info) or None."""
         sub = t.subscription
         try:
-            info = sub.handle.take_message(sub.msg_type, sub.raw)
+            return sub.handle.take_message(sub.msg_type, sub.raw)
         except RuntimeError as exc:
             self.dropped = drop_unconvertible(exc, self.dropped)
             return None
-        return info[0] if info is not None else None
 
 
-def _newest_per_key(msgs: list[Any], key: Callable[[Any], Any]) -> list[Any]:
-    """``msgs`` (oldest first) without those a newer message of the same key replaces, in arrival order."""
-    keys = [key(m) for m in msgs]
-    return [m for i, m in enumerate(msgs) if keys[i] not in keys[i + 1:]]
+def _publisher(info: dict) -> bytes | None:
+    """The id of the publisher of a message (rmw message info; None when the middleware does not say)."""
+    gid = info.get("publisher_gid")
+    return gid["data"] if gid else None
 
 
-def subscribe(node: Any, msg_type: Any, topic: str, callback: Callable[[Any], None], qos: Any,
-              urgent: bool = False, coalesce: Callable[[Any], Any] | None = None) -> Any:
+def _newest_per_publisher(msgs: list[tuple[Any, Any]]) -> list[tuple[Any, Any]]:
+    """(message, publisher) pairs, oldest first, without those a newer message of the same publisher replaces."""
+    return [m for i, m in enumerate(msgs) if all(m[1] != later[1] for later in msgs[i + 1:])]
+
+
+def subscribe(node: Any, msg_type: Any, topic: str, callback: Callable[..., None], qos: Any,
+              urgent: bool = False, per_publisher: bool = False) -> Any:
     """A 1 kHz input of ``node``: on the process's hot loop when enabled, else a plain subscription (which serves
-    every queued message: ``coalesce`` needs the hot loop).
+    every queued message; ``per_publisher`` there passes the publisher id, nothing more).
 
     The topic is resolved by ``node`` (its namespace and remaps, e.g. ``-r /joint_states:=/robot/joint_states``)
     before the hot loop's hidden node subscribes to it.
     """
     if HotLoop.enabled():
         resolved = node.resolve_topic_name(topic)
-        return HotLoop.for_context(node.context).subscribe(msg_type, resolved, callback, qos, urgent, coalesce)
+        return HotLoop.for_context(node.context).subscribe(msg_type, resolved, callback, qos, urgent, per_publisher)
+    if per_publisher:  # rclpy hands (msg, message info) to a callback of two parameters
+        return node.create_subscription(msg_type, topic, lambda msg, info: callback(msg, _publisher(info)), qos)
     return node.create_subscription(msg_type, topic, callback, qos)
 
 
-def _joint_names(msg: Any) -> tuple[str, ...]:
-    return tuple(msg.name)
-
-
-def subscribe_joint_states(node: Any, topic: str, callback: Callable[[Any], None], urgent: bool = False) -> Any:
-    """A node's sensor_msgs/JointState input: ``JOINT_STATES_IN``, the newest message per joint-name set."""
+def subscribe_joint_states(node: Any, topic: str, callback: Callable[[Any, Any], None], urgent: bool = False) -> Any:
+    """A node's sensor_msgs/JointState input: ``JOINT_STATES_IN``, the newest message of each publisher, and
+    ``callback(msg, publisher_id)`` (``JointStateFilter.update``'s ``source``)."""
     from sensor_msgs.msg import JointState
 
-    return subscribe(node, JointState, topic, callback, JOINT_STATES_IN, urgent, coalesce=_joint_names)
+    return subscribe(node, JointState, topic, callback, JOINT_STATES_IN, urgent, per_publisher=True)
 
 
 def unsubscribe(node: Any, subscription: Any) -> None:

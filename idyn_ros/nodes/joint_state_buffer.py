@@ -53,12 +53,12 @@ class JointStateBufferNode(Node):
         """Samples refused (not finite, a missing joint, a negative stamp; restarts and drops are counted apart)."""
         return self.problems.rejected
 
-    def _on_joint_state(self, msg: Any) -> None:
+    def _on_joint_state(self, msg: Any, source: object = None) -> None:
         self._last_rx = time.monotonic_ns()
         f = self.filter
         prev_ns = f.stamp_ns
         self._dq_prev[:] = f.dq
-        if self.problems.update(msg) is None:
+        if self.problems.update(msg, source) is None:
             return
         self.accepted += 1
         if not f.ddq_restarted:  # the raw difference restarts where the filtered one does (gaps, restarts)

@@ -170,9 +170,9 @@ class PayloadIdentifierNode(Node):
             self.diag.set(Diagnostics.ERROR, self.excitation_error)
 
     # ------------------------------------------------------------------ recording
-    def _on_joint_state(self, msg: Any) -> None:
+    def _on_joint_state(self, msg: Any, source: object = None) -> None:
         f = self.filter
-        status = self.problems.update(msg)
+        status = self.problems.update(msg, source)
         if status != se.OK:
             if status is not None and self._until_ns >= 0:  # a restart while recording: its time axis broke
                 self._end(error=IdynError(

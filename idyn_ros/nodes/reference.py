@@ -266,17 +266,18 @@ class ReferenceNode(Node):
             self.source = source
             self.t0_ns = self.filter.stamp_ns
 
-    def _on_joint_state(self, msg: Any) -> None:
+    def _on_joint_state(self, msg: Any, source: object = None) -> None:
         f = self.filter
         prev_ns, gaps = f.stamp_ns, f.gaps
         # not problems.update: a restart is reported after the rebuild below, whose OK it would otherwise hide
-        status = f.update(msg.name, msg.position, msg.velocity, msg.effort, stamp_to_ns(msg.header.stamp))
+        status = f.update(msg.name, msg.position, msg.velocity, msg.effort, stamp_to_ns(msg.header.stamp), source)
         if status != se.OK and status not in se.RESTARTS:
             if status not in se.SKIPPED:
                 self.problems.report(status)
             return
         with self._swap:
-            if status == se.RESTART_BACKWARDS:  # time jumped back: start over from the current reference
+            if status in (se.RESTART_BACKWARDS, se.RESTART_SOURCE):  # time jumped back, or another publisher's:
+                # start over from the current reference
                 self.source = None
             elif f.gaps != gaps and self.t0_ns >= 0:  # time pauses with the input: resume one period on
                 self.t0_ns += f.stamp_ns - prev_ns - f.period_ns

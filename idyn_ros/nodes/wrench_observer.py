@@ -155,9 +155,9 @@ class WrenchObserverNode(Node):
             self.tau_cmd[:] = msg.data
             self._have_tau = True
 
-    def _on_joint_state(self, msg: Any) -> None:
+    def _on_joint_state(self, msg: Any, source: object = None) -> None:
         f = self.filter
-        status = self.problems.update(msg)
+        status = self.problems.update(msg, source)
         if status is None:
             return
         if status != se.OK:  # a restart

@@ -177,3 +177,47 @@ def test_another_prefix_of_the_robots_joints_is_named_with_the_parameter_to_set(
     g = se.JointStateFilter(panda, 1000.0)
     g.update(["panda_finger_joint1", "panda_finger_joint2"], [0.04, 0.04], [], [], MS)  # a gripper: no hint
     assert "prefix" not in g.foreign_note()
+
+
+def test_a_second_publisher_of_the_robots_joints_is_ignored_while_the_first_keeps_sending():
+    """A joint_state_publisher started next to the driver (all joints at 0, 10 Hz, fresh stamps) made the controller
+    jump between the arm's pose and zero: iiwa14 in realtime, feedback up to 17 000 Nm before the limits."""
+    from idyn_ros.control.controller import MODE_ACTIVE, Controller
+    from idyn_ros.parameters import load
+
+    driver, jsp = b"driver", b"joint_state_publisher"
+    f = se.JointStateFilter(NAMES, 1000.0)
+    for k in range(1, 300):
+        assert f.update(NAMES, [0.1 + 1e-4 * k] * 5, [], [], k * MS, driver) == se.OK
+        if k % 100 == 0:  # the other publisher, stamped between two of the driver's
+            assert f.update([*NAMES, "finger"], [0.0] * 6, [], [], k * MS + 500_000, jsp) == se.SECOND_SOURCE
+    assert f.second_source == 2 and f.q[0] == pytest.approx(0.1 + 299e-4)
+    f.reset()  # e.g. the controller activated again: the other publisher still does not get in first
+    assert f.update([*NAMES, "finger"], [0.0] * 6, [], [], 400 * MS, jsp) == se.SECOND_SOURCE
+    assert "second publisher of this robot's joints" in f.second_source_note()
+    c = Controller.for_robot(load("controller", "panda", n=7))
+    c.activate()
+    panda, q = list(c.joint_names), [0.0, -0.785, 0.0, -2.356, 0.0, 1.571, 0.785]
+    for k in range(1, 300):
+        assert c.update(panda, q, [0.0] * 7, [], k * MS, k * MS, source=driver) is not None
+        if k % 100 == 0:
+            assert c.update(panda, [0.0] * 7, [0.0] * 7, [], k * MS + 1, k * MS + 1, source=jsp) is None
+    assert c.mode == MODE_ACTIVE and not c.watchdog.tripped and c.filter.second_source == 2
+
+
+def test_another_publisher_at_the_input_rate_takes_over_when_the_first_goes_silent():
+    """A restarted driver is a new publisher: after SOURCE_SWITCH_SAMPLES of its samples in a row it is the source
+    (estimators restarted, its own stamps); a slow publisher never takes over a silent one."""
+    f = se.JointStateFilter(NAMES, 1000.0)
+    for k in range(1, 50):
+        assert f.update(NAMES, [0.1] * 5, [], [], k * MS, b"old") == se.OK
+    for k in range(1, 10):  # the slow one alone: 100 ms apart, never in a row at the input's rate
+        assert f.update(NAMES, [0.0] * 5, [], [], (50 + 100 * k) * MS, b"slow") == se.SECOND_SOURCE
+    statuses = [f.update(NAMES, [0.2] * 5, [], [], k * MS, b"new") for k in range(1, 10)]  # its own clock, from 1 ms
+    assert statuses[: se.SOURCE_SWITCH_SAMPLES - 1] == [se.SECOND_SOURCE] * (se.SOURCE_SWITCH_SAMPLES - 1)
+    assert statuses[se.SOURCE_SWITCH_SAMPLES - 1] == se.RESTART_SOURCE and "another publisher" in f.reason
+    assert statuses[se.SOURCE_SWITCH_SAMPLES:] == [se.OK] * (9 - se.SOURCE_SWITCH_SAMPLES)
+    assert f.source == b"new" and f.q[0] == 0.2
+    assert f.update(NAMES, [0.1] * 5, [], [], 60 * MS, b"old") == se.SECOND_SOURCE  # the old one is now the other
+    g = se.JointStateFilter(NAMES, 1000.0)  # a sender the caller cannot name (None) is the one source, as before
+    assert [g.update(NAMES, [0.0] * 5, [], [], k * MS) for k in (1, 2)] == [se.OK, se.OK]

@@ -24,9 +24,9 @@ def _moving(f: se.JointStateFilter, k_from: int, k_to: int, speed: float = 0.5, 
 def test_status_codes_keep_their_numbers_and_restarts_are_not_ok():
     assert (se.OK, se.DUPLICATE, se.REJECT_NAMES, se.REJECT_NONFINITE, se.REJECT_BACKWARDS, se.REJECT_LENGTH) == (
         0, 1, 2, 3, 4, 5)
-    assert set(se.RESTARTS) == {se.RESTART_BACKWARDS, se.RESTART_STALLED}
+    assert set(se.RESTARTS) == {se.RESTART_BACKWARDS, se.RESTART_STALLED, se.RESTART_SOURCE}
     codes = [se.OK, se.DUPLICATE, se.REJECT_NAMES, se.REJECT_NONFINITE, se.REJECT_BACKWARDS, se.REJECT_LENGTH,
-             se.RESTART_BACKWARDS, se.RESTART_STALLED, se.REJECT_STAMP]
+             se.RESTART_BACKWARDS, se.RESTART_STALLED, se.REJECT_STAMP, se.FOREIGN, se.SECOND_SOURCE, se.RESTART_SOURCE]
     assert len(set(codes)) == len(codes) and all(c in se.STATUS_TEXT for c in codes)
 
 

@@ -163,9 +163,10 @@ def test_a_shared_topic_keeps_order_for_the_monitoring_callbacks(rclpy_context, 
     node.destroy_node()
 
 
-def test_joint_states_keep_the_newest_per_joint_set_so_a_gripper_cannot_displace_the_arm(rclpy_context, loop):
+def test_joint_states_keep_the_newest_of_each_publisher_so_a_gripper_cannot_displace_the_arm(rclpy_context, loop):
     """Arm, gripper, arm, gripper queued while the loop is busy: the newest arm state and the newest gripper state
-    are served, in arrival order (with a depth-1 queue the gripper's last message was all that was left)."""
+    are served, in arrival order, each with its publisher's id (with a depth-1 queue the gripper's last message was
+    all that was left: a lockstep Panda launch with a 30 Hz gripper timed out 21 times in 30 s)."""
     import rclpy
     from sensor_msgs.msg import JointState
     from std_msgs.msg import Float64
@@ -174,25 +175,29 @@ def test_joint_states_keep_the_newest_per_joint_set_so_a_gripper_cannot_displace
     from idyn_ros.nodes.common import HOT_IN, JOINT_STATES_IN
 
     node = rclpy.create_node("hot_loop_js", context=rclpy_context)
-    seen: list[tuple[str, float]] = []
+    seen: list[tuple[str, float, bytes]] = []
     arm, gripper = ["j1", "j2"], ["finger"]
 
     def block(_msg) -> None:  # keeps the loop busy while the four states arrive
-        for names, x in ((arm, 1.0), (gripper, 2.0), (arm, 3.0), (gripper, 4.0)):
+        for pub, names, x in ((arm_pub, arm, 1.0), (gripper_pub, gripper, 2.0), (arm_pub, arm, 3.0),
+                              (gripper_pub, gripper, 4.0)):
             pub.publish(JointState(name=names, position=[x] * len(names)))
         time.sleep(0.2)
 
     hot_loop.subscribe(node, Float64, "/hot_loop_test/block_js", block, HOT_IN)
     for urgent in (True, False):  # the controller's (urgent) and a monitoring node's callback share the topic
         hot_loop.subscribe_joint_states(node, "/hot_loop_test/joint_states",
-                                        lambda m, u=urgent: seen.append((f"{m.name[0]}{'!' if u else ''}",
-                                                                         m.position[0])), urgent=urgent)
-    pub = node.create_publisher(JointState, "/hot_loop_test/joint_states", JOINT_STATES_IN)
+                                        lambda m, source, u=urgent: seen.append((f"{m.name[0]}{'!' if u else ''}",
+                                                                                 m.position[0], source)), urgent=urgent)
+    arm_pub = node.create_publisher(JointState, "/hot_loop_test/joint_states", JOINT_STATES_IN)
+    gripper_pub = node.create_publisher(JointState, "/hot_loop_test/joint_states", JOINT_STATES_IN)
     block_pub = node.create_publisher(Float64, "/hot_loop_test/block_js", HOT_IN)
     loop.start()
-    assert _wait(lambda: pub.get_subscription_count() == 1 and block_pub.get_subscription_count() == 1)
+    assert _wait(lambda: arm_pub.get_subscription_count() == 1 and block_pub.get_subscription_count() == 1)
     block_pub.publish(Float64(data=1.0))
     assert _wait(lambda: len(seen) >= 4)
     time.sleep(0.1)
-    assert seen == [("j1!", 3.0), ("j1", 3.0), ("finger!", 4.0), ("finger", 4.0)], seen
+    assert [s[:2] for s in seen] == [("j1!", 3.0), ("j1", 3.0), ("finger!", 4.0), ("finger", 4.0)], seen
+    arm_id, gripper_id = seen[0][2], seen[2][2]
+    assert isinstance(arm_id, bytes) and arm_id != gripper_id and seen[1][2] == arm_id and seen[3][2] == gripper_id
     node.destroy_node()

@@ -292,3 +292,34 @@ def test_reference_refuses_a_mode_it_cannot_build_before_it_stops_a_move(rclpy_c
         ReferenceNode(context=rclpy_context, parameter_overrides=[
             Parameter("mode", value="setpoints"), Parameter("setpoints", value=Q0.tolist()),
             Parameter("durations", value=[1.0, 1.0])])
+
+
+def test_a_second_publisher_of_the_arms_joints_does_not_reach_the_estimate(rclpy_context):
+    """A joint_state_publisher on /joint_states next to the driver (every joint at 0): the buffer's estimate follows
+    the driver, the other publisher is counted and said once (an executor's subscription: the publisher id comes with
+    rclpy's message info, as the hot loop hands it)."""
+    from idyn_ros.msg import JointStateEstimate
+    from idyn_ros.nodes.common import COMMAND_OUT, HOT_IN
+    from idyn_ros.nodes.joint_state_buffer import JointStateBufferNode
+
+    buffer = JointStateBufferNode(context=rclpy_context)
+    plant, pub, exe, Msg = _setup(rclpy_context, [buffer])
+    rogue = plant.create_publisher(Msg, "/joint_states", COMMAND_OUT)
+    est = []
+    plant.create_subscription(JointStateEstimate, "/idyn/joint_state_estimate", est.append, HOT_IN)
+    deadline = time.monotonic() + 10.0
+    while (pub.get_subscription_count() < 1 or rogue.get_subscription_count() < 1) and time.monotonic() < deadline:
+        _spin(exe, 0.05)
+    for k in range(200):
+        _publish(pub, Msg, k, Q0, np.zeros(7))
+        if k % 20 == 10:  # stamped now, between two of the driver's; every joint at 0
+            other = Msg(name=PANDA, position=[0.0] * 7, velocity=[0.0] * 7, effort=[0.0] * 7)
+            other.header.stamp.sec, other.header.stamp.nanosec = 1 + k // 1000, (k % 1000) * 1_000_000 + 500_000
+            rogue.publish(other)
+        _spin(exe, 0.002)
+    _spin(exe, 0.2)
+    assert len(est) > 50
+    assert all(np.allclose(e.position, Q0) for e in est), "a state of the other publisher reached the estimate"
+    assert buffer.filter.second_source > 0 and buffer.problems.values()["input_second_source"] != "0"
+    buffer.destroy_node()
+    plant.destroy_node()
