@@ -1,11 +1,12 @@
 """Evaluate an exported model on recordings, running it exactly as the controller does.
 
 Each recording is stepped through ``idyn_ros.runtime.ModelRuntime`` (ONNX Runtime, state carried
-over the whole recording, reset between recordings). A recording at another rate than the model's, or with
-irregular stamps, is first resampled onto a grid at the model's rate (linear interpolation of its samples), as
-training does, and a line says so (on stderr with --json). Motor-current efforts (UR recordings) are turned into
-torque with the artifact's gains (``control.effort``), as the nodes do; currents against a model trained on torques
-are refused (it has no gains). Reported per joint:
+over the whole recording, reset between recordings and at each gap of one: ``models.sources`` loads a file with
+gaps as one recording per contiguous segment; the scores stay per file, over all its segments). A recording at
+another rate than the model's, or with irregular stamps, is first resampled onto a grid at the model's rate (linear
+interpolation of its samples), as training does, and a line says so (on stderr with --json). Motor-current efforts
+(UR recordings) are turned into torque with the artifact's gains (``control.effort``), as the nodes do; currents
+against a model trained on torques are refused (it has no gains). Reported per joint:
   nMSE         MSE / variance of the measured torque, in % (100 = no better than the mean; --json: a fraction)
   RMSE         root mean squared error in Nm
   NMSE(minmax) MSE of torques min-max scaled with the training ranges (Reuss et al. 2022 "NMSE")
@@ -61,7 +62,7 @@ def _run(args: argparse.Namespace) -> int:
     from idyn_ros.errors import DatasetError
     from idyn_ros.models.artifact import require_keys
     from idyn_ros.models.metrics import json_ready, speed_coverage, speed_warning, torque_metrics
-    from idyn_ros.models.sources import load_recordings
+    from idyn_ros.models.sources import load_file
     from idyn_ros.runtime import ModelRuntime, read_metadata
 
     if Path(args.model).is_dir() and (Path(args.model) / "model.onnx").is_file():  # a run directory
@@ -71,11 +72,13 @@ def _run(args: argparse.Namespace) -> int:
     robot = RobotModel.from_urdf(meta["urdf"], name=meta["robot"])
     model_rate = float(meta.get("rate_hz") or 0.0)  # artifacts without a (finite) rate take each recording's own
     model_rate = model_rate if math.isfinite(model_rate) and model_rate > 0 else None
-    recs = load_recordings(args.data, robot, args.effort_kind, rate_hz=model_rate,
-                           say=lambda line: print(f"idyn evaluate: {line}", file=sys.stderr if args.json else None))
+    files = [load_file(path, robot, args.effort_kind, rate_hz=model_rate,
+                       say=lambda line: print(f"idyn evaluate: {line}", file=sys.stderr if args.json else None))
+             for path in args.data]  # per file: a file with gaps is one recording per segment
+    recs = [rec for segments in files for rec in segments]
     trained_on = (meta.get("effort") or {}).get("kind", "torque")
-    for path, rec in zip(args.data, recs, strict=True):  # before stepping any: a bad file late must not waste minutes
-        if rec.n_samples < 2:
+    for path, rec in zip(args.data, (segments[0] for segments in files), strict=True):  # before stepping any: a bad
+        if rec.n_samples < 2:  # file late must not waste minutes (segments of a file share its effort kind)
             raise DatasetError(f"{path}: {rec.n_samples} sample(s); a score needs a recording of 2 or more")
         if rec.effort_kind == "current" and trained_on != "current":
             raise DatasetError(f"{path}: its efforts are motor currents [A] but the model was trained on joint torques "
@@ -83,19 +86,26 @@ def _run(args: argparse.Namespace) -> int:
                                f"--effort-kind torque if these efforts are in fact torques")
     per_file = {}
     preds, taus = [], []
-    for path, rec in zip(args.data, recs, strict=True):
-        rt = ModelRuntime(args.model, robot, rate_hz=rec.rate_hz, rbd_backend=args.backend)
-        conv = EffortToTorque(rec.effort_kind, rec.tau.shape[1], meta.get("effort"))
+    for path, segments in zip(args.data, files, strict=True):
+        conv = EffortToTorque(segments[0].effort_kind, segments[0].tau.shape[1], meta.get("effort"))
         if conv.warning:  # e.g. a model trained on currents scored against efforts read as Nm
             warnings.warn(f"{path}: {conv.warning}; pass --effort-kind current if its efforts are currents",
                           stacklevel=1)
-        tau = conv.torque(rec.tau)
-        pred = np.empty_like(tau)
-        for t in range(rec.n_samples):
-            pred[t] = rt.step(rec.q[t], rec.dq[t], rec.ddq[t]).total
-        per_file[str(path)] = torque_metrics(pred, tau, meta.get("tau_min"), meta.get("tau_max"))
-        preds.append(pred)
-        taus.append(tau)
+        file_preds, file_taus = [], []
+        for rec in segments:
+            rt = ModelRuntime(args.model, robot, rate_hz=rec.rate_hz, rbd_backend=args.backend)  # fresh state
+            tau = conv.torque(rec.tau)
+            pred = np.empty_like(tau)
+            for t in range(rec.n_samples):
+                pred[t] = rt.step(rec.q[t], rec.dq[t], rec.ddq[t]).total
+            file_preds.append(pred)
+            file_taus.append(tau)
+        per_file[str(path)] = torque_metrics(np.concatenate(file_preds), np.concatenate(file_taus),
+                                             meta.get("tau_min"), meta.get("tau_max"))
+        if len(segments) > 1:
+            per_file[str(path)]["segments"] = len(segments)
+        preds += file_preds
+        taus += file_taus
     total = torque_metrics(np.concatenate(preds), np.concatenate(taus), meta.get("tau_min"), meta.get("tau_max"))
     out = {"model": str(args.model), "model_id": meta.get("model_id"), "model_kind": meta["model_kind"],
            "joint_names": meta["joint_names"], "all": total, "files": per_file}
@@ -107,7 +117,8 @@ def _run(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(json_ready(out), allow_nan=False))  # NaN (constant joint) as null: strict JSON
         return 0
-    print(f"model {meta['model_kind']} ({meta.get('model_id')}) on {len(args.data)} recording(s), "
+    split = f" ({len(recs)} contiguous segments)" if len(recs) > len(args.data) else ""
+    print(f"model {meta['model_kind']} ({meta.get('model_id')}) on {len(args.data)} recording(s){split}, "
           f"{total['n_samples']} samples")
     w = max(16, *(len(name) + 2 for name in meta["joint_names"]))  # UR names are long (shoulder_lift_joint)
     print(f"{'joint':<{w}}{'nMSE [%]':>10}{'RMSE [Nm]':>12}{'NMSE(minmax)':>14}")

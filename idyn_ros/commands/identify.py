@@ -93,19 +93,20 @@ def _run(args: argparse.Namespace) -> int:
     from idyn_ros.errors import DatasetError, IdentificationError
     from idyn_ros.models.identification import identify, write_urdf
     from idyn_ros.models.metrics import torque_metrics
-    from idyn_ros.models.sources import load_recordings, load_robot
+    from idyn_ros.models.sources import load_file, load_robot
 
     robot = load_robot(args.robot)
-    recs = load_recordings(args.data, robot)
-    tests = load_recordings(args.test, robot)  # a wrong --test path fails now, not after the identification
-    for path, rec in zip([*args.data, *args.test], [*recs, *tests], strict=True):
-        if rec.effort_kind == "current":
+    data = [load_file(path, robot) for path in args.data]  # per file (a file with gaps: a recording per segment)
+    tests = [load_file(path, robot) for path in args.test]  # a wrong --test path fails now, not after the fit
+    for path, segments in zip([*args.data, *args.test], [*data, *tests], strict=True):
+        if segments[0].effort_kind == "current":
             raise DatasetError(f"{path}: its efforts are motor currents [A], and identify fits joint torques [Nm]: "
                                f"every parameter would come out scaled by the unknown gains; identify them with "
                                f"`idyn train --model rbd-friction` (it finds the current gains too), convert them "
                                f"with known gains and identify the result (`idyn dataset import {path} "
                                f"--torque-constants K1,..,Kn -o X.npz`; `--torque-constants ur5` takes the UR5's "
                                f"published ones), or record torques")
+    recs = [rec for segments in data for rec in segments]
     res = identify(robot.pin_model, recs, args.method, parse_kinds(args.friction), reg=args.reg,
                    solver=args.solver, prior=args.prior)
     from idyn_ros.dynamics.inertia import check_physical_consistency
@@ -125,8 +126,9 @@ def _run(args: argparse.Namespace) -> int:
     print("train nMSE per joint [%]: " + " ".join(f"{100 * v:.2f}" for v in res.info["train_nmse"]))
     print("physically consistent links: " + " ".join("yes" if e > 0 else "NO" for e in eig))
     print("armature (reflected rotor inertia, kg m^2): " + " ".join(f"{v:.4f}" for v in res.armature))
-    for path, rec in zip(args.test, tests, strict=True):
-        m = torque_metrics(res.predict(robot.pin_model, rec), rec.tau)
+    for path, segments in zip(args.test, tests, strict=True):
+        m = torque_metrics(np.concatenate([res.predict(robot.pin_model, rec) for rec in segments]),
+                           np.concatenate([rec.tau for rec in segments]))
         print(f"test {path}: nMSE [%] " + " ".join(f"{100 * v:.2f}" for v in m["nmse"])
               + f" (mean {100 * m['nmse_mean']:.2f})")
     xml = None

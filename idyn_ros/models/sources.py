@@ -17,6 +17,11 @@ refuses another rate. It is ``--rate`` when given, else the rate most of the tra
 (:func:`model_rate`). Every training, validation and test recording off that rate (beyond the runtime's 2 %) or
 with irregular stamps is imported again from its file onto a grid at the model rate (linear interpolation of the
 recorded samples; ddq derived again as for any recording without one), and a line says so.
+
+Gaps (decision): a file with gaps (a paused recorder, messages a bag dropped; the dataset's ``segment_starts``) loads
+as one :class:`Recording` per contiguous segment, here and nowhere else, and a line says so once per file. Everything
+above (training windows, recurrent state, Callar's r, hold-out, rate, filters of payload identification) treats a
+Recording as one trajectory, so none of it then runs across a gap. An ungapped file is one Recording, as it was.
 """
 
 from __future__ import annotations
@@ -202,16 +207,24 @@ def check_efforts(tau: np.ndarray, robot: Any, source: str) -> None:
 
 def load_recordings(paths: Sequence[str | Path], robot: Any, effort_kind: str | None = None,
                     rate_hz: float | None = None, say: Callable[[str], None] | None = None) -> list[Recording]:
-    """Load each path (anything ``idyn_ros.data.load_dataset`` reads) in the robot's joint order.
+    """The recordings of all ``paths`` (:func:`load_file` of each, in order): one per contiguous segment."""
+    return [rec for path in paths for rec in load_file(path, robot, effort_kind, rate_hz, say)]
+
+
+def load_file(path: str | Path, robot: Any, effort_kind: str | None = None, rate_hz: float | None = None,
+              say: Callable[[str], None] | None = None) -> list[Recording]:
+    """One path (anything ``idyn_ros.data.load_dataset`` reads) in the robot's joint order, as one Recording per
+    contiguous segment (module doc; one for a file without gaps). For what reports per file (`idyn evaluate`).
 
     Files without joint names (e.g. FloBaRoID npz) get the robot's names by column position;
-    ``effort_kind`` (torque | current) overrides what the files say their effort is. With ``rate_hz``, a
+    ``effort_kind`` (torque | current) overrides what the file says its effort is. With ``rate_hz``, a
     recording off that rate or with irregular stamps is imported again onto a grid at ``rate_hz`` (module doc)
-    and ``say`` gets one line about it.
+    and ``say`` gets one line about it; ``say`` is also told how a file with gaps was split.
     """
-    recs = [_load(path, robot, effort_kind, say=say) for path in paths]
-    return recs if rate_hz is None else [_at_rate(r, p, robot, effort_kind, rate_hz, say) for r, p in
-                                         zip(recs, paths, strict=True)]
+    rec, starts = _load(path, robot, effort_kind, say=say)
+    if rate_hz is not None:
+        rec, starts = _at_rate(rec, starts, path, robot, effort_kind, rate_hz, say)
+    return split_segments(rec, starts, say)
 
 
 def load_split(train: Sequence[str | Path], val: Sequence[str | Path], test: Sequence[str | Path], robot: Any,
@@ -220,12 +233,40 @@ def load_split(train: Sequence[str | Path], val: Sequence[str | Path], test: Seq
                                                                    list[Recording], float]:
     """(train, val, test recordings, model rate): all at the rate of :func:`model_rate` (module doc)."""
     native = [_load(path, robot, effort_kind, say=say) for path in train]
-    rate, why = model_rate(native, rate_hz)
+    rate, why = model_rate([seg for rec, starts in native for seg in split_segments(rec, starts)], rate_hz)
     if say is not None:
         say(f"model rate {rate:g} Hz ({why})")
-    train_recs = [_at_rate(r, p, robot, effort_kind, rate, say) for r, p in zip(native, train, strict=True)]
+    train_recs = [seg for (rec, starts), p in zip(native, train, strict=True)
+                  for seg in split_segments(*_at_rate(rec, starts, p, robot, effort_kind, rate, say), say)]
     return (train_recs, load_recordings(val, robot, effort_kind, rate, say),
             load_recordings(test, robot, effort_kind, rate, say), rate)
+
+
+def split_segments(rec: Recording, starts: Sequence[int], say: Callable[[str], None] | None = None
+                   ) -> list[Recording]:
+    """``rec`` (a whole file, ``starts`` its dataset's ``segment_starts``) as one Recording per contiguous segment,
+    each ``source`` naming the file and the segment; ``rec`` itself when it has no gap. ``say`` gets one line when
+    the file is split."""
+    bounds = [*(int(s) for s in starts), rec.n_samples]
+    if len(bounds) <= 2:
+        return [rec]
+    pieces = list(itertools.pairwise(bounds))
+    k = len(pieces)
+    # Decision: a one-sample segment is dropped (no rate, no derivative, no step to train or score on; the importer
+    # drops a stamp alone between gaps alike); two samples or more are kept (training batches short recordings apart)
+    out = [replace(_slice(rec, slice(a, b)), source=f"{rec.source} (segment {i} of {k}, {rec.t[a]:.1f}-"
+                                                    f"{rec.t[b - 1]:.1f} s)")
+           for i, (a, b) in enumerate(pieces, 1) if b - a > 1]
+    if not out:
+        raise DatasetError(f"{rec.source}: all {k} segments between its gaps are single samples; there is no "
+                           f"stretch of motion to use: re-record or re-import the source")
+    if say is not None:
+        gap = max(rec.t[a] - rec.t[a - 1] for a in bounds[1:-1])
+        dropped = k - len(out)
+        say(f"{rec.source}: {k} contiguous segments (gaps of up to {gap:.3g} s); "
+            + (f"{dropped} of a single sample dropped, the other {len(out)} " if dropped else "")
+            + "taken as separate recordings, so no training window, filter or recurrent state spans a gap")
+    return out
 
 
 def model_rate(recs: Sequence[Recording], requested: float | None = None) -> tuple[float, str]:
@@ -258,7 +299,8 @@ def model_rate(recs: Sequence[Recording], requested: float | None = None) -> tup
 
 
 def _load(path: str | Path, robot: Any, effort_kind: str | None, rate_hz: float | None = None,
-          say: Callable[[str], None] | None = None) -> Recording:
+          say: Callable[[str], None] | None = None) -> tuple[Recording, np.ndarray]:
+    """(the whole file as one Recording, its dataset's ``segment_starts``): what :func:`split_segments` splits."""
     from idyn_ros.data import load_dataset
     from idyn_ros.data.importers import is_renaming_note, robot_label_conflict
 
@@ -277,26 +319,27 @@ def _load(path: str | Path, robot: Any, effort_kind: str | None, rate_hz: float 
     if say is not None:  # e.g. franka_ros2's fer_* names read as the Panda's: said, as `idyn dataset import` says it
         for note in filter(is_renaming_note, getattr(ds, "notes", ())):
             say(f"{path}: {note}")
-    return to_recording(ds, robot, source=str(path))
+    return to_recording(ds, robot, source=str(path)), ds.segment_starts
 
 
-def _at_rate(rec: Recording, path: str | Path, robot: Any, effort_kind: str | None, rate_hz: float,
-             say: Callable[[str], None] | None) -> Recording:
-    """``rec`` (as loaded from ``path``), or ``path`` imported again at ``rate_hz`` when the module doc says so."""
+def _at_rate(rec: Recording, starts: np.ndarray, path: str | Path, robot: Any, effort_kind: str | None,
+             rate_hz: float, say: Callable[[str], None] | None) -> tuple[Recording, np.ndarray]:
+    """``(rec, starts)`` (as :func:`_load` loaded ``path``), or ``path`` imported again at ``rate_hz`` when the
+    module doc says so (its segments then those of the new grid)."""
     if rec.n_samples < 2 or (same_rate(rec.rate_hz, rate_hz) and not rec.irregular_stamps):
-        return rec
+        return rec, starts
     if round(1e9 / rec.rate_hz) == round(1e9 / rate_hz):  # irregular, but already on the model's grid
         if say is not None:
             say(f"{rec.source}: {rec.irregular_stamps}; on the model's {rate_hz:g} Hz grid")
-        return rec
+        return rec, starts
     with warnings.catch_warnings():  # the first import has shown them
         warnings.simplefilter("ignore")
-        out = _load(path, robot, effort_kind, rate_hz)
+        out, out_starts = _load(path, robot, effort_kind, rate_hz)
     if say is not None:
         why = f"; {rec.irregular_stamps}" if rec.irregular_stamps else ""
         say(f"{rec.source}: resampled from {rec.rate_hz:.4g} Hz to the model's {rate_hz:g} Hz "
             f"({rec.n_samples} -> {out.n_samples} samples{why})")
-    return out
+    return out, out_starts
 
 
 # Decision: without validation recordings, the last 20 % of the training samples is held out: a tail, not random

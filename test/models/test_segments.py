@@ -46,3 +46,75 @@ def test_a_recording_shorter_than_the_window_does_not_shorten_the_other_windows(
     order = np.random.default_rng(0).permutation(len(alone))
     assert _batches(data[:1], alone, order, 100, 16) == [[alone[i] for i in order[b:b + 16]]
                                                         for b in range(0, len(alone), 16)]
+
+
+# 0.5 s and 1 s gaps in a 12 s recording at 200 Hz; and with a segment of one sample and one of two
+GAPPED = ((0, 700), (800, 1500), (1700, 2400))
+WITH_SHORT = ((0, 500), (600, 601), (700, 1200), (1400, 1402), (1500, 2000))
+
+
+def _save_gapped(rec, iiwa, path, pieces):
+    """``rec`` with the samples between ``pieces`` (index ranges) cut out, saved as a dataset with those gaps."""
+    keep = np.concatenate([np.arange(a, b) for a, b in pieces])
+    starts = np.cumsum([0, *(b - a for a, b in pieces[:-1])])
+    Dataset(t=rec.t[keep], q=rec.q[keep], dq=rec.dq[keep], tau=rec.tau[keep], joint_names=iiwa.joint_names,
+            segment_starts=starts).save(path)
+    return path
+
+
+def test_a_file_with_gaps_loads_as_one_recording_per_segment(iiwa, synth, tmp_path):
+    """Everything downstream takes a Recording as one trajectory: a gapped file loaded as one ran training windows,
+    recurrent state and Callar's r across its gaps. Each segment is now a recording naming its file and stretch, said
+    once; a one-sample segment is dropped; an ungapped file is the one recording it was."""
+    from idyn_ros.models.sources import load_recordings
+
+    rec = synth[0]
+    path = _save_gapped(rec, iiwa, tmp_path / "gapped.npz", WITH_SHORT)
+    lines = []
+    recs = load_recordings([path], iiwa, say=lines.append)
+    kept = [(a, b) for a, b in WITH_SHORT if b - a > 1]
+    assert [r.n_samples for r in recs] == [b - a for a, b in kept]
+    for r, (a, b) in zip(recs, kept, strict=True):
+        for field in ("t", "q", "dq", "tau"):
+            np.testing.assert_array_equal(getattr(r, field), getattr(rec, field)[a:b])
+    assert recs[1].source == f"{path} (segment 3 of 5, {rec.t[700]:.1f}-{rec.t[1199]:.1f} s)"
+    assert recs[1].duration == rec.t[1199] - rec.t[700]  # not the file's span, gaps included
+    assert len(lines) == 1 and "5 contiguous segments (gaps of up to 1 s)" in lines[0]
+    assert "1 of a single sample dropped, the other 4 taken as separate recordings" in lines[0]
+    whole = _save_gapped(rec, iiwa, tmp_path / "whole.npz", ((0, rec.n_samples),))
+    lines.clear()
+    (one,) = load_recordings([whole], iiwa, say=lines.append)
+    assert one.source == str(whole) and one.n_samples == rec.n_samples and not lines
+
+
+def test_a_file_whose_segments_are_all_single_samples_is_refused(iiwa, synth, tmp_path):
+    import pytest
+
+    from idyn_ros.errors import DatasetError
+    from idyn_ros.models.sources import load_recordings
+
+    path = _save_gapped(synth[0], iiwa, tmp_path / "strays.npz", ((0, 1), (100, 101), (200, 201)))
+    with pytest.raises(DatasetError, match="all 3 segments between its gaps are single samples"):
+        load_recordings([path], iiwa)
+
+
+def test_training_windows_and_r_never_span_a_gap(iiwa, synth, tmp_path):
+    """Training cuts windows out of each recording, and r (travel since the last reversal) runs over each: a window
+    of a gapped file fed the samples on both sides of a gap as consecutive steps, and r after a gap carried on from
+    the reversal before it."""
+    import torch
+
+    from idyn_ros.models.sources import load_recordings
+    from idyn_ros.models.training import _windows, prepare
+    from idyn_ros.models.zoo import rotational_displacement
+
+    rec = synth[0]
+    recs = load_recordings([_save_gapped(rec, iiwa, tmp_path / "gapped.npz", GAPPED)], iiwa)
+    data = [prepare(iiwa.pin_model, r, False, need_r=True) for r in recs]
+    windows = _windows(data, 100, 50)
+    for i, s in windows:
+        assert np.diff(recs[i].t[s:s + 100]).max() < 1.5 / 200.0
+    assert len(windows) == 3 * 13
+    alone = [rotational_displacement(torch.as_tensor(rec.q[a:b])[None])[0][0].float() for a, b in GAPPED]
+    torch.testing.assert_close(torch.cat([d.r for d in data]), torch.cat(alone), rtol=0, atol=0)
+
