@@ -146,13 +146,13 @@ def _onnx_nmse_mean(artifact: Path, robot: Any, test: list) -> float:
 def kuka_table(minutes: float = 1.5, epochs: int = 300, only: list[str] | None = None,
                out_dir: Path | None = None) -> dict[str, Any]:
     """Train on measurements_1, validate on 2, test on 3 (another trajectory, twice as fast)."""
-    from idyn_ros.models.sources import load_recordings, load_robot
+    from idyn_ros.models.sources import load_file, load_robot
 
     files = _kuka_files()
     if files is None:
         return {"skipped": "../shared/data/kuka_lwr4 not present"}
     robot = load_robot(str(files[0]))
-    tr, va, te = ([r] for r in load_recordings(files[1:], robot))
+    tr, va, te = (load_file(f, robot) for f in files[1:])
     print("KUKA LWR4+ (train 1, val 2, test 3):", flush=True)
     rows = _table(robot, tr, va, te, minutes, epochs, only, out_dir)
     for r in rows.values():

@@ -199,11 +199,12 @@ def run_demo(robot: str = "panda", out: Path | None = None, minutes: float = 10.
 
 
 def _nominal(robot_model: Any, path: Path) -> np.ndarray:
-    """Nominal-URDF RNEA on a recording (for the torque plot)."""
+    """Nominal-URDF RNEA on a recording (for the torque plot), the samples of all its segments in order (those of
+    ``models_cache.heldout_predictions``)."""
     from idyn_ros.models.sources import load_recordings
 
-    rec = load_recordings([path], robot_model)[0]
-    return np.asarray(robot_model.rnea(rec.q, rec.dq, rec.ddq))
+    return np.concatenate([np.asarray(robot_model.rnea(rec.q, rec.dq, rec.ddq))
+                           for rec in load_recordings([path], robot_model)])
 
 
 def _import_bag(bag: Path, model: Any, windows: list, lead: float, data_dir: Path, recorded: list,

@@ -362,21 +362,30 @@ def heldout_predictions(model_path: Path, robot: str, dataset_path: Path, max_se
     """Runtime (ONNX, no torch) predictions on a held-out recording vs the measured torque.
 
     Steps the artifact tick by tick with its recurrent state at the recording's measured q, dq and
-    filtered acceleration, as the feedforward would. Returns t, tau (measured), and the prediction.
+    filtered acceleration, as the feedforward would (the state reset at each gap: a file with gaps loads as one
+    recording per segment). Returns t, tau (measured), and the prediction over its first ``max_seconds`` of samples.
     """
     from idyn_ros.dynamics import RobotModel
     from idyn_ros.models.sources import load_recordings
     from idyn_ros.runtime import ModelRuntime
 
     robot_model = RobotModel.from_robot(robot)
-    rec = load_recordings([dataset_path], robot_model)[0]
+    recs = load_recordings([dataset_path], robot_model)
     rt = ModelRuntime(model_path, robot=robot_model)
-    N = min(len(rec.t), math.ceil(max_seconds * rec.rate_hz))
-    pred = np.zeros((N, robot_model.n))
-    rbd = np.zeros((N, robot_model.n))
-    rt.reset()
-    for k in range(N):
-        p = rt.step(rec.q[k], rec.dq[k], rec.ddq[k])
-        pred[k] = np.reshape(p.total, -1)
-        rbd[k] = np.reshape(p.rbd, -1)
-    return {"t": rec.t[:N], "tau": rec.tau[:N], "pred": pred, "rbd": rbd}
+    left = math.ceil(max_seconds * recs[0].rate_hz)
+    out: dict[str, list] = {"t": [], "tau": [], "pred": [], "rbd": []}
+    for rec in recs:
+        N = min(len(rec.t), left)
+        pred = np.zeros((N, robot_model.n))
+        rbd = np.zeros((N, robot_model.n))
+        rt.reset()
+        for k in range(N):
+            p = rt.step(rec.q[k], rec.dq[k], rec.ddq[k])
+            pred[k] = np.reshape(p.total, -1)
+            rbd[k] = np.reshape(p.rbd, -1)
+        for key, value in (("t", rec.t[:N]), ("tau", rec.tau[:N]), ("pred", pred), ("rbd", rbd)):
+            out[key].append(value)
+        left -= N
+        if left <= 0:
+            break
+    return {key: np.concatenate(parts) for key, parts in out.items()}

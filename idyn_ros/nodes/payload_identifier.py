@@ -73,7 +73,7 @@ class PayloadIdentifierNode(Node):
         from idyn_ros.srv import IdentifyPayload
 
         super().__init__(name, **kwargs)
-        self._loaded: tuple[str, Any] | None = None  # (path, recording) checked by _baseline_problem
+        self._loaded: tuple[str, list] | None = None  # (path, its recordings) checked by _baseline_problem
         self.params, self.spec, self.robot = declare_and_load(self, PayloadIdentifierParams, check=self._check)
         self.params.on_change.append(self._on_params)
         v = self.params.value
@@ -91,7 +91,7 @@ class PayloadIdentifierNode(Node):
         self._reference_msg: Any = None  # the reference node's latest JointReference (read by _reference)
         self._controller_msg: Any = None  # the controller's latest ControllerState, if one was seen
         self._busy = False
-        self.baseline = None
+        self.baseline: list | None = None  # the bare-arm reference's recordings (a file with gaps: one per segment)
         self._baseline_from = ""  # the file self.baseline was loaded from or saved to
         self.last_result: dict[str, Any] = {}
         self.excitation: Any = None
@@ -144,7 +144,7 @@ class PayloadIdentifierNode(Node):
         from idyn_ros.models.sources import load_recordings
 
         try:
-            self._loaded = (path, load_recordings([path], self.robot)[0])
+            self._loaded = (path, load_recordings([path], self.robot))
         except Exception as exc:  # any reason the file is not a recording of this robot
             return f"baseline_path {path}: not a bare-arm recording of {self.robot.name}: {exc}"
         return None
@@ -159,7 +159,8 @@ class PayloadIdentifierNode(Node):
             if problem:
                 raise IdynError(problem)
         self.baseline, self._baseline_from = self._loaded[1], path
-        self.get_logger().info(f"bare-arm reference loaded from {path} ({len(self.baseline.t)} samples)")
+        self.get_logger().info(f"bare-arm reference loaded from {path} "
+                               f"({sum(rec.n_samples for rec in self.baseline)} samples)")
 
     def _design(self, budget: float) -> None:
         try:
@@ -276,7 +277,7 @@ class PayloadIdentifierNode(Node):
             self._keep_baseline(rec, response)
             return
         if self.baseline is not None:
-            est = cp.identify_with_reference(self.robot, [rec], [self.baseline])
+            est = cp.identify_with_reference(self.robot, [rec], self.baseline)
         else:
             est = cp.identify_with_model(self.robot, [rec], cp.artifact_predictor(self.robot, v.model_path))
         verdict, why = cp.payload_verdict(est)
@@ -340,7 +341,7 @@ class PayloadIdentifierNode(Node):
     def _keep_baseline(self, rec: Any, response: Any) -> None:
         """The bare-arm reference for later identifications, also written to baseline_path when set."""
         v = self.params.value
-        self.baseline = rec
+        self.baseline = [rec]
         where = ""
         if v.baseline_path:
             try:

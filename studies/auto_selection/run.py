@@ -366,10 +366,14 @@ def _runtime_currents(model: Path, run: Path) -> tuple[np.ndarray, np.ndarray]:
 
     meta = read_metadata(model)
     robot = RobotModel.from_urdf(meta["urdf"], name=meta["robot"])
-    rec = load_recordings([run], robot, rate_hz=meta["rate_hz"])[0]
-    rt = ModelRuntime(model, robot, rate_hz=rec.rate_hz)
-    pred = np.array([rt.step(rec.q[t], rec.dq[t], rec.ddq[t]).total.copy() for t in range(rec.n_samples)])
-    return pred / rt.torque_constants, rec.tau  # the recording's effort is the current as recorded
+    recs = load_recordings([run], robot, rate_hz=meta["rate_hz"])  # a run with gaps: one per segment, state reset
+    rt = ModelRuntime(model, robot, rate_hz=recs[0].rate_hz)
+    pred = []
+    for rec in recs:
+        rt.reset()
+        pred += [rt.step(rec.q[t], rec.dq[t], rec.ddq[t]).total.copy() for t in range(rec.n_samples)]
+    # the recording's effort is the current as recorded
+    return np.array(pred) / rt.torque_constants, np.concatenate([rec.tau for rec in recs])
 
 
 def ur5_base_average(work: Path, minutes: float, seeds: int = 2) -> dict:

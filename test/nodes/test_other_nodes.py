@@ -263,10 +263,10 @@ def test_payload_identifier_loads_a_baseline_path_set_at_run_time(rclpy_context,
     try:
         assert node.baseline is None
         assert node.set_parameters([Parameter("baseline_path", value=str(good))])[0].successful
-        assert node.baseline is not None and len(node.baseline.t) == len(t)
+        assert node.baseline is not None and sum(len(rec.t) for rec in node.baseline) == len(t)
         result = node.set_parameters([Parameter("baseline_path", value=str(bad))])[0]
         assert not result.successful and "not a bare-arm recording" in result.reason
-        assert len(node.baseline.t) == len(t)  # the reference in use is kept
+        assert sum(len(rec.t) for rec in node.baseline) == len(t)  # the reference in use is kept
     finally:
         node.destroy_node()
 
