@@ -101,6 +101,7 @@ class ControllerNode(LifecycleNode):
         self._slow_noted = False  # so is the input-rate warning
         self._foreign_noted = False  # and the note on another publisher's /joint_states
         self._second_source_noted = False  # and the one on a second publisher of the robot's joints
+        self._rivals_said: list[str] = []  # other publishers on the command topic, as last said
         self._clipped_seen = 0  # core.reference_clipped at the last diagnostics report
         self._payload: Any = None  # the last payload accepted by ~/set_payload: re-applied at every configure
         # the hot loop's tick and the executor's stop / watchdog timer never interleave: a tick that read "active"
@@ -400,6 +401,13 @@ class ControllerNode(LifecycleNode):
         if tau is not None:
             self._report_new_fault()
 
+    def _other_commanders(self) -> list[str]:
+        """The other nodes publishing on our command topic (a graph query, at the diagnostics period)."""
+        me = (self.get_name(), self.get_namespace())
+        return sorted(f"{i.node_namespace.rstrip('/')}/{i.node_name}"
+                      for i in self.get_publishers_info_by_topic(self.cmd_topic)
+                      if (i.node_name, i.node_namespace) != me)
+
     def _on_diagnostics_timer(self) -> None:
         core, diag = self.core, self.diag
         if diag is None or core is None:
@@ -436,6 +444,14 @@ class ControllerNode(LifecycleNode):
         if slow and not self._slow_noted:
             self.get_logger().warning(slow)
             self._slow_noted = True
+        rivals = self._other_commanders()
+        if rivals:  # nothing we send can make that safe: said loudly, each time the set of publishers changes
+            what = (f"other node(s) {rivals} also publish on {self.cmd_topic}: the arm gets their torques and ours in "
+                    "turn; stop them (a second launch of this controller, a teleop or test publisher)")
+            diag.set(Diagnostics.ERROR, what)
+            if rivals != self._rivals_said:
+                self.get_logger().error(what)
+        self._rivals_said = rivals
         misses = "n/a (sim time: the simulator waits for each command)" if self._sim_time else str(self.deadline_misses)
         diag.values.update(ticks=str(core.ticks), deadline_misses=misses,
                            ticks_beyond_training_speed=str(core.ff.ticks_beyond_training_speed),

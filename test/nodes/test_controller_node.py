@@ -162,6 +162,40 @@ def test_joint_states_of_another_robot_are_said_although_nothing_can_be_held(rcl
         rig.node.destroy_node()
 
 
+def test_another_publisher_on_the_command_topic_is_an_error_said_once(rclpy_context):
+    """A second launch of the controller (or a teleop) publishing on the arm's command topic: the forward controller
+    applies both in turn, and nothing said so."""
+    from std_msgs.msg import Float64MultiArray
+
+    from idyn_ros.nodes.common import COMMAND_OUT, Diagnostics
+
+    rig = Rig(rclpy_context)
+    try:
+        errors = []
+        rig.ctrl.get_logger().error = errors.append
+        rig.warm()
+        rig.ctrl._on_diagnostics_timer()
+        assert rig.ctrl.diag.level != Diagnostics.ERROR and not errors  # alone on the topic
+        rival = rig.node.create_publisher(Float64MultiArray, "/effort_controller/commands", COMMAND_OUT)
+        deadline = time.monotonic() + 5.0
+        while not rig.ctrl._other_commanders() and time.monotonic() < deadline:
+            rig.spin(0.05)
+        rig.ctrl._on_diagnostics_timer()
+        rig.ctrl._on_diagnostics_timer()
+        said = [e for e in errors if "also publish on /effort_controller/commands" in e]
+        assert len(said) == 1 and "/scripted_plant" in said[0], errors
+        assert rig.ctrl.diag.level == Diagnostics.ERROR and "/scripted_plant" in rig.ctrl.diag.message
+        rig.node.destroy_publisher(rival)
+        deadline = time.monotonic() + 5.0
+        while rig.ctrl._other_commanders() and time.monotonic() < deadline:
+            rig.spin(0.05)
+        rig.ctrl._on_diagnostics_timer()
+        assert rig.ctrl.diag.level != Diagnostics.ERROR  # gone: the status is the controller's own again
+    finally:
+        rig.ctrl.destroy_node()
+        rig.node.destroy_node()
+
+
 def test_stale_state_goes_safe_within_a_tick_of_the_deadline(rclpy_context):
     rig = Rig(rclpy_context, {"stale_periods": 100.0})
     rig.warm()
