@@ -216,6 +216,10 @@ def run_recorder(
         while not stop["flag"] and (t_end is None or time.monotonic() < t_end):
             executor.spin_once(timeout_sec=0.1)
         stopped_ns[0] = time.time_ns()
+        # the instant that bounds the bag, on the clock of the messages' source stamps: says where it ends and why
+        node.get_logger().info(f"stopped at {stopped_ns[0]} ns (system clock) "
+                               + ("on a signal" if stop["flag"] else f"after --duration {duration:g} s")
+                               + ": taking what was published before it, nothing later")
         # drain: take what was published before the stop and is still queued or in flight, until nothing of it
         # arrives for 0.3 s (at most 3 s); a live publisher's later messages are dropped (they ran --duration over)
         last, quiet_since, deadline = -1, time.monotonic(), time.monotonic() + 3.0
