@@ -125,6 +125,7 @@ KIND_OPTIONS: dict[str, tuple[str, object, tuple[str, ...], str]] = {
     "--max-samples": ("max_samples", 500, GP_KINDS, "a Gaussian process"),
     "--gp-noise": ("gp_noise", "per-joint", GP_KINDS, "a Gaussian process"),
     "--gp-refine": ("gp_refine", 0, GP_KINDS, "a Gaussian process"),
+    "--gp-iterations": ("gp_iterations", None, GP_KINDS, "a Gaussian process"),  # None: planned from the budget
 }
 
 
@@ -182,11 +183,15 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-minutes", type=positive(float), default=None, metavar="M",
                         help="wall-clock budget in minutes, > 0, for the fitting alone: one kind's epochs (checked "
                              "after each; delan-lstm: at most half for DeLaN, what it left for the LSTM, all of it "
-                             "for the LSTM when --resume continues that), auto's candidate fits, a GP's hyperparameter "
-                             "optimisation per noise start (and again for --gp-refine). Not counted: loading the "
-                             "data, one kind's physics identification, auto's refit, scoring and the export "
-                             "(default: none; GP kinds: 10). No effect on rbd and rbd-friction, which have no "
-                             "epochs: accepted with a note, for scripts that pass it to every kind")
+                             "for the LSTM when --resume continues that), auto's candidate fits, a GP's whole fit "
+                             "(every noise start with its posterior and held-out selection, then --gp-refine). Not "
+                             "counted: loading the data, one kind's physics identification, auto's refit, scoring "
+                             "and the export (default: none; GP kinds: 10). No effect on rbd and rbd-friction, "
+                             "which have no epochs, nor with --gp-iterations: accepted with a note, for scripts that "
+                             "pass it to every kind. GP kinds: a timed probe plans the L-BFGS iterations per noise "
+                             "start before the fit (at most 50; printed), so the count, and with it the model, "
+                             "depends on the machine's speed when the budget is what limits it; --gp-iterations "
+                             "pins it")
     parser.add_argument("--patience", type=positive(int), default=None,
                         help="early-stopping patience in epochs (default: 30)")
     parser.add_argument("--lr", type=positive(float), default=None,
@@ -206,8 +211,12 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="GP kinds: one noise std per joint (default; real sensors differ per joint) or one "
                              "shared std (i.i.d. noise, e.g. simulation: keeps a joint whose torque is mostly "
                              "noise from interpolating it)")
+    parser.add_argument("--gp-iterations", type=positive(int), default=None, metavar="N",
+                        help="GP kinds: L-BFGS iterations per noise start, fixed: the same seed and N give the same "
+                             "model on any machine, however long it takes (default: 50, or fewer if --max-minutes "
+                             "plans fewer; the run prints the count it used)")
     parser.add_argument("--gp-refine", type=non_negative(int), default=None, metavar="N",
-                        help="GP kinds: after the noise starts are compared (50 L-BFGS iterations each), run N "
+                        help="GP kinds: after the noise starts are compared (--gp-iterations each), run N "
                              "more on the kept fit only (default: 0). Slow joints gain most: on the 7-DoF "
                              "Panda, joint 7 needs ~150 iterations (studies/gp_lip/README.md); each iteration "
                              "costs about as much as one of the first 50")
@@ -253,11 +262,14 @@ def _budget_line(args: argparse.Namespace) -> str | None:
     """What --max-minutes bounds for this kind and what it does not, said before the run (the help says it too); for
     rbd and rbd-friction, given, a note that it has no effect (not a budget line, which would read like a limit)."""
     minutes = args.max_minutes
+    if args.model in GP_KINDS and args.gp_iterations is not None:
+        return (f"idyn train: note: --max-minutes has no effect with --gp-iterations {args.gp_iterations}, which "
+                f"fixes the fit's length" if minutes is not None else None)
     if args.model in GP_KINDS:
         minutes = 10.0 if minutes is None else minutes
-        what = ("each hyperparameter optimisation (one per noise start"
-                + (", one more for --gp-refine)" if args.gp_refine else ")"))
-        uncounted = "the posterior"
+        what = ("the whole fit (every noise start's optimisation, posterior and held-out selection"
+                + (", then --gp-refine" if args.gp_refine else "") + "; a timed probe plans the L-BFGS iterations)")
+        uncounted = ""
     elif minutes is None:
         return None
     elif args.model in PHYSICS_KINDS:  # accepted (scripts pass it for every kind), but said to do nothing here
@@ -378,16 +390,33 @@ def _currents_to_torque(args: argparse.Namespace, robot, kinds: tuple[str, ...],
     return effort, recs
 
 
+def _gp_time_line(kind: str, metrics: dict) -> str:
+    """Where a GP run's time went, and the L-BFGS counts that reproduce its model (--gp-iterations, --gp-refine)."""
+    plan, fit = metrics.get("fit_plan"), metrics["train_seconds"]
+    refine = metrics["refine_iterations"]
+    line = (f"{kind}: fit {fit:.1f} s" + (f" (planned {plan['predicted_seconds']:.0f} s of "
+                                           f"{plan['budget_seconds']:.0f} s)" if plan else "")
+            + f": {metrics['noise_starts_fitted']} noise start(s) x {metrics['iterations']} L-BFGS iterations"
+            + (f", then {refine} for --gp-refine" if refine else ""))
+    if plan is not None:
+        line += (f"; --gp-iterations {metrics['iterations']}" + (f" --gp-refine {refine}" if refine else "")
+                 + " gives this model on any machine")
+    return line + (f"; not in the budget: scoring {metrics['scoring_seconds']:.1f} s, export "
+                   f"{metrics['export_seconds']:.1f} s")
+
+
 def _train_gp(args: argparse.Namespace, robot, train: list, val: list, test: list, note: str = "") -> int:
     from idyn_ros.models.gp import train_gp
     from idyn_ros.models.pipeline import remove_stale_run_files, warn_validation_overlap
 
     metrics = train_gp(args.model, robot, train, val, args.out, seed=args.seed, max_samples=args.max_samples,
                        max_minutes=args.max_minutes if args.max_minutes is not None else 10.0,
+                       iterations=args.gp_iterations, say=print,
                        shared_noise=args.gp_noise == "shared", test_datasets=test,
                        refine_iterations=args.gp_refine, validation_note=note,
                        validation_overlap=warn_validation_overlap(train, val))
     remove_stale_run_files(args.out, None, "gp.pt")  # a GP has no checkpoint: one in --out is an earlier run's
+    print(_gp_time_line(args.model, metrics))
     for split in ("val", "test"):
         if f"{split}_nmse_mean_percent" in metrics:
             print(f"{args.model}: {split} nMSE per joint [%] "

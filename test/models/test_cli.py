@@ -223,8 +223,11 @@ def test_train_says_what_max_minutes_bounds_and_what_it_does_not(files, tmp_path
              f"after each{not_counted}the physics identification, scoring and the export"),
             (["--max-minutes", "2"], f"for the candidate fits (the physics ones always run, the learned ones share "
              f"what is left){not_counted}the refit on all the training data, scoring and the export"),
-            (["--model", "lip-gp", "--gp-refine", "5"], "time budget 10 min (--max-minutes) for each hyperparameter "
-             f"optimisation (one per noise start, one more for --gp-refine){not_counted}the posterior, scoring"),
+            (["--model", "lip-gp", "--gp-refine", "5"], "time budget 10 min (--max-minutes) for the whole fit (every "
+             "noise start's optimisation, posterior and held-out selection, then --gp-refine; a timed probe plans the "
+             f"L-BFGS iterations){not_counted}scoring and the export"),
+            (["--model", "lip-gp", "--gp-iterations", "8", "--max-minutes", "1"], "idyn train: note: --max-minutes has "
+             "no effect with --gp-iterations 8, which fixes the fit's length"),
             (["--model", "hybrid"], "")):  # no budget: no line
         with pytest.raises(AssertionError, match="loaded data"):
             main([*base, *extra])

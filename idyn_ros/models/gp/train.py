@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import math
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -98,6 +99,124 @@ HELDOUT_MAX_NMSE_PERCENT = 100.0
 
 # Validation samples used to choose the noise start (every k-th sample of the validation recordings).
 VAL_SELECTION_POINTS = 1000
+
+# Decision: a time budget is planned, not polled: a timed probe fixes the L-BFGS iterations of every noise start (then
+# of the refinement) before the fit, which never reads the clock; a seed plus that count (printed, pinned by
+# ``iterations``/--gp-iterations) gives the same model, where a clock cut mid-optimisation gave a different one.
+
+#: L-BFGS iterations per noise start unless a count is given or a smaller time budget plans fewer.
+DEFAULT_ITERATIONS = 50
+
+#: Marginal-likelihood evaluations per L-BFGS iteration that a plan counts: torch's L-BFGS stops at 1.25 x its
+#: iterations (its max_eval default); line searches mostly take one.
+EVALS_PER_ITERATION = 1.25
+
+
+def grid_floor(x: float) -> int:
+    """The largest of 1, 2, 3, 4, 6, 8, 12, 16, 24, ... (1 or 1.5 x a power of two) not above ``x``; 0 below 1.
+
+    Why a coarse grid: the probe's seconds vary by a few % from run to run; rounded down onto steps 33-50 % apart,
+    the same budget on the same machine mostly plans the same count, hence the same model.
+    """
+    if not x >= 1:
+        return 0
+    k = 1
+    while k * 2 <= x:
+        k *= 2
+    return k * 3 // 2 if k >= 2 and k * 3 // 2 <= x else k
+
+
+@dataclass(frozen=True)
+class FitPlan:
+    """How a time budget was spent before the fit: L-BFGS iterations per noise start and for the refinement.
+
+    ``eval_seconds``: one marginal likelihood and its gradient on the hyperparameter subset; ``fixed_seconds``: per
+    fit, the posterior on all samples plus the held-out scoring that picks the start; ``probe_seconds``: the probe.
+    """
+
+    iterations: int
+    refine_iterations: int
+    starts: int
+    eval_seconds: float
+    fixed_seconds: float
+    probe_seconds: float
+    budget_seconds: float
+
+    @property
+    def predicted_seconds(self) -> float:
+        """The fit's expected wall time, probe included (each iteration counted at EVALS_PER_ITERATION)."""
+        per_iteration = EVALS_PER_ITERATION * self.eval_seconds
+        return (self.probe_seconds + self.starts * (self.fixed_seconds + self.iterations * per_iteration)
+                + (self.fixed_seconds + self.refine_iterations * per_iteration if self.refine_iterations else 0.0))
+
+    @property
+    def least_seconds(self) -> float:
+        """The shortest this fit can be: the probe, and one iteration, the posterior and the selection per start."""
+        return self.probe_seconds + self.starts * (self.fixed_seconds + EVALS_PER_ITERATION * self.eval_seconds)
+
+    def describe(self, kind: str) -> str:
+        """One line, said before the fit: the count the budget bought, from what, and how to pin it."""
+        refine = f", then {self.refine_iterations} for the refinement" if self.refine_iterations else ""
+        line = (f"{kind}: time budget {self.budget_seconds:.0f} s: a {self.probe_seconds:.1f} s probe "
+                f"({self.eval_seconds:.2f} s per likelihood evaluation, {self.fixed_seconds:.1f} s per posterior and "
+                f"held-out selection) plans {self.starts} noise start(s) x {self.iterations} L-BFGS "
+                f"iterations{refine}, about {self.predicted_seconds:.0f} s; the count follows this machine's speed "
+                f"(--gp-iterations {self.iterations} pins it)")
+        if self.predicted_seconds > self.budget_seconds:
+            line += (f"; the budget is below the least this fit takes, about {self.least_seconds:.0f} s (probe, "
+                     f"then one iteration, a posterior and a selection per start): it will run over")
+        return line
+
+
+def plan_fit(budget_seconds: float, starts: int, eval_seconds: float, fixed_seconds: float, probe_seconds: float,
+             iterations: int = DEFAULT_ITERATIONS, refine_iterations: int = 0) -> FitPlan:
+    """Iterations per noise start (at most ``iterations``, at least 1), then for the refinement (at most
+    ``refine_iterations``, possibly 0) that fit ``budget_seconds`` with the probe's costs; on :func:`grid_floor`
+    unless the count asked for fits whole. The noise starts come first: they decide which fit is kept."""
+    per_iteration = EVALS_PER_ITERATION * max(eval_seconds, 1e-9)
+    left = budget_seconds - probe_seconds - starts * fixed_seconds
+    affordable = left / (starts * per_iteration)
+    its = iterations if affordable >= iterations else max(1, grid_floor(affordable))
+    refine = 0
+    if refine_iterations:
+        affordable = (left - starts * its * per_iteration - fixed_seconds) / per_iteration
+        refine = refine_iterations if affordable >= refine_iterations else grid_floor(affordable)
+    return FitPlan(its, refine, starts, eval_seconds, fixed_seconds, probe_seconds, budget_seconds)
+
+
+#: Held-out points the probe predicts; the selection's cost is scaled from them (prediction is linear in points).
+PROBE_PREDICT_POINTS = 128
+
+
+def probe_fit(kind: str, n: int, X: torch.Tensor, Y: torch.Tensor, prismatic: list[bool] | None, friction: bool,
+              shared_noise: bool, noise_ratio: float, noise_floor_ratio: float, max_hyper_points: int, seed: int,
+              select_on: tuple[torch.Tensor, torch.Tensor] | None) -> tuple[float, float, float]:
+    """Time what a fit repeats: (one likelihood + gradient on the hyperparameter subset, best of 2 [s]; the
+    posterior on all of X plus scoring ``select_on``, that from PROBE_PREDICT_POINTS of it [s]; the probe's own
+    wall time [s]).
+
+    On the first noise start's GP, a throwaway: the global torch RNG is restored, so the fit that follows is the
+    one an unprobed run with the same count makes.
+    """
+    t0 = time.perf_counter()
+    with torch.random.fork_rng():
+        gp = make_gp(kind, n, X, Y, prismatic, friction=friction, noise_init_ratio=noise_ratio,
+                     shared_noise=shared_noise, noise_floor_ratio=noise_floor_ratio)
+        idx = torch.randperm(X.shape[0], generator=torch.Generator().manual_seed(seed))[:max_hyper_points]
+        evals = []
+        for _ in range(2):  # the first also pays one-off costs (allocations, kernel set-up)
+            t = time.perf_counter()
+            gp.nll(X[idx], Y[idx]).backward()
+            evals.append(time.perf_counter() - t)
+        t = time.perf_counter()
+        gp.condition(X, Y)
+        fixed = time.perf_counter() - t
+        if select_on is not None:
+            m = select_on[0].shape[0]
+            t = time.perf_counter()
+            gp.predict(select_on[0][:PROBE_PREDICT_POINTS])
+            fixed += (time.perf_counter() - t) * m / min(m, PROBE_PREDICT_POINTS)
+    return min(evals), fixed, time.perf_counter() - t0
 
 
 def fit_gp(kind: str, n: int, X: torch.Tensor, Y: torch.Tensor, prismatic: list[bool] | None = None,
@@ -192,11 +311,12 @@ def _concat(datasets: list[Any], robot_model: Any) -> Arrays:
 
 
 def train_gp(kind: str, robot_model: Any, train_datasets: list[Any], val_datasets: list[Any], out_dir: str | Path,
-             seed: int = 0, max_samples: int = 500, max_minutes: float = 10.0, friction: bool = True,
-             method: str = "lbfgs", max_hyper_points: int = 250, iterations: int = 50,
+             seed: int = 0, max_samples: int = 500, max_minutes: float | None = 10.0, friction: bool = True,
+             method: str = "lbfgs", max_hyper_points: int = 250, iterations: int | None = None,
              shared_noise: bool = False, test_datasets: list[Any] | None = None,
              noise_floor_ratio: float | None = None, refine_iterations: int = 0,
-             validation_note: str = "", validation_overlap: dict | None = None) -> dict:
+             validation_note: str = "", validation_overlap: dict | None = None,
+             say: Callable[[str], None] | None = None) -> dict:
     """Train a GP inverse-dynamics model; write ``out_dir/model.onnx`` and ``out_dir/metrics.json``.
 
     Args:
@@ -211,16 +331,21 @@ def train_gp(kind: str, robot_model: Any, train_datasets: list[Any], val_dataset
             noise (real recordings), 0 with shared noise (i.i.d. simulated noise: a floor of 1 % of std(y) would
             be 0.15 Nm on the Panda's joint 2 against 0.01 Nm true noise).
         max_samples: training samples kept (random subset, seeded); the GP conditions on all of them.
-        max_minutes: wall-time budget for hyperparameter optimisation (per noise start, see NOISE_STARTS, and
-            again for the refinement).
+        max_minutes: wall-time budget of the whole fit (every noise start's optimisation, posterior and selection
+            scoring, the refinement), planned by :func:`plan_fit` from a timed probe (:func:`probe_fit`) when
+            ``iterations`` is None; None: no budget. Not counted: loading, the val/test metrics, the export.
+        iterations: L-BFGS iterations per noise start, pinned (the budget then plans nothing: the same seed and
+            count give the same model on any machine); None: DEFAULT_ITERATIONS, or fewer if the budget says so.
         friction: add the friction kernel (real robots; eq 34-35).
         method: "lbfgs" (full batch on max_hyper_points samples) or "adam" (minibatch, lr 0.01).
         shared_noise: one noise std for all joints (i.i.d. noise, e.g. simulation) instead of one per joint.
         max_hyper_points: 250 because the 102-133 LIP hyperparameters are not identified by 100-150 points
             (6-DoF Panda test nMSE 6.7 % with 100 points, 0.94 % with 250: studies/gp_lip/README.md).
-        refine_iterations: more L-BFGS iterations for the kept fit only (refine_gp); 0 = none.
+        refine_iterations: more L-BFGS iterations for the kept fit only (refine_gp); 0 = none; a budget (with
+            ``iterations`` None) may plan fewer, after the noise starts.
         validation_note: where the validation data came from (e.g. a held-out tail), kept in metrics.json.
         validation_overlap: ``pipeline.warn_validation_overlap``'s result, kept in metrics.json as for the NN kinds.
+        say: told the plan a budget made (:meth:`FitPlan.describe`) before the fit starts.
 
     Raises:
         TrainingError: the validation mean nMSE exceeds HELDOUT_MAX_NMSE_PERCENT; nothing is written.
@@ -230,8 +355,10 @@ def train_gp(kind: str, robot_model: Any, train_datasets: list[Any], val_dataset
     """
     if not train_datasets:
         raise DatasetError("train_gp needs at least one training dataset")
-    if not max_minutes > 0:
+    if max_minutes is not None and not max_minutes > 0:
         raise ParameterError(f"max_minutes must be > 0 (got {max_minutes})")
+    if iterations is not None and not iterations >= 1:
+        raise ParameterError(f"iterations must be >= 1 (got {iterations})")
     out_dir = Path(out_dir)
     torch.manual_seed(seed)
     q, dq, ddq, tau = _concat(list(train_datasets), robot_model)
@@ -250,20 +377,38 @@ def train_gp(kind: str, robot_model: Any, train_datasets: list[Any], val_dataset
         select_on = (stack_inputs(vq[::stride], vdq[::stride], vddq[::stride]),
                      torch.as_tensor(vtau[::stride], dtype=torch.float64))
         starts = VAL_NOISE_STARTS
+    prismatic = joint_is_prismatic(robot_model)
+    ratios = starts if starts is not None else NOISE_STARTS.get(kind, (0.1,))
+    n_starts = len(ratios) * (len(SHARED_NOISE_STARTS.get(kind, ("max",))) if shared_noise else 1)
     t0 = time.perf_counter()
-    gp, report, noise_start = fit_gp(kind, n, X, Y, joint_is_prismatic(robot_model), friction=friction,
+    plan, max_seconds = None, None
+    if iterations is None and max_minutes is not None and method == "lbfgs":
+        probe = probe_fit(kind, n, X, Y, prismatic, friction, shared_noise, ratios[0], noise_floor_ratio,
+                          max_hyper_points, seed, select_on)
+        plan = plan_fit(60.0 * max_minutes, n_starts, *probe, refine_iterations=refine_iterations)
+        iterations, refine_iterations = plan.iterations, plan.refine_iterations
+        if say is not None:
+            say(plan.describe(kind))
+    elif iterations is None and max_minutes is not None:  # Adam: epochs of minibatches, still cut by the clock
+        max_seconds = 60.0 * max_minutes / n_starts
+    iterations = DEFAULT_ITERATIONS if iterations is None else iterations
+    gp, report, noise_start = fit_gp(kind, n, X, Y, prismatic, friction=friction,
                                      shared_noise=shared_noise, noise_starts=starts, select_on=select_on,
                                      noise_floor_ratio=noise_floor_ratio, refine_iterations=refine_iterations,
                                      method=method, iterations=iterations, max_hyper_points=max_hyper_points,
-                                     seed=seed, max_seconds=60.0 * max_minutes)
+                                     seed=seed, max_seconds=max_seconds)
     train_s = time.perf_counter() - t0
     metrics: dict[str, Any] = {
         "model_kind": kind, "robot": robot_model.name, "n_train": int(q.shape[0]), "seed": seed,
         "train_seconds": train_s, "fit": report.__dict__, "friction_kernel": friction,
         "noise": "shared" if shared_noise else "per-joint", "noise_std": gp.noise_std().tolist(),
         "noise_start_ratio": noise_start.ratio, "shared_noise_start": noise_start.shared,
-        "noise_floor_ratio": noise_floor_ratio, "refine_iterations": refine_iterations,
+        "noise_floor_ratio": noise_floor_ratio, "iterations": iterations, "noise_starts_fitted": n_starts,
+        "refine_iterations": refine_iterations,
+        "fit_plan": None if plan is None else {**plan.__dict__, "predicted_seconds": plan.predicted_seconds,
+                                               "least_seconds": plan.least_seconds},
     }
+    t_scoring = time.perf_counter()
     for split, datasets in (("val", val_datasets), ("test", test_datasets)):
         if datasets:
             sq, sdq, sddq, stau = _concat(list(datasets), robot_model)
@@ -283,6 +428,8 @@ def train_gp(kind: str, robot_model: Any, train_datasets: list[Any], val_dataset
             f"the mean torque; not exported ({out_dir} left as it was). Fitted noise std "
             f"{np.round(metrics['noise_std'], 4).tolist()} Nm: give it more or other data (--max-samples, --data), "
             f"--val with another trajectory, or a more robust kind (idyn train --model auto)")
+    metrics["scoring_seconds"] = time.perf_counter() - t_scoring
+    t_export = time.perf_counter()
     out_dir.mkdir(parents=True, exist_ok=True)
     rate = float(getattr(train_datasets[0], "rate_hz", float("nan"))) if not isinstance(
         train_datasets[0], str | Path) else float("nan")
@@ -300,6 +447,7 @@ def train_gp(kind: str, robot_model: Any, train_datasets: list[Any], val_dataset
         metrics["onnx"] = None
         metrics["onnx_error"] = str(exc)
         (out_dir / "model.onnx").unlink(missing_ok=True)  # an earlier run's model must not pass for this one
+    metrics["export_seconds"] = time.perf_counter() - t_export  # the ONNX graph; the files below take ms
     atomic_write_text(out_dir / "metrics.json", json.dumps(json_ready(metrics), indent=2, allow_nan=False) + "\n")
     checkpoint.save({"state_dict": gp.state_dict(), "X": gp.X, "Y": Y, "kind": kind, "friction": friction,
                      "shared_noise": shared_noise, "joint_names": list(robot_model.joint_names)}, out_dir / "gp.pt")
