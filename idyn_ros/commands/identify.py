@@ -20,6 +20,7 @@ Recordings of motor currents (UR drivers) are refused: `idyn train --model rbd-f
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 HELP = "identify inertial + friction parameters (ols, wls, sdp, diffbary, logchol) -> URDF"
@@ -96,8 +97,12 @@ def _run(args: argparse.Namespace) -> int:
     from idyn_ros.models.sources import load_file, load_robot
 
     robot = load_robot(args.robot)
-    data = [load_file(path, robot) for path in args.data]  # per file (a file with gaps: a recording per segment)
-    tests = [load_file(path, robot) for path in args.test]  # a wrong --test path fails now, not after the fit
+
+    def say(line: str) -> None:  # how a file was read (split at its gaps, joints renamed): on stderr, as a warning is
+        print(f"idyn identify: {line}", file=sys.stderr)
+
+    data = [load_file(path, robot, say=say) for path in args.data]  # per file (with gaps: a recording per segment)
+    tests = [load_file(path, robot, say=say) for path in args.test]  # a wrong --test path fails now, not after the fit
     for path, segments in zip([*args.data, *args.test], [*data, *tests], strict=True):
         if segments[0].effort_kind == "current":
             raise DatasetError(f"{path}: its efforts are motor currents [A], and identify fits joint torques [Nm]: "

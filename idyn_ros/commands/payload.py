@@ -16,6 +16,7 @@ undetermined, after printing the result).
 from __future__ import annotations
 
 import argparse
+import sys
 from typing import Any
 
 from idyn_ros.commands.identify import DEFAULT_FRICTION
@@ -101,8 +102,12 @@ def _identify(args: argparse.Namespace) -> int:
     from idyn_ros.models.sources import load_recordings, load_robot
 
     robot = load_robot(args.robot)
-    with_payload = load_recordings(args.data, robot)
-    reference = load_recordings(args.reference, robot) if args.reference else []
+
+    def say(line: str) -> None:  # how a file was read (split at its gaps, joints renamed): stderr, away from --json
+        print(f"idyn payload: {line}", file=sys.stderr)
+
+    with_payload = load_recordings(args.data, robot, say=say)
+    reference = load_recordings(args.reference, robot, say=say) if args.reference else []
     if args.reference:
         kinds = parse_kinds(args.friction or DEFAULT_FRICTION)
         est = cp.identify_with_reference(robot, with_payload, reference, kinds, args.rate, args.cutoff)

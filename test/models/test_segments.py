@@ -148,3 +148,13 @@ def test_train_and_evaluate_on_a_file_with_gaps(iiwa, synth, tmp_path, capsys):
     assert whole["files"][str(gapped)]["segments"] == 3 and whole["all"]["n_samples"] == 2100
     assert main(["evaluate", "--model", str(out), "--data", str(gapped)]) == 0
     assert "on 1 recording(s) (3 contiguous segments), 2100 samples" in capsys.readouterr().out
+
+
+def test_identify_says_on_stderr_how_it_split_a_file_with_gaps(iiwa, synth, tmp_path, capsys):
+    """`idyn identify` split a gapped file without a word (`idyn train` and `idyn evaluate` say it)."""
+    from idyn_ros.cli import main
+
+    gapped = _save_gapped(synth[0], iiwa, tmp_path / "gapped.npz", GAPPED)
+    assert main(["identify", "--robot", "iiwa14", "--data", str(gapped), "--method", "sdp",
+                 "--urdf-out", str(tmp_path / "id.urdf")]) == 0
+    assert f"idyn identify: {gapped}: 3 contiguous segments" in capsys.readouterr().err
