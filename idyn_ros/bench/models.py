@@ -134,13 +134,8 @@ def _onnx_nmse_mean(artifact: Path, robot: Any, test: list) -> float:
     from idyn_ros.runtime import ModelRuntime
 
     rt = ModelRuntime(artifact, robot)
-    pred, tau = [], []
-    for r in test:
-        rt.reset()
-        pred.append(np.array([rt.step(r.q[t], r.dq[t], r.ddq[t]).total.copy() for t in range(r.n_samples)]))
-        tau.append(r.tau)
-    p, t = np.concatenate(pred), np.concatenate(tau)
-    return torque_metrics(p, t)["nmse_mean"]
+    pred = np.concatenate([rt.replay(r.q, r.dq, r.ddq).total for r in test])
+    return torque_metrics(pred, np.concatenate([r.tau for r in test]))["nmse_mean"]
 
 
 def kuka_table(minutes: float = 1.5, epochs: int = 300, only: list[str] | None = None,
@@ -247,10 +242,7 @@ def parity(seconds: float = 10.0) -> dict[str, Any]:
                                "max_abs_tau_nm": float(np.abs(ref["tau"]).max())}
         for backend in ("pinocchio", "onnx"):
             rt = ModelRuntime(artifact, RobotModel.from_robot("iiwa14"), rbd_backend=backend)
-            got = np.array([rt.step(rec.q[t], rec.dq[t], rec.ddq[t]).total.copy() for t in range(rec.n_samples)])
-            rt.reset()
-            res = np.array([rt.step(rec.q[t], rec.dq[t], rec.ddq[t]).residual.copy()
-                            for t in range(rec.n_samples)])
+            got, _, _, res = rt.replay(rec.q, rec.dq, rec.ddq)
             out[backend] = {"max_abs_diff_tau_nm": float(np.abs(got - ref["tau"]).max()),
                             "max_abs_diff_residual_nm": float(np.abs(res - ref["tau_residual"]).max())}
     return out

@@ -91,15 +91,9 @@ def _run(args: argparse.Namespace) -> int:
         if conv.warning:  # e.g. a model trained on currents scored against efforts read as Nm
             warnings.warn(f"{path}: {conv.warning}; pass --effort-kind current if its efforts are currents",
                           stacklevel=1)
-        file_preds, file_taus = [], []
-        for rec in segments:
-            rt = ModelRuntime(args.model, robot, rate_hz=rec.rate_hz, rbd_backend=args.backend)  # fresh state
-            tau = conv.torque(rec.tau)
-            pred = np.empty_like(tau)
-            for t in range(rec.n_samples):
-                pred[t] = rt.step(rec.q[t], rec.dq[t], rec.ddq[t]).total
-            file_preds.append(pred)
-            file_taus.append(tau)
+        rt = ModelRuntime(args.model, robot, rate_hz=segments[0].rate_hz, rbd_backend=args.backend)
+        file_preds = [rt.replay(rec.q, rec.dq, rec.ddq).total for rec in segments]  # a fresh state each
+        file_taus = [conv.torque(rec.tau) for rec in segments]
         per_file[str(path)] = torque_metrics(np.concatenate(file_preds), np.concatenate(file_taus),
                                              meta.get("tau_min"), meta.get("tau_max"))
         if len(segments) > 1:

@@ -376,14 +376,8 @@ def heldout_predictions(model_path: Path, robot: str, dataset_path: Path, max_se
     out: dict[str, list] = {"t": [], "tau": [], "pred": [], "rbd": []}
     for rec in recs:
         N = min(len(rec.t), left)
-        pred = np.zeros((N, robot_model.n))
-        rbd = np.zeros((N, robot_model.n))
-        rt.reset()
-        for k in range(N):
-            p = rt.step(rec.q[k], rec.dq[k], rec.ddq[k])
-            pred[k] = np.reshape(p.total, -1)
-            rbd[k] = np.reshape(p.rbd, -1)
-        for key, value in (("t", rec.t[:N]), ("tau", rec.tau[:N]), ("pred", pred), ("rbd", rbd)):
+        p = rt.replay(rec.q[:N], rec.dq[:N], rec.ddq[:N])
+        for key, value in (("t", rec.t[:N]), ("tau", rec.tau[:N]), ("pred", p.total), ("rbd", p.rbd)):
             out[key].append(value)
         left -= N
         if left <= 0:

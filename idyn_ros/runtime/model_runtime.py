@@ -337,6 +337,16 @@ class ModelRuntime:
         for _, _, buf in self._state:
             buf[...] = 0.0
 
+    def replay(self, q: np.ndarray, dq: np.ndarray, ddq: np.ndarray) -> TorquePrediction:
+        """One recording (T, n) stepped tick by tick from a fresh state, as the controller steps it: every tick's
+        torques, each part (T, n) in Nm. Offline scoring (evaluate, benchmarks), not the 1 kHz path."""
+        self.reset()
+        out = TorquePrediction(*(np.empty((len(q), self.n)) for _ in TorquePrediction._fields))
+        for t in range(len(q)):
+            for whole, tick in zip(out, self.step(q[t], dq[t], ddq[t]), strict=True):
+                whole[t] = tick
+        return out
+
     def warm_up(self, q: np.ndarray, dq: np.ndarray | None = None, ddq: np.ndarray | None = None,
                 steps: int = PAPER_WARMUP_TICKS) -> int:
         """Settle the recurrent state before control starts (Reuss Sec. VI: 500 iterations); returns the steps run.

@@ -368,12 +368,9 @@ def _runtime_currents(model: Path, run: Path) -> tuple[np.ndarray, np.ndarray]:
     robot = RobotModel.from_urdf(meta["urdf"], name=meta["robot"])
     recs = load_recordings([run], robot, rate_hz=meta["rate_hz"])  # a run with gaps: one per segment, state reset
     rt = ModelRuntime(model, robot, rate_hz=recs[0].rate_hz)
-    pred = []
-    for rec in recs:
-        rt.reset()
-        pred += [rt.step(rec.q[t], rec.dq[t], rec.ddq[t]).total.copy() for t in range(rec.n_samples)]
+    pred = np.concatenate([rt.replay(rec.q, rec.dq, rec.ddq).total for rec in recs])  # a fresh state per segment
     # the recording's effort is the current as recorded
-    return np.array(pred) / rt.torque_constants, np.concatenate([rec.tau for rec in recs])
+    return pred / rt.torque_constants, np.concatenate([rec.tau for rec in recs])
 
 
 def ur5_base_average(work: Path, minutes: float, seeds: int = 2) -> dict:
