@@ -143,3 +143,21 @@ def test_a_validation_that_repeats_training_is_said_and_kept_as_for_the_nn_kinds
              max_hyper_points=12, validation_overlap=overlap)
     saved = json.loads((tmp_path / "metrics.json").read_text())["validation_overlap"]
     assert saved["share"] == 1.0 and saved["could_validate"] == []
+
+
+def test_a_gapped_recording_is_read_per_segment_as_every_other_model_reads_it():
+    """train_gp given a Dataset (not the CLI's Recordings) differentiated dq across a recording's gap: a velocity
+    that differs across the gap became an acceleration spike in the training data."""
+    from idyn_ros.data import Dataset
+    from idyn_ros.models.gp.train import _concat
+
+    rm = panda_model(2)
+    n = 200
+    t = np.r_[np.arange(100), 150 + np.arange(100)] / 100.0  # a 0.5 s gap after 1 s
+    dq = np.zeros((n, 2))
+    dq[100:] = 0.8  # constant in each segment: no acceleration anywhere
+    ds = Dataset(t=t, q=np.zeros((n, 2)), dq=dq, tau=np.zeros((n, 2)), joint_names=rm.joint_names, robot="panda",
+                 segment_starts=np.array([0, 100]), source="gapped")
+    q, dq_out, ddq, tau = _concat([ds], rm)
+    assert q.shape == (n, 2) and np.array_equal(dq_out, dq)
+    assert np.abs(ddq).max() < 1e-9, np.abs(ddq).max()

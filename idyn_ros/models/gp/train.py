@@ -286,28 +286,21 @@ def refine_gp(gp: GPInverseDynamics, X: torch.Tensor, Y: torch.Tensor, extra_ite
     return gp.fit(X, Y, **{**fit_kwargs, "iterations": extra_iterations})
 
 
-def _dataset_arrays(ds: Any, robot_model: Any) -> Arrays:
-    from idyn_ros.data import load_dataset
+def _recordings(ds: Any, robot_model: Any) -> list:
+    """``ds`` (a path, a Dataset or a Recording) as the robot's Recordings, one per contiguous segment: the loader and
+    the acceleration estimate every other model's training uses (``models.sources``)."""
+    from idyn_ros.models.sources import load_file, split_segments, to_recording
 
     if isinstance(ds, str | Path):
-        ds = load_dataset(ds)
+        return load_file(ds, robot_model)
     if not hasattr(ds, "joint_names"):  # idyn_ros.models.sources.Recording: already in the robot's order
-        return ds.q, ds.dq, ds.ddq, ds.tau
-    names = list(ds.joint_names)
-    missing = [j for j in robot_model.joint_names if j not in names]
-    if missing:
-        raise DatasetError(f"dataset {ds.source or ''} lacks joints {missing} of robot {robot_model.name}; "
-                           "pass a joint map when loading it")
-    idx = [names.index(j) for j in robot_model.joint_names]
-    q, dq, tau = ds.q[:, idx], ds.dq[:, idx], ds.tau[:, idx]
-    # decision: central differences of dq when the recording has no ddq (offline, acausal)
-    ddq = ds.ddq[:, idx] if ds.ddq is not None else np.gradient(dq, ds.t, axis=0)
-    return q, dq, ddq, tau
+        return [ds]
+    return split_segments(to_recording(ds, robot_model, source=str(ds.source or "")), ds.segment_starts)
 
 
 def _concat(datasets: list[Any], robot_model: Any) -> Arrays:
-    parts = [_dataset_arrays(d, robot_model) for d in datasets]
-    return tuple(np.concatenate([p[k] for p in parts]) for k in range(4))  # type: ignore[return-value]
+    recs = [rec for d in datasets for rec in _recordings(d, robot_model)]
+    return tuple(np.concatenate([getattr(r, k) for r in recs]) for k in ("q", "dq", "ddq", "tau"))  # type: ignore
 
 
 def train_gp(kind: str, robot_model: Any, train_datasets: list[Any], val_datasets: list[Any], out_dir: str | Path,
