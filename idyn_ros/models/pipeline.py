@@ -102,8 +102,9 @@ def _repeated_validation_warning(share: float, spare: list[dict[str, Any]], chos
     msg = (f"{share:.0%} of the validation states are already in the training data (within {OVERLAP_RADIUS:g} std): "
            f"validation repeats the training trajectory, so {scores} measure noise, not how the model carries to "
            f"another trajectory; validate on a different trajectory")
-    if spare:
-        names = ", ".join(f"{r['recording']} ({r['covered']:.0%} covered)" for r in spare)
+    files = [r for r in spare if r.get("whole_file", True)]  # a segment of a gapped file is no path --val can take
+    if files:
+        names = ", ".join(f"{r['recording']} ({r['covered']:.0%} covered)" for r in files)
         msg += f". Training recordings the others hardly cover, which could validate instead (--val): {names}"
     if chose_on:
         msg += (f". auto chooses its model on {chose_on['recording']} instead, held out of training, then fits the "
@@ -137,7 +138,8 @@ def _validation_overlap(train: Sequence[Recording], val: Sequence[Recording]
     if overlap["share"] < OVERLAP_WARNING:
         return overlap, None
     spare = validation_candidates(train)
-    overlap["could_validate"] = [{"recording": _short_source(train[i].source, i), "covered": s} for i, s in spare]
+    overlap["could_validate"] = [{"recording": _short_source(train[i].source, i), "covered": s,
+                                  "whole_file": not train[i].segment} for i, s in spare]
     return overlap, spare
 
 

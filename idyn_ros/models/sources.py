@@ -66,6 +66,7 @@ class Recording:
     source: str = ""
     effort_kind: str = "torque"  # "current": tau holds motor currents (UR drivers); models.current_gains converts
     irregular_stamps: str = ""  # the importer's note when the source's stamps were irregular ("" = regular)
+    segment: str = ""  # "i of k": one contiguous segment of a file with gaps (split_segments); "" = the whole file
 
     @property
     def n_samples(self) -> int:
@@ -254,8 +255,8 @@ def split_segments(rec: Recording, starts: Sequence[int], say: Callable[[str], N
     k = len(pieces)
     # Decision: a one-sample segment is dropped (no rate, no derivative, no step to train or score on; the importer
     # drops a stamp alone between gaps alike); two samples or more are kept (training batches short recordings apart)
-    out = [replace(_slice(rec, slice(a, b)), source=f"{rec.source} (segment {i} of {k}, {rec.t[a]:.1f}-"
-                                                    f"{rec.t[b - 1]:.1f} s)")
+    out = [replace(_slice(rec, slice(a, b)), segment=f"{i} of {k}",
+                   source=f"{rec.source} (segment {i} of {k}, {rec.t[a]:.1f}-{rec.t[b - 1]:.1f} s)")
            for i, (a, b) in enumerate(pieces, 1) if b - a > 1]
     if not out:
         raise DatasetError(f"{rec.source}: all {k} segments between its gaps are single samples; there is no "

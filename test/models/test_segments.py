@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 
 from idyn_ros.data.dataset import Dataset
@@ -158,3 +160,20 @@ def test_identify_says_on_stderr_how_it_split_a_file_with_gaps(iiwa, synth, tmp_
     assert main(["identify", "--robot", "iiwa14", "--data", str(gapped), "--method", "sdp",
                  "--urdf-out", str(tmp_path / "id.urdf")]) == 0
     assert f"idyn identify: {gapped}: 3 contiguous segments" in capsys.readouterr().err
+
+
+def test_a_segment_of_a_gapped_file_is_not_suggested_as_a_validation_file(synth):
+    """The repeated-validation warning named "file.npz (segment 2 of 3, ...)" as something to pass to --val."""
+    from idyn_ros.models.pipeline import _repeated_validation_warning, _validation_overlap
+
+    a, b, _ = synth
+    rerun = dataclasses.replace(a, q=a.q + 1e-4)
+    seg = dataclasses.replace(b, source="/data/gapped.npz (segment 2 of 3, 4.0-9.0 s)", segment="2 of 3")
+    overlap, spare = _validation_overlap([a, seg], [rerun])
+    listed = {r["recording"]: r["whole_file"] for r in overlap["could_validate"]}
+    assert listed[seg.source.rsplit("/", 1)[1]] is False and spare
+    msg = _repeated_validation_warning(overlap["share"], overlap["could_validate"])
+    assert "gapped.npz" not in msg, msg
+    whole = dataclasses.replace(b, source="/data/other.npz")
+    overlap, _ = _validation_overlap([a, whole], [rerun])
+    assert "other.npz (0% covered)" in _repeated_validation_warning(overlap["share"], overlap["could_validate"])
