@@ -545,6 +545,10 @@ class RecorderParams(NodeParams):
                            read_only=True)
     flush_period: float = param(0.5, "s between flushes to disk (what a SIGKILL can lose at most)", lo=0.01,
                                 hi=60.0, read_only=True)
+    effort_kind: str = param("", "what the joint states' effort is, written into the bag (metadata.yaml custom_data "
+                             "effort_kind) so that import, train and wrench read it without a flag: torque | current "
+                             "(a UR driver's default: motor current) | '' (not stated)",
+                             choices=("", "torque", "current"), read_only=True)
 
 
 NODES: dict[str, type[NodeParams]] = {

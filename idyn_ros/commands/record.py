@@ -15,6 +15,7 @@ EPILOG = """\
 examples:
   idyn record -o runs/panda_01                              /joint_states only, MCAP
   idyn record -o runs/panda_02 --storage sqlite3 --duration 60
+  idyn record -o runs/ur5_01 --effort-kind current          a UR driver's joint effort is motor current
   idyn record -o runs/ff /joint_states /idyn/reference:idyn_ros/msg/JointReference \\
               /effort_controller/commands:std_msgs/msg/Float64MultiArray
 then: idyn dataset import runs/panda_01 --robot panda -o panda_01.npz
@@ -55,7 +56,7 @@ def run(args: argparse.Namespace) -> int:
 
     try:
         counts = run_recorder(args.output, args.topics, args.storage, args.qos_depth, args.flush_period, args.duration,
-                              on_progress=progress)
+                              on_progress=progress, effort_kind=args.effort_kind)
     finally:
         bar.close()
     print(f"wrote {args.output}: " + (", ".join(f"{t} {c} messages" for t, c in counts.items()) or "no topic seen"))

@@ -77,8 +77,10 @@ def run_recorder(
     duration: float | None = None,
     on_progress: Callable[[dict[str, int]], None] | None = None,
     args: list[str] | None = None,
+    effort_kind: str = "",
 ) -> dict[str, int]:
-    """Record ``topics`` into a new bag at ``output`` until SIGINT/SIGTERM (or ``duration`` s).
+    """Record ``topics`` into a new bag at ``output`` until SIGINT/SIGTERM (or ``duration`` s); ``effort_kind``
+    (torque | current) is written into its metadata.yaml, where the importer reads it.
 
     Returns:
         messages written per topic.
@@ -153,10 +155,10 @@ def run_recorder(
     try:
         # ROS parameters (``--ros-args -p output:=bag``) override the function arguments
         given = {"output": str(output or ""), "storage": storage, "topics": list(topics or ["/joint_states"]),
-                 "qos_depth": int(qos_depth), "flush_period": float(flush_period)}
+                 "qos_depth": int(qos_depth), "flush_period": float(flush_period), "effort_kind": effort_kind}
         for name, value in given.items():
             node._parameter_overrides.setdefault(name, to_ros_parameter(name, value))
-        p = NodeParameters(node, RecorderParams).value
+        p = NodeParameters(node, RecorderParams).read()  # raises for a bad value (.value would be the defaults)
         output, storage, topics, qos_depth, flush_period = p.output, p.storage, list(p.topics), p.qos_depth, \
             p.flush_period
         if not output:
@@ -171,7 +173,8 @@ def run_recorder(
             )
             for rel in (ReliabilityPolicy.RELIABLE, ReliabilityPolicy.BEST_EFFORT)
         }
-        writer = BagWriter(output, storage=storage, flush_period_s=flush_period)
+        writer = BagWriter(output, storage=storage, flush_period_s=flush_period,
+                           custom_data={"effort_kind": p.effort_kind} if p.effort_kind else None)
         for name, msgtype in wanted.items():
             if msgtype:
                 subscribe(name, msgtype)
@@ -266,6 +269,11 @@ def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.Argu
         help="seconds between durability points; at most this much is lost on SIGKILL (default 0.5)",
     )
     parser.add_argument("--duration", type=positive(float), help="stop after this many seconds (default: until Ctrl-C)")
+    parser.add_argument("--effort-kind", choices=("torque", "current"), default="",
+                        help="what /joint_states effort is, written into the bag so that `idyn dataset import`, "
+                        "`idyn train` and `idyn wrench` read it without --effort-kind: current for a UR arm whose "
+                        "driver reports motor currents (its default unless use_currents_as_efforts:=false), torque "
+                        "for Franka, KUKA and our plant (default: not stated; import then assumes torque and says so)")
     return parser
 
 
@@ -277,7 +285,8 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(remove_ros_args(full)[1:])
     try:
         counts = run_recorder(
-            args.output, args.topics, args.storage, args.qos_depth, args.flush_period, args.duration, args=full
+            args.output, args.topics, args.storage, args.qos_depth, args.flush_period, args.duration, args=full,
+            effort_kind=args.effort_kind,
         )
     except IdynError as exc:
         print(f"recorder: error: {exc}", file=sys.stderr)

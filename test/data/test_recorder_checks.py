@@ -128,3 +128,17 @@ def test_a_discovered_topic_of_a_type_it_cannot_record_is_skipped_and_the_record
         node.destroy_node()
         rclpy.shutdown(context=context)
     assert counts.get("/test_recordable", 0) > 20 and "/test_unrecordable" not in counts
+
+
+@pytest.mark.ros
+def test_the_bag_says_what_its_effort_is_and_the_importer_reads_it(tmp_path: Path) -> None:
+    """A UR user had to pass --effort-kind current to import, train and wrench, every time: the bag did not say."""
+    from idyn_ros.data.importers import bag_effort_kind
+
+    run_recorder(tmp_path / "ur", ["/joint_states"], duration=1.0, effort_kind="current")
+    assert bag_effort_kind(tmp_path / "ur") == ("current", "effort_kind: current")
+    run_recorder(tmp_path / "unsaid", ["/joint_states"], duration=1.0)
+    assert bag_effort_kind(tmp_path / "unsaid") == (None, "")
+    with pytest.raises(ParameterError, match="effort_kind"):
+        run_recorder(tmp_path / "bad", ["/joint_states"], duration=1.0, effort_kind="amps")
+    assert not (tmp_path / "bad").exists()

@@ -158,6 +158,6 @@ def test_a_gapped_recording_is_read_per_segment_as_every_other_model_reads_it():
     dq[100:] = 0.8  # constant in each segment: no acceleration anywhere
     ds = Dataset(t=t, q=np.zeros((n, 2)), dq=dq, tau=np.zeros((n, 2)), joint_names=rm.joint_names, robot="panda",
                  segment_starts=np.array([0, 100]), source="gapped")
-    q, dq_out, ddq, tau = _concat([ds], rm)
+    q, dq_out, ddq, _ = _concat([ds], rm)
     assert q.shape == (n, 2) and np.array_equal(dq_out, dq)
     assert np.abs(ddq).max() < 1e-9, np.abs(ddq).max()

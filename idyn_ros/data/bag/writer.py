@@ -18,12 +18,15 @@ class BagWriter:
         path: bag folder to create (must not exist).
         storage: ``"mcap"`` (default) or ``"sqlite3"``.
         flush_period_s: how often :meth:`maybe_flush` makes written data survive a SIGKILL (s).
+        custom_data: string entries for metadata.yaml's ``custom_data`` (what the importer reads, e.g.
+            ``effort_kind``).
 
     ``write`` does no serialisation: it stores the bytes a ``raw=True`` rclpy subscription
     delivers. Call :meth:`close` to get a complete bag (footer, metadata.yaml).
     """
 
-    def __init__(self, path: str | Path, storage: str = "mcap", flush_period_s: float = 0.5) -> None:
+    def __init__(self, path: str | Path, storage: str = "mcap", flush_period_s: float = 0.5,
+                 custom_data: dict[str, str] | None = None) -> None:
         from rosbags.rosbag2 import StoragePlugin, Writer
 
         if storage not in ("mcap", "sqlite3"):
@@ -36,6 +39,8 @@ class BagWriter:
         plugin = StoragePlugin.MCAP if storage == "mcap" else StoragePlugin.SQLITE3
         self._writer = Writer(self.path, version=9, storage_plugin=plugin)
         self._writer.open()
+        for key, value in (custom_data or {}).items():  # metadata.yaml custom_data (e.g. effort_kind: current)
+            self._writer.set_custom_data(key, value)
         if storage == "sqlite3":
             conn = self._writer.storage.conn
             conn.commit()
