@@ -1222,7 +1222,8 @@ def read_bag(
                      "joints: a publisher per joint or per joint group)")
     if offset:
         notes.append(f"header stamps of {topic} are {offset / 1e9:+.4g} s from the bag's log times (another "
-                     "machine's clock): topics placed by log time were moved onto the header clock by that much")
+                     "clock: a simulator's time, or another machine's): topics placed by log time were moved onto the "
+                     "header clock by that much")
     stamps_ns = header_ns if use_header else log_ns
     names, (q, dq, tau), named = joint_state_arrays(rows, stamps_ns, f"{path}: {topic}")
     raw_rec = RawRecording(stamps_ns, names, {"q": q, "dq": dq, "tau": tau}, f"{path}:{topic}", notes=notes,

@@ -134,7 +134,8 @@ def replay(model_path: str | Path, source: str | Path, robot: Any = None, rate_h
         notes.append(series.note)
     if series.log_to_header_ns:
         notes.append(f"joint-state header stamps are {series.log_to_header_ns / 1e9:+.4g} s from the bag's log times "
-                     "(another machine's clock): a wrench message without a stamp is moved onto them by that much")
+                     "(another clock: a simulator's time, or another machine's): a wrench message without a stamp is "
+                     "moved onto them by that much")
     t_ns, q, dq, effort = series.t_ns, series.q, series.dq, series.effort
     model_rate = float(meta.get("rate_hz") or 0.0) or None  # artifacts without a rate run at the recording's
     own_rate, irregular = series.rate_hz, series.irregular  # each measures the stamps: once
