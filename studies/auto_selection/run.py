@@ -1036,6 +1036,178 @@ def prior_strength_cv(work: Path, minutes: float) -> dict:
     return out
 
 
+ESSENTIAL_THRESHOLD = 0.5  # hold a direction whose std exceeds 50 % of its size: its 2-sigma interval contains zero
+ESSENTIAL_STRENGTH = 1e2  # held directions' penalty, times the largest eigenvalue of the weighted Gram matrix
+ESSENTIAL_RULE = (
+    "holding the poorly identified base directions at the URDF becomes an option of the SDP identification, proposed "
+    "as its default, if on every validation off the training states (overlap < OVERLAP_WARNING) rbd-friction (unheld "
+    "physics, the SDP with its default geometric prior 1e-2) validates within 2 % of the same fit without the hold or "
+    "better, and better by more than 2 % on at least one (``_adopt``); test runs (UR5 No1, the plants' 6th "
+    "trajectory, KUKA file 3) are reported, not used. The threshold (std > 50 % of the direction's size) and the "
+    "correlation correction were fixed with this rule, before any run of this section.")
+
+
+def _integrated_autocorrelation_time(segments: list[np.ndarray]) -> float:
+    """Sokal's integrated autocorrelation time of a residual given as contiguous segments (autocovariances pooled
+    over the segments): 1 + 2 sum_{k=1..M} rho_k, window M the first with M >= 5 tau(M)."""
+    acov = None
+    for seg in segments:
+        x = seg - seg.mean()
+        m = len(x)
+        f = np.fft.rfft(x, 2 * m)
+        a = np.fft.irfft(f * np.conj(f))[:m]
+        if acov is None:
+            acov = a
+        else:
+            k = min(len(acov), len(a))
+            acov = acov[:k] + a[:k]
+    rho = acov / acov[0]
+    tau = 1.0 + 2.0 * np.cumsum(rho[1:])
+    window = np.flatnonzero(np.arange(1, len(rho)) >= 5.0 * tau)
+    return float(max(tau[window[0]] if window.size else tau[-1], 1.0))
+
+
+def essential_directions(robot: Any, train: list, threshold: float = ESSENTIAL_THRESHOLD) -> dict[str, Any]:
+    """The base directions the training data identify poorly (Pham & Gautier 1991's relative standard deviation, in
+    directions), as rows on the SDP's full parameter vector (inertial 10n, armature n, friction nB).
+
+    - WLS on the base parameters (the regressor ``identify`` uses: independent inertial + armature columns, friction),
+      weights 1 / sigma_j from the OLS residual as in ``identify``;
+    - covariance C = (sum_j W_j' W_j / (s_j^2 tau_j))^-1, s_j the WLS residual std of joint j and tau_j the integrated
+      autocorrelation time of that residual: consecutive samples are not independent, joint j's N samples count as
+      N / tau_j (the white-noise C would be tau_j times too optimistic);
+    - the inertial block of C (friction marginalised), each base parameter in units of its own size
+      r_i = max(|WLS estimate|, |URDF value|), eigen-decomposed: S = R^-1 C_II R^-1 = V diag(s^2) V';
+    - a direction is held when its std s_k > ``threshold`` (for one uncorrelated parameter this is %sigma > 50 %).
+    Returns the held rows ``H`` (h, 10n + n + nB; friction columns zero), the stds, tau_j and the counts."""
+    from idyn_ros.dynamics.friction import DEFAULT_KINDS, n_columns
+    from idyn_ros.models import identification as ident
+    from idyn_ros.models import rbd
+
+    pin = robot.pin_model
+    n = pin.nv
+    B = n_columns(DEFAULT_KINDS)
+    arm_all = np.arange(n)
+    arm_joints = np.flatnonzero(ident.identifiable_armature(pin, 0))
+    Y, F, tau = ident._stack(pin, train, DEFAULT_KINDS, arm_all)
+    base = ident._extended_base(pin, arm_joints, n * B, 0)
+    nb = base["rank"]
+    N = len(tau)
+    W = np.concatenate([Y[..., base["ind_raw"]], F], axis=2)  # (N, n, nb + nB)
+    p_base = W.shape[2]
+    x_ols, *_ = np.linalg.lstsq(W.reshape(N * n, -1), tau.ravel(), rcond=None)
+    r_ols = tau - W @ x_ols
+    sigma = np.sqrt((r_ols**2).sum(0) / max(N - p_base / n, 1))
+    w = 1.0 / np.maximum(sigma, 1e-6)
+    x_w, *_ = np.linalg.lstsq((W * w[None, :, None]).reshape(N * n, -1), (tau * w).ravel(), rcond=None)
+    r_w = tau - W @ x_w
+    s = np.sqrt((r_w**2).sum(0) / max(N - p_base / n, 1))
+    bounds = np.cumsum([0, *(len(r.tau) for r in train)])
+    tau_int = np.array([_integrated_autocorrelation_time([r_w[a:b, j] for a, b in itertools.pairwise(bounds)])
+                        for j in range(n)])
+    info = np.einsum("tjp,tjq,j->pq", W, W, 1.0 / (s**2 * tau_int))
+    C = np.linalg.inv(info)
+    # base map K: base parameters = K @ (pi, armature), from the full regressor on random states (structural)
+    rng = np.random.default_rng(0)
+    m = 60
+    q, dq, ddq = rng.uniform(-np.pi, np.pi, (m, n)), rng.normal(size=(m, n)) * 2, rng.normal(size=(m, n)) * 5
+    Yr = np.concatenate([rbd.regressor_batch(pin, q, dq, ddq), ident.armature_regressor(ddq, arm_all)], axis=2)
+    Yr = Yr.reshape(m * n, -1)
+    K, *_ = np.linalg.lstsq(Yr[:, base["ind_raw"]], Yr, rcond=None)  # (nb, 10n + n)
+    x_nom = np.concatenate([rbd.inertial_parameters(pin).ravel(), np.zeros(n)])
+    xb_nom = K @ x_nom
+    ref = np.maximum(np.maximum(np.abs(x_w[:nb]), np.abs(xb_nom)), 1e-12)
+    S = C[:nb, :nb] / np.outer(ref, ref)
+    ev, V = np.linalg.eigh((S + S.T) / 2)
+    std = np.sqrt(np.maximum(ev, 0.0))
+    held = std > threshold
+    H = np.zeros((int(held.sum()), K.shape[1] + n * B))
+    H[:, : K.shape[1]] = (V[:, held] / ref[:, None]).T @ K
+    rel = np.sqrt(np.diag(C)[:nb]) / ref
+    return {"H": H, "n_base_inertial": int(nb), "held": int(held.sum()), "direction_std": np.sort(std)[::-1].tolist(),
+            "relative_std_per_parameter": rel.tolist(), "tau_int": tau_int.tolist(), "wls_sigma": s.tolist(),
+            "smallest_relative_std": float(std.min())}
+
+
+def _held_solver(H: np.ndarray, solve: Any) -> Any:
+    """``identification._solve_sdp`` with ESSENTIAL_STRENGTH * lambda_max(G) * |Q'(x - x_nom)|^2 added, Q an
+    orthonormal basis of the held rows ``H``: the data move a held direction by < 1 % of what they would alone."""
+    Q = np.linalg.qr(H.T)[0] if len(H) else np.zeros((H.shape[1], 0))
+
+    def solver(G: np.ndarray, b: np.ndarray, lam: np.ndarray, x_nom: np.ndarray, *args: Any, **kw: Any) -> np.ndarray:
+        if not Q.shape[1]:
+            return solve(G, b, lam, x_nom, *args, **kw)
+        P = ESSENTIAL_STRENGTH * float(np.linalg.eigvalsh(G)[-1]) * (Q @ Q.T)
+        out = solve(G + P, b + P @ x_nom, lam, x_nom, *args, **kw)
+        solver.deviation = Q.T @ (out - x_nom)
+        return out
+
+    return solver
+
+
+def essential_parameters(work: Path, minutes: float) -> dict:
+    """The textbook remedy for parameters one trajectory cannot identify: the relative standard deviation of the base
+    parameters (Gautier & Khalil; Pham & Gautier 1991), corrected for the residual's autocorrelation, and the
+    poorly identified base directions held at the URDF in the SDP (``essential_directions``), the rest with the
+    default geometric prior 1e-2. rbd-friction (unheld physics, as in ``prior_strength_cv``) with and without the
+    hold on every dataset here (``_every_dataset``)."""
+    from idyn_ros.dynamics.friction import DEFAULT_KINDS
+    from idyn_ros.models import identification as ident
+    from idyn_ros.models.metrics import OVERLAP_WARNING, state_overlap, torque_metrics
+
+    def score(res: Any, robot: Any, recs: list) -> dict[str, Any]:
+        if not recs:
+            return {}
+        m = torque_metrics(np.concatenate([res.predict(robot.pin_model, r) for r in recs]),
+                           np.concatenate([r.tau for r in recs]))
+        return {"nmse_mean": float(m["nmse_mean"]), "nmse": [float(v) for v in m["nmse"]]}
+
+    out: dict[str, Any] = {"rule": ESSENTIAL_RULE, "threshold": ESSENTIAL_THRESHOLD, "strength": ESSENTIAL_STRENGTH,
+                           "datasets": {}}
+    solve = ident._solve_sdp
+    for name, split, robot, train, val, test, _ in _every_dataset(work):
+        t0 = time.perf_counter()
+        ess = essential_directions(robot, train)
+        diag_seconds = time.perf_counter() - t0
+        rows = {}
+        for label, H in (("default", None), ("held at the URDF", ess["H"])):
+            t0 = time.perf_counter()
+            patched = _held_solver(H, solve) if H is not None else None
+            if patched is not None:
+                ident._solve_sdp = patched
+            try:
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    res = ident.identify(robot.pin_model, train, "sdp", DEFAULT_KINDS)
+            finally:
+                ident._solve_sdp = solve
+            row: dict[str, Any] = {"seconds": round(time.perf_counter() - t0, 2)}
+            for part, recs in (("train", train), ("val", val), ("test", test)):
+                sc = score(res, robot, recs)
+                if sc:
+                    row[f"{part}_nmse_mean"], row[f"{part}_nmse"] = sc["nmse_mean"], sc["nmse"]
+            if patched is not None and hasattr(patched, "deviation"):
+                row["held_deviation_from_urdf_max"] = float(np.abs(patched.deviation).max())
+            rows[label] = row
+        overlap = state_overlap(train, val)
+        ratio = rows["held at the URDF"]["val_nmse_mean"] / rows["default"]["val_nmse_mean"]
+        out["datasets"][name] = {
+            "split": split, "validation_overlap": overlap, "off_training": bool(overlap < OVERLAP_WARNING),
+            "directions_held": ess["held"], "base_inertial_directions": ess["n_base_inertial"],
+            "tau_int": ess["tau_int"], "wls_sigma": ess["wls_sigma"], "direction_std": ess["direction_std"],
+            "relative_std_per_parameter": ess["relative_std_per_parameter"],
+            "seconds_diagnosis": round(diag_seconds, 2),
+            "rows": rows, "held_to_default_val": ratio}
+        d, h = rows["default"], rows["held at the URDF"]
+        print(f"{name:<12} overlap {overlap:.3f} held {ess['held']}/{ess['n_base_inertial']} tau_int "
+              f"{np.round(ess['tau_int'], 1)} val {100 * d['val_nmse_mean']:.2f} -> {100 * h['val_nmse_mean']:.2f} "
+              f"(x{ratio:.3f})" + (f" test {100 * d['test_nmse_mean']:.2f} -> {100 * h['test_nmse_mean']:.2f}"
+                                  if "test_nmse_mean" in d else ""), flush=True)
+    out["adopt"] = _adopt([d["held_to_default_val"] for d in out["datasets"].values() if d["off_training"]])
+    print("adopt holding the poorly identified directions:", out["adopt"])
+    return out
+
+
 SECTIONS = {"plant_regularisation": plant_regularisation, "plant_data_size": plant_data_size,
             "kuka_regularisation": kuka_regularisation, "kuka_acceptance": kuka_acceptance,
             "kuka_gp_holdout": kuka_gp_holdout, "kuka_seed_spread": kuka_seed_spread,
@@ -1044,7 +1216,8 @@ SECTIONS = {"plant_regularisation": plant_regularisation, "plant_data_size": pla
             "ur5_base_average": ur5_base_average, "joint_linear": joint_linear,
             "time_split": time_split, "selection_score": selection_score,
             "time_split_kinds": time_split_kinds, "uncovered_validation": uncovered_validation,
-            "own_angle_harmonics": own_angle_harmonics, "prior_strength_cv": prior_strength_cv}
+            "own_angle_harmonics": own_angle_harmonics, "prior_strength_cv": prior_strength_cv,
+            "essential_parameters": essential_parameters}
 
 
 def main() -> None:
