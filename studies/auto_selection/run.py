@@ -1079,7 +1079,8 @@ def essential_directions(robot: Any, train: list, threshold: float = ESSENTIAL_T
     - the inertial block of C (friction marginalised), each base parameter in units of its own size
       r_i = max(|WLS estimate|, |URDF value|), eigen-decomposed: S = R^-1 C_II R^-1 = V diag(s^2) V';
     - a direction is held when its std s_k > ``threshold`` (for one uncorrelated parameter this is %sigma > 50 %).
-    Returns the held rows ``H`` (h, 10n + n + nB; friction columns zero), the stds, tau_j and the counts."""
+    Returns the held rows ``H`` (h, 10n + n + nB; friction columns zero), the stds, tau_j and the counts (also how
+    many directions the white-noise covariance, tau_j = 1, would hold; diagnosis only)."""
     from idyn_ros.dynamics.friction import DEFAULT_KINDS, n_columns
     from idyn_ros.models import identification as ident
     from idyn_ros.models import rbd
@@ -1121,12 +1122,14 @@ def essential_directions(robot: Any, train: list, threshold: float = ESSENTIAL_T
     ev, V = np.linalg.eigh((S + S.T) / 2)
     std = np.sqrt(np.maximum(ev, 0.0))
     held = std > threshold
+    C_white = np.linalg.inv(np.einsum("tjp,tjq,j->pq", W, W, 1.0 / s**2))[:nb, :nb] / np.outer(ref, ref)
+    held_white = int((np.sqrt(np.maximum(np.linalg.eigvalsh((C_white + C_white.T) / 2), 0.0)) > threshold).sum())
     H = np.zeros((int(held.sum()), K.shape[1] + n * B))
     H[:, : K.shape[1]] = (V[:, held] / ref[:, None]).T @ K
     rel = np.sqrt(np.diag(C)[:nb]) / ref
     return {"H": H, "n_base_inertial": int(nb), "held": int(held.sum()), "direction_std": np.sort(std)[::-1].tolist(),
             "relative_std_per_parameter": rel.tolist(), "tau_int": tau_int.tolist(), "wls_sigma": s.tolist(),
-            "smallest_relative_std": float(std.min())}
+            "smallest_relative_std": float(std.min()), "held_if_white_noise": held_white}
 
 
 def _held_solver(H: np.ndarray, solve: Any) -> Any:
@@ -1194,6 +1197,7 @@ def essential_parameters(work: Path, minutes: float) -> dict:
         out["datasets"][name] = {
             "split": split, "validation_overlap": overlap, "off_training": bool(overlap < OVERLAP_WARNING),
             "directions_held": ess["held"], "base_inertial_directions": ess["n_base_inertial"],
+            "directions_held_without_the_autocorrelation_correction": ess["held_if_white_noise"],
             "tau_int": ess["tau_int"], "wls_sigma": ess["wls_sigma"], "direction_std": ess["direction_std"],
             "relative_std_per_parameter": ess["relative_std_per_parameter"],
             "seconds_diagnosis": round(diag_seconds, 2),
