@@ -33,6 +33,11 @@ Sections (each writes results/<section>.json with ``_provenance``):
                         recording the others cover least (real UR5 split A, three plants with a rerun as validation)
   own_angle_harmonics   rbd-friction with and without sin / cos of 1 and 2 x each joint's own angle, on every
                         dataset here
+  prior_strength_cv     the geometric prior's strength chosen by pose-cluster cross-validation on the training data
+  essential_parameters  rbd-friction with and without the base directions the training data identify poorly
+                        (relative std, autocorrelation-corrected; Pham & Gautier 1991) held at the URDF, every dataset
+  essential_parameters_residual  hybrid-j 2S and auto's three-base average with that hold, KUKA and UR5 split B,
+                        seeds 0..3 (reported only)
 
 Rules kept: choices are made on validation data only (plant: a held-out trajectory; KUKA: file 2); the plant's
 test trajectory and KUKA file 3 are reported, never used for a choice. Recordings are cached under --work.
