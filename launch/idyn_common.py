@@ -26,6 +26,10 @@ What starts:
   mujoco            the embedded MuJoCo plant node behind the same topics (no other package needed)
   always            joint_state_buffer, feedforward, controller, doomed, wrench_observer, reference (or composed)
 
+On hardware the reference node holds the pose the arm is found in: config/<robot>.yaml's demonstration move runs in
+the simulators only. Motion is asked for: a reference mode in your parameter file (e.g. mode: npz, npz_path: an
+excitation from `idyn excite`), or at run time `ros2 param set /reference mode setpoints` after setting its setpoints.
+
 UR5 hardware (ur_robot_driver >= 4.3, URPositionHardwareInterface): torque commands run through URScript
 direct_torque, which needs an e-Series with PolyScope >= 5.23 (the driver's forward_effort_controller is documented
 from 5.25.1); the robot adds its own gravity compensation (the controller sends tau - g(q): subtract_gravity) and,

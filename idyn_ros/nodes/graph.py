@@ -17,6 +17,8 @@ Decisions (one line each):
 - observer only: buffer + wrench observer on the measured effort; on hardware the vendor driver's own launch runs the
   arm (its trajectory controllers move it; a CB3 executes no torques), so no robot-side process starts here; in mock
   the robot side starts without the effort controller; gazebo and mujoco need our torques to hold the arm (refused);
+- motion on hardware: the reference node holds the pose it finds unless the user's own files or ``--set`` choose its
+  mode (config/<robot>.yaml's demonstration move is for the simulators; a real arm moves only when asked);
 - effort unit on hardware: what the driver reports (``effort_unit``): the UR xacro argument
   ``use_currents_as_efforts`` when given, else a parameter file's ``effort_unit``, else the driver's default (the
   xacro's default: motor currents [A] on a UR);
@@ -254,6 +256,13 @@ def node_overrides(s: GraphSettings, node: str, mode_only: bool = False) -> dict
             out["subtract_gravity"] = s.mode == "hardware"
             if s.gains:
                 out["gain_preset"] = s.gains
+        if node == "reference" and s.mode == "hardware" and "mode" not in s.overrides:
+            from idyn_ros.parameters import file_values
+
+            # Decision: a real arm holds the pose it is found in until the user asks for motion; the robot files'
+            # demonstration move (mode setpoints) is for the simulators. The user's own files and --set still decide
+            if "mode" not in file_values(list(s.params_files), node):
+                out["mode"] = "hold"
         if node == "wrench_observer":
             from idyn_ros.parameters import file_values
 

@@ -198,6 +198,21 @@ def test_hardware_mode_renders_gravity_subtraction_and_the_vendor_control_stack(
         list(get_robot(robot).joint_names)
     spawned = [c["cmd"] for c in nodes["spawner"]]
     assert len(spawned) == 2
+    # a real arm holds where it is: config/<robot>.yaml's demonstration move (mode setpoints) is for the simulators
+    assert nodes["reference"][0]["params"][0]["/reference"]["ros__parameters"]["mode"] == "hold"
+
+
+def test_on_hardware_the_reference_moves_only_when_the_user_asks(tmp_path):
+    """`ros2 launch ... mode:=hardware` swung a real arm through the robot file's 2 s demonstration move at start."""
+    pytest.importorskip("launch_ros")
+    mine = tmp_path / "excite.yaml"
+    mine.write_text("/**/reference:\n  ros__parameters:\n    mode: npz\n    npz_path: /data/excite.npz\n")
+    nodes = _render("panda", mode="hardware", params_file=str(mine))
+    last = nodes["reference"][0]["params"][0]["/reference"]["ros__parameters"]
+    assert "mode" not in last  # the user's file decides
+    assert nodes["reference"][0]["params"][0]["/**/reference"]["ros__parameters"]["mode"] == "npz"
+    sim = _render("panda", mode="mujoco")["reference"][0]["params"][0]
+    assert "mode" not in sim["/reference"]["ros__parameters"]  # the simulators keep the demonstration move
 
 
 def test_launch_arguments_win_over_a_users_parameter_file(tmp_path):
