@@ -453,6 +453,15 @@ class PayloadIdentifierParams(CommonParams):
                                  "(design_budget s of optimiser time)", read_only=True)
     design_budget: float = param(20.0, "s of optimiser time when excitation_path is empty", lo=1.0, hi=3600.0,
                                  read_only=True)
+    workspace_check: bool = param(True, "keep a designed excitation in the workspace below (false: joint limits "
+                                  "only, an arm on a wall or ceiling; as `idyn excite --no-workspace`)", read_only=True)
+    workspace_floor: float = param(0.10, "m a designed excitation keeps the joints after the second, the flange and "
+                                   "the tool tip above the mounting plane (as `idyn excite --floor`)", lo=-10.0,
+                                   hi=10.0, read_only=True)
+    workspace_tool_length: float = param(0.10, "m from the flange to the tool tip checked with it", lo=0.0, hi=2.0,
+                                         read_only=True)
+    workspace_base_clearance: float = param(0.15, "m a designed excitation keeps the wrist, flange and tool tip from "
+                                            "the base axis below the shoulder", lo=0.0, hi=2.0, read_only=True)
     reference_node: str = param("/reference", "the reference node whose ~/joint_trajectory plays the excitation",
                                 read_only=True)
     set_payload_services: tuple[str, ...] = param(

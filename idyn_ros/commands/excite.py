@@ -1,9 +1,10 @@
 """Design an excitation trajectory for identification: Fourier series with a small regressor condition number.
 
 The trajectory (Swevers 1997) starts and ends at rest (zero velocity and acceleration, exactly),
-stays inside the robot's position, velocity and acceleration limits (checked at 1 kHz), and is
-optimised for a small condition number of the base-parameter regressor. Play it with the
-reference node after a minimum-jerk move to q_d[0].
+stays inside the robot's position, velocity and acceleration limits and inside the workspace (above the
+surface the arm is mounted on, out of its own base column; both checked at 1 kHz), and is optimised for a
+small condition number of the base-parameter regressor. Play it with the reference node after a
+minimum-jerk move to q_d[0].
 """
 
 from __future__ import annotations
@@ -29,11 +30,19 @@ UR MoveIt config), position limits shrunk by 2 deg and velocity/acceleration by 
 payload: 1 kg, 0.1 m, 0.01 kg m^2), wrist-rich: the last three joints swing over up to +-2 rad, the others
 +-0.5 rad about the centre of their range, at up to half the velocity and acceleration limits, 10 deg from the
 position limits; --harmonics/--period default to 5 and 10 s (idyn_ros/control/payload.py).
+
+workspace (idyn_ros/data/workspace.py): joint limits alone let an optimal excitation take a table-mounted arm
+through the table (the UR5's went 0.84 m below its base) or fold the wrist into the base. Checked: the origins
+of the joints after the second, the flange and a tool tip --tool-length beyond it stay --floor above the
+mounting plane (the base frame's z = 0), and the wrist, flange and tool tip stay --base-clearance from the base
+axis below the shoulder. This is no collision check (no link shapes, fixtures or other links): look at the
+trajectory and play it slowly first. --no-workspace: joint limits only (an arm on a wall or ceiling).
 """
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
     from idyn_ros.commands import non_negative, positive
+    from idyn_ros.data.workspace import DEFAULT_BASE_RADIUS, DEFAULT_FLOOR, DEFAULT_TOOL_LENGTH
 
     parser.epilog = EPILOG
     parser.add_argument("--robot", required=True, help="preset (panda, iiwa14, ur5) or URDF path")
@@ -61,6 +70,17 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="fine motion: number of scaffold poses (default 10)")
     parser.add_argument("--payload", action="store_true",
                         help="design for payload identification (well-conditioned payload regressor, wrist-rich)")
+    parser.add_argument("--floor", type=float, default=DEFAULT_FLOOR, metavar="M",
+                        help=f"m the checked points stay above the mounting plane, the base frame's z = 0 (default "
+                             f"{DEFAULT_FLOOR:g}; negative for an arm on a pedestal that may reach below its base)")
+    parser.add_argument("--tool-length", type=non_negative(float), default=DEFAULT_TOOL_LENGTH, metavar="M",
+                        help=f"m from the flange along its z axis to the tool tip, which is checked too (default "
+                             f"{DEFAULT_TOOL_LENGTH:g}: a hand or gripper)")
+    parser.add_argument("--base-clearance", type=non_negative(float), default=DEFAULT_BASE_RADIUS, metavar="M",
+                        help=f"m the wrist, flange and tool tip stay from the base axis below the shoulder (default "
+                             f"{DEFAULT_BASE_RADIUS:g})")
+    parser.add_argument("--no-workspace", action="store_true",
+                        help="no workspace check, joint limits only (an arm mounted on a wall or a ceiling)")
 
 
 def _check_options(args: argparse.Namespace) -> None:
@@ -96,6 +116,7 @@ def run(args: argparse.Namespace) -> int:
 
     from idyn_ros.commands import writable_output
     from idyn_ros.data.trajectories import JointLimits, check_limits, fine_motion, optimize_excitation
+    from idyn_ros.data.workspace import Workspace, WorkspaceGuard, problem
     from idyn_ros.dynamics import RobotModel
     from idyn_ros.errors import ParameterError
 
@@ -118,8 +139,19 @@ def run(args: argparse.Namespace) -> int:
         args.budget = 60.0
     if args.scaffolds is None:
         args.scaffolds = 10
+    workspace = None if args.no_workspace else Workspace(args.floor, args.tool_length, args.base_clearance)
+    if workspace is not None:
+        print(workspace.describe())
     if args.fine_motion:
-        traj = fine_motion(limits, n_scaffolds=args.scaffolds, seed=args.seed)
+        inside = None
+        if workspace is not None:  # scaffold poses well inside the workspace (the moves between are checked below)
+            from idyn_ros.data.trajectories import WORKSPACE_GRID_MARGIN
+
+            guard = WorkspaceGuard(model, workspace)
+
+            def inside(pose: np.ndarray) -> bool:
+                return bool(guard.margins(pose[None])[0].min() >= 5 * WORKSPACE_GRID_MARGIN)
+        traj = fine_motion(limits, n_scaffolds=args.scaffolds, seed=args.seed, inside=inside)
         t = np.arange(0.0, traj.duration, 1.0 / args.rate)
         q, dq, ddq = traj.evaluate(t)
         check = check_limits(q, dq, ddq, limits)
@@ -136,7 +168,8 @@ def run(args: argparse.Namespace) -> int:
                 from idyn_ros.control.payload import design_excitation
 
                 result = design_excitation(model, limits, harmonics=args.harmonics, period=args.period,
-                                           seed=args.seed, time_budget_s=args.budget, progress=progress)
+                                           seed=args.seed, time_budget_s=args.budget, progress=progress,
+                                           workspace=workspace)
             else:
                 result = optimize_excitation(
                     model,
@@ -146,6 +179,7 @@ def run(args: argparse.Namespace) -> int:
                     seed=args.seed,
                     time_budget_s=args.budget,
                     progress=progress,
+                    workspace=workspace,
                 )
         traj = result.trajectory
         t = np.arange(0.0, traj.period, 1.0 / args.rate)
@@ -167,11 +201,20 @@ def run(args: argparse.Namespace) -> int:
         f"velocity {100 * check['velocity']:.1f} %, acceleration {100 * check['acceleration']:.1f} % -> "
         + ("inside" if check["ok"] else "OUTSIDE")
     )
-    # A trajectory outside the limits is never written: playing it could drive the arm into them.
+    # A trajectory outside the limits or the workspace is never written: playing it could drive the arm into them.
     if not check["ok"]:
         remedy = "another --seed" if args.fine_motion else "fewer --harmonics, a longer --period or another --seed"
         raise ParameterError(f"the trajectory is outside the limits at {args.rate:g} Hz, so {output} was not written; "
                              f"try larger --accel-limit values, {remedy}")
+    if workspace is not None:
+        space = WorkspaceGuard(model, workspace).check(q)
+        print(f"workspace at {args.rate:g} Hz: closest to the floor margin {space['floor_margin']:.3f} m, to the base "
+              f"column {space['base_margin']:.3f} m -> " + ("inside" if space["ok"] else "OUTSIDE"))
+        if not space["ok"]:
+            raise ParameterError(f"the trajectory leaves the workspace ({problem(space, workspace)}), so {output} "
+                                 f"was not written; try another --seed, or check --floor / --base-clearance against "
+                                 f"your cell")
+        extra["workspace"] = np.array(workspace.describe())
     from idyn_ros.data.atomic import atomic_writer
 
     with atomic_writer(output) as file:

@@ -224,9 +224,10 @@ def design_excitation(model: Any, limits: Any = None, harmonics: int = PAYLOAD_H
                       period: float = PAYLOAD_PERIOD_S, seed: int = 0, time_budget_s: float = 60.0,
                       progress: Callable[[float, float], None] | None = None, arm_range: float = ARM_RANGE,
                       wrist_range: float = WRIST_RANGE, speed: float = SPEED,
-                      max_evaluations: int | None = None) -> Any:
+                      max_evaluations: int | None = None, workspace: Any = None) -> Any:
     """A Fourier excitation (``data.trajectories.optimize_excitation``) with a well-conditioned payload regressor,
-    wrist-rich (``payload_limits``) and inside the robot's limits (checked at 1 kHz); returns the ExcitationResult
+    wrist-rich (``payload_limits``), inside the robot's limits and ``workspace`` (a ``data.workspace.Workspace``;
+    None: limits only), both checked at 1 kHz; returns the ExcitationResult
     (``cond_initial`` / ``cond_optimized``: condition numbers of the scaled payload regressor)."""
     from idyn_ros.data.trajectories import JointLimits, optimize_excitation
 
@@ -235,7 +236,7 @@ def design_excitation(model: Any, limits: Any = None, harmonics: int = PAYLOAD_H
     return optimize_excitation(model, limits, harmonics=harmonics, period=period, seed=seed,
                                time_budget_s=time_budget_s, max_evaluations=max_evaluations,
                                position_margin=POSITION_MARGIN, progress=progress,
-                               objective=excitation_objective(model))
+                               objective=excitation_objective(model), workspace=workspace)
 
 
 class JointStateLog:

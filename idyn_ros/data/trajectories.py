@@ -165,6 +165,7 @@ class ExcitationResult:
     seconds: float
     limit_check_1khz: dict[str, object] = field(default_factory=dict)
     stopped_by: str = ""
+    workspace_check: dict[str, object] = field(default_factory=dict)  # empty: no workspace asked for
 
 
 def optimize_excitation(
@@ -181,6 +182,7 @@ def optimize_excitation(
     limit_scale: float = 0.9,
     progress: Callable[[float, float], None] | None = None,
     objective: Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray] | None = None,
+    workspace: Any = None,
 ) -> ExcitationResult:
     """Fourier excitation minimising cond(Y_b) within ``limits`` (see module docstring).
 
@@ -197,6 +199,9 @@ def optimize_excitation(
         progress: called as ``progress(elapsed_s, best_cond)`` at most every 0.5 s.
         objective: ``objective(q, dq, ddq) -> (rows, p)`` regressor whose condition number is minimised instead of the
             base-parameter regressor's (e.g. the payload regressor, ``idyn_ros.dynamics.payload``).
+        workspace: a ``data.workspace.Workspace`` the trajectory must stay in (above the mounting plane, out of the
+            base column): a constraint of the optimiser on the constraint grid, a start that satisfies it, and a
+            check at 1 kHz (shrunk about q0 until it passes; ``workspace_check``). None: joint limits only.
     """
     from scipy.optimize import minimize
 
@@ -261,8 +266,31 @@ def optimize_excitation(
     G = np.concatenate(rows)
     h = np.concatenate(rhs)
 
+    guard = None
+    constraints = [{"type": "ineq", "fun": lambda z: h - G @ z, "jac": lambda _z: -G}]
+    if workspace is not None:
+        from idyn_ros.data.workspace import WorkspaceGuard
+
+        guard = WorkspaceGuard(model, workspace)
+        # a finer grid than the limits' (a pose is not linear in z) and WORKSPACE_GRID_MARGIN on it, so that the
+        # 1 kHz check afterwards rarely has to shrink the result
+        ws_grid = _reduced_basis(np.linspace(0.0, period, max(n_constraint, WORKSPACE_GRID), endpoint=False),
+                                 omega, L)[0]
+        dq_dz = np.zeros((len(ws_grid), n, n + n * m))  # q(t) = q0 + Cq X': linear in z
+        for i in range(n):
+            dq_dz[:, i, i] = 1.0
+            dq_dz[:, i, n + i * m : n + (i + 1) * m] = ws_grid
+
+        def pose_grid(z: np.ndarray) -> np.ndarray:
+            q0_, X_ = unpack(z)
+            return q0_ + ws_grid @ X_.T
+
+        constraints.append({"type": "ineq", "fun": lambda z: guard.margins(pose_grid(z))[0] - WORKSPACE_GRID_MARGIN,
+                            "jac": lambda z: guard.margins(pose_grid(z), dq_dz)[1]})
+
     def feasible(z: np.ndarray) -> bool:
-        return bool(np.all(G @ z <= h + 1e-9))
+        inside = bool(np.all(G @ z <= h + 1e-9))
+        return inside and (guard is None or bool(guard.margins(pose_grid(z))[0].min() >= 0.0))
 
     # random initial guess, scaled into the inner limits
     rng = np.random.default_rng(seed)
@@ -279,6 +307,8 @@ def optimize_excitation(
         axis=0,
     )
     X0 = X0 / ratio[:, None] * 0.8
+    if guard is not None:
+        q0, X0 = _workspace_start(guard, inner, q0, X0, rng, ws_grid)
     z0 = np.concatenate([q0, X0.ravel()])
     cond0 = cond_of(z0)
     best = {"z": z0, "cond": cond0, "evals": 1}
@@ -303,14 +333,21 @@ def optimize_excitation(
         return math.log10(c)
 
     stopped_by = "converged"
+    start = z0
     try:
-        minimize(
-            objective,
-            z0,
-            method="SLSQP",
-            constraints=[{"type": "ineq", "fun": lambda z: h - G @ z, "jac": lambda _z: -G}],
-            options={"maxiter": 500, "ftol": 1e-6},
-        )
+        while True:
+            minimize(objective, start, method="SLSQP", constraints=constraints,
+                     options={"maxiter": 500, "ftol": 1e-6})
+            if guard is None:
+                break
+            # decision: inside a workspace the feasible set is narrow and SLSQP stops in a local optimum early; start
+            # again from another feasible random guess until the budget (without one the result stays as it was)
+            X = rng.normal(size=(n, m))
+            X = X / np.max(np.stack([np.abs(Cq @ X.T).max(axis=0) / half, np.abs(Cdq @ X.T).max(axis=0)
+                                     / inner.velocity, np.abs(Cddq @ X.T).max(axis=0) / inner.acceleration]),
+                           axis=0)[:, None] * 0.8
+            start = np.concatenate(_workspace_start(guard, inner, centre.copy(), X, rng, ws_grid))
+            stopped_by = "restarts"
     except _OutOfTime:
         stopped_by = (f"time budget {time_budget_s:g} s" if max_evaluations is None or best["evals"] < max_evaluations
                       else f"{max_evaluations} evaluations")
@@ -322,6 +359,9 @@ def optimize_excitation(
 
     traj = to_traj(best["z"])
     traj, check = fit_into_limits(traj, limits)
+    workspace_check: dict[str, object] = {}
+    if guard is not None:
+        traj, workspace_check = fit_into_workspace(traj, guard)
     cond_final = cond_of(np.concatenate([traj.q0, _reduced_from_full(traj.a, traj.b).ravel()]))
     return ExcitationResult(
         trajectory=traj,
@@ -333,7 +373,50 @@ def optimize_excitation(
         seconds=time.monotonic() - t0,
         limit_check_1khz=check,
         stopped_by=stopped_by,
+        workspace_check=workspace_check,
     )
+
+
+WORKSPACE_GRID = 400  # samples per period for the workspace constraint
+WORKSPACE_GRID_MARGIN = 0.02  # m kept on that grid, for what lies between its samples
+
+
+def _workspace_start(guard: Any, inner: JointLimits, q0: np.ndarray, X0: np.ndarray, rng: np.random.Generator,
+                     grid: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """A start inside the workspace: the pose nearest the range centres that is inside it (the centres, else the
+    nearest of 400 random poses in the inner limits), and the oscillation about it halved until the whole constraint
+    grid is inside too (decision: a feasible start, since SLSQP from an infeasible one can end infeasible)."""
+    from idyn_ros.errors import ParameterError
+
+    if guard.margins(q0[None])[0].min() < WORKSPACE_GRID_MARGIN:
+        half = 0.5 * (inner.upper - inner.lower)
+        poses = q0 + rng.uniform(-1.0, 1.0, (400, q0.size)) * half
+        ok = [p for p in poses if guard.margins(p[None])[0].min() >= WORKSPACE_GRID_MARGIN]
+        if not ok:
+            raise ParameterError("no pose inside the joint limits keeps the arm in the workspace (above the floor, "
+                                 "out of the base column): lower the floor or the base clearance")
+        q0 = min(ok, key=lambda p: float(np.sum(((p - q0) / half) ** 2)))
+    for _ in range(30):
+        if guard.margins(q0 + grid @ X0.T)[0].min() >= WORKSPACE_GRID_MARGIN:
+            return q0, X0
+        X0 = 0.5 * X0
+    return q0, 0.0 * X0
+
+
+def fit_into_workspace(traj: FourierTrajectory, guard: Any, rate_hz: float = 1000.0
+                       ) -> tuple[FourierTrajectory, dict[str, object]]:
+    """Check the workspace at ``rate_hz`` over one period (the optimiser saw a grid); shrink the oscillation about q0
+    by 10 % steps until it passes. Returns the trajectory and its check (``data.workspace.WorkspaceGuard.check``)."""
+    t = np.arange(0.0, traj.period + 0.5 / rate_hz, 1.0 / rate_hz)
+    scale = 1.0
+    for _ in range(40):
+        shrunk = FourierTrajectory(traj.q0, traj.a * scale, traj.b * scale, traj.period)
+        check = guard.check(shrunk.evaluate(t)[0])
+        if check["ok"]:
+            break
+        scale *= 0.9
+    check.update(rate_hz=rate_hz, shrunk=scale < 1.0, scale=scale)
+    return shrunk, check
 
 
 def _reduced_from_full(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -366,6 +449,33 @@ def fit_into_limits(traj: FourierTrajectory, limits: JointLimits, rate_hz: float
     check["samples"] = int(t.size)
     check["shrunk_joints"] = [int(i) for i in np.flatnonzero(scale < 1.0)]
     return traj, check
+
+
+def _scaffolds_inside(rng: np.random.Generator, lo: np.ndarray, hi: np.ndarray, count: int, current: np.ndarray,
+                      may_move_start: bool, inside: Callable[[np.ndarray], bool]) -> tuple[np.ndarray, np.ndarray]:
+    """(start, scaffolds (count, n)): each scaffold drawn again until it and the joint-space line to it from the
+    previous pose are ``inside`` (25 points along it: the reach is a min-jerk move along that line). When ``current``
+    is not inside and no start was given, the start is a pose inside drawn first."""
+    from idyn_ros.errors import ParameterError
+
+    def draw(prev: np.ndarray | None) -> np.ndarray:
+        for _ in range(2000):
+            pose = rng.uniform(lo, hi)
+            path = [pose] if prev is None else prev + np.linspace(0.0, 1.0, 25)[:, None] * (pose - prev)
+            if all(inside(p) for p in path):
+                return pose
+        raise ParameterError("no scaffold pose (and move to it) inside the limits keeps the arm in the workspace: "
+                             "lower --floor or --base-clearance")
+
+    if not inside(current):
+        if not may_move_start:
+            raise ParameterError("the start pose of the fine motion is outside the workspace")
+        current = draw(None)
+    out, prev = [], current
+    for _ in range(count):
+        prev = draw(prev)
+        out.append(prev)
+    return current, np.array(out)
 
 
 # ===================================================================================== min jerk
@@ -502,6 +612,7 @@ def fine_motion(
     reach_speed: tuple[float, float] = (0.6, 0.9),
     explore_speed: tuple[float, float] = (0.1, 0.3),
     position_margin: float = math.radians(5.0),
+    inside: Callable[[np.ndarray], bool] | None = None,
 ) -> FineMotionTrajectory:
     """Random fine-motion trajectory (Callar 2021 RFMA), within ``limits`` by construction.
 
@@ -510,22 +621,26 @@ def fine_motion(
     only flips the phase), exploration 20-25 s (2000-2500 waypoints at ~100/s). Each joint's
     sinusoid amplitudes are scaled so its velocity and acceleration stay below a random 10-30 %
     of the limits (the thesis' "relative speed"), reaches run at 60-90 %. Scaffolds are uniform in
-    the position limits minus a margin and visited in greedy nearest-neighbour order; there is no
-    collision or workspace check here (no collision model in this package) — check before running.
+    the position limits minus a margin (and, with ``inside``, drawn again until ``inside(pose)``: e.g. a
+    ``data.workspace`` check), visited in greedy nearest-neighbour order. The moves between them are not checked
+    here: check the whole trajectory before running it (``idyn excite`` does, and refuses to write it).
     """
     rng = np.random.default_rng(seed)
     n = limits.lower.size
     lo, hi = limits.lower + position_margin, limits.upper - position_margin
     points = rng.uniform(lo, hi, size=(n_scaffolds, n))
     current = np.clip(start if start is not None else 0.5 * (lo + hi), lo, hi)
-    order, remaining = [], list(range(n_scaffolds))
-    pos = current
-    while remaining:  # greedy nearest neighbour (the thesis uses a kd-tree; same order)
-        j = min(remaining, key=lambda r: float(np.linalg.norm(points[r] - pos)))
-        order.append(j)
-        remaining.remove(j)
-        pos = points[j]
-    scaffolds = points[order]
+    if inside is None:
+        order, remaining = [], list(range(n_scaffolds))
+        pos = current
+        while remaining:  # greedy nearest neighbour (the thesis uses a kd-tree; same order)
+            j = min(remaining, key=lambda r: float(np.linalg.norm(points[r] - pos)))
+            order.append(j)
+            remaining.remove(j)
+            pos = points[j]
+        scaffolds = points[order]
+    else:
+        current, scaffolds = _scaffolds_inside(rng, lo, hi, n_scaffolds, current, start is None, inside)
     reach, explore = np.zeros(n_scaffolds), rng.uniform(*explore_s, size=n_scaffolds)
     amps = np.radians(rng.uniform(*amplitude_deg, size=(n_scaffolds, n, 3)))
     freqs = rng.uniform(*frequency_hz, size=(n_scaffolds, n, 3))

@@ -114,6 +114,7 @@ def excitation_trajectories(robot_model: Any, spec: DataSpec, progress: Callable
     lim = JointLimits(full.lower, full.upper, full.velocity * spec.speed, full.acceleration * spec.speed)
     out = []
     for i in range(spec.count):
+        # joint limits only (no workspace): the embedded plant has no table, and the benchmarks were measured so
         res = optimize_excitation(robot_model, lim, harmonics=spec.harmonics, period=spec.period,
                                   seed=spec.seed + i, time_budget_s=spec.budget_s)
         out.append(res.trajectory)

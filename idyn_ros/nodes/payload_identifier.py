@@ -43,6 +43,7 @@ from rclpy.task import Future
 from idyn_ros.control import payload as cp
 from idyn_ros.control import state_estimation as se
 from idyn_ros.control.controller import MODE_ACTIVE
+from idyn_ros.data.workspace import Workspace
 from idyn_ros.errors import IdynError
 from idyn_ros.nodes import hot_loop
 from idyn_ros.nodes.common import (
@@ -164,7 +165,13 @@ class PayloadIdentifierNode(Node):
 
     def _design(self, budget: float) -> None:
         try:
-            self.excitation = cp.design_excitation(self.robot.copy(), time_budget_s=budget).trajectory
+            v = self.params.value
+            space = Workspace(v.workspace_floor, v.workspace_tool_length, v.workspace_base_clearance) \
+                if v.workspace_check else None
+            self.excitation = cp.design_excitation(self.robot.copy(), time_budget_s=budget,
+                                                   workspace=space).trajectory
+            self.get_logger().info("designed the payload excitation in the " + (
+                space.describe() if space is not None else "joint limits only (workspace_floor nan)"))
             self.diag.set(Diagnostics.OK, "ready")
         except Exception as exc:  # reported by the next call; the node stays up
             self.excitation_error = f"designing the payload excitation failed: {type(exc).__name__}: {exc}"

@@ -1,0 +1,155 @@
+"""Where a designed excitation may take the arm: above the surface it is mounted on, out of its own base column.
+
+An optimal excitation uses the joints' whole ranges, and joint limits alone let a table-mounted arm reach below its
+mounting plane (the UR5's default design went 0.84 m below it) or fold its wrist into its own base. This is a guard
+for the two crashes every cell has, not a collision check: no link geometry, no fixtures, no other links.
+
+Checked points (base frame, z up from the mounting plane): the origins of the joints after the second (the first two
+sit on the base column by construction), the flange, and a tool tip ``tool_length`` ahead of the flange along its z.
+- floor: every checked point at least ``floor`` above the mounting plane (z >= floor);
+- base column: the distal points (the last three joints' origins, the flange, the tool tip) outside a vertical cylinder
+  of radius ``base_radius`` about the base z axis, below ``base_height`` (default: the second joint's height at the
+  zero pose + ``base_radius``); above it a wrist near the axis is an arm reaching up, not a crash.
+Margins are in metres, >= 0 where the pose is allowed; the constraint Jacobians are analytic (frame Jacobians through
+the trajectory's linear dependence on its coefficients), so the optimiser can use them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from idyn_ros.errors import ParameterError
+
+#: The defaults of ``idyn excite``: links' radii are 0.05-0.1 m on these arms, so a joint origin 0.1 m up keeps its
+#: housing off the surface; a hand or gripper reaches about 0.1 m beyond the flange.
+DEFAULT_FLOOR = 0.10
+DEFAULT_TOOL_LENGTH = 0.10
+DEFAULT_BASE_RADIUS = 0.15
+DISTAL_JOINTS = 3
+
+
+@dataclass(frozen=True)
+class Workspace:
+    """The two limits of the module doc; ``base_height`` None = the second joint's height + ``base_radius``."""
+
+    floor: float = DEFAULT_FLOOR
+    tool_length: float = DEFAULT_TOOL_LENGTH
+    base_radius: float = DEFAULT_BASE_RADIUS
+    base_height: float | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("floor", "tool_length", "base_radius"):
+            value = getattr(self, name)
+            if not np.isfinite(value):
+                raise ParameterError(f"workspace {name} must be a finite number of metres, got {value}")
+        if self.tool_length < 0 or self.base_radius < 0:
+            raise ParameterError("workspace tool_length and base_radius must be >= 0 m")
+
+    def describe(self) -> str:
+        return (f"workspace: every joint origin after the second, the flange and a tool tip {self.tool_length:g} m "
+                f"beyond it stay {self.floor:g} m above the mounting plane; the wrist, flange and tool tip stay "
+                f"{self.base_radius:g} m from the base axis below the shoulder")
+
+
+class WorkspaceGuard:
+    """Margins and their Jacobians for one robot (``RobotModel``) and ``Workspace``; reuses one pinocchio Data."""
+
+    def __init__(self, model: Any, workspace: Workspace) -> None:
+        import pinocchio as pin
+
+        self.pin = pin
+        self.model = model.pin_model
+        self.data = self.model.createData()
+        self.ws = workspace
+        self.n = model.n
+        self.flange = self.model.getFrameId(model.flange_frame)
+        self.joints = list(range(3, self.model.njoints))  # pinocchio joint ids; 1 and 2 are the first two joints
+        self.distal = self.joints[-DISTAL_JOINTS:]
+        pin.forwardKinematics(self.model, self.data, pin.neutral(self.model))
+        shoulder = float(self.data.oMi[min(2, self.model.njoints - 1)].translation[2])
+        self.base_height = workspace.base_height if workspace.base_height is not None else (
+            shoulder + workspace.base_radius)
+        # rows: floor margins of every point, then base margins of the distal points
+        self.n_points = len(self.joints) + 2
+        self.n_distal = len(self.distal) + 2
+
+    def _points(self, with_jacobian: bool) -> tuple[list[np.ndarray], list[np.ndarray], list[bool]]:
+        """World positions (and translational Jacobians (3, n)) of the checked points at the current data."""
+        pin, m, d = self.pin, self.model, self.data
+        pos, jac, distal = [], [], []
+        frame = pin.ReferenceFrame.LOCAL_WORLD_ALIGNED
+        for j in self.joints:
+            pos.append(d.oMi[j].translation.copy())
+            jac.append(pin.getJointJacobian(m, d, j, frame)[:3] if with_jacobian else None)
+            distal.append(j in self.distal)
+        placement = d.oMf[self.flange]
+        offset = placement.rotation @ np.array([0.0, 0.0, self.ws.tool_length])
+        pos += [placement.translation.copy(), placement.translation + offset]
+        if with_jacobian:
+            J = pin.getFrameJacobian(m, d, self.flange, frame)
+            skew = np.array([[0.0, -offset[2], offset[1]], [offset[2], 0.0, -offset[0]],
+                             [-offset[1], offset[0], 0.0]])
+            jac += [J[:3], J[:3] - skew @ J[3:]]  # v_tip = v + w x offset
+        else:
+            jac += [None, None]
+        distal += [True, True]
+        return pos, jac, distal
+
+    def margins(self, q: np.ndarray, dq_dz: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray | None]:
+        """Margins (T * rows,) for poses ``q`` (T, n) [m, >= 0 allowed]; with ``dq_dz`` (T, n, p), the pose's
+        derivative with respect to p trajectory coefficients, also their Jacobian (T * rows, p)."""
+        pin, m, d = self.pin, self.model, self.data
+        q = np.atleast_2d(q)
+        rows = self.n_points + self.n_distal
+        out = np.empty((len(q), rows))
+        grad = None if dq_dz is None else np.empty((len(q), rows, dq_dz.shape[2]))
+        for t, qt in enumerate(q):
+            if grad is None:
+                pin.framesForwardKinematics(m, d, qt)
+            else:
+                pin.computeJointJacobians(m, d, qt)
+                pin.updateFramePlacements(m, d)
+            pos, jac, distal = self._points(grad is not None)
+            k = self.n_points
+            for i, (p, J, far) in enumerate(zip(pos, jac, distal, strict=True)):
+                out[t, i] = p[2] - self.ws.floor
+                if grad is not None:
+                    grad[t, i] = J[2] @ dq_dz[t]
+                if not far:
+                    continue
+                r = float(np.hypot(p[0], p[1]))
+                radial, above = r - self.ws.base_radius, p[2] - self.base_height
+                out[t, k] = max(radial, above)  # outside the column, or above it
+                if grad is not None:
+                    if radial >= above:
+                        unit = np.array([p[0], p[1]]) / max(r, 1e-9)
+                        grad[t, k] = unit @ J[:2] @ dq_dz[t]
+                    else:
+                        grad[t, k] = J[2] @ dq_dz[t]
+                k += 1
+        return out.ravel(), None if grad is None else grad.reshape(-1, grad.shape[2])
+
+    def check(self, q: np.ndarray) -> dict[str, Any]:
+        """The margins of a whole trajectory (T, n): ``ok``, the smallest floor and base margins [m] and where."""
+        values = self.margins(q)[0].reshape(len(np.atleast_2d(q)), -1)
+        floor, base = values[:, : self.n_points], values[:, self.n_points :]
+        t_floor, t_base = np.unravel_index(np.argmin(floor), floor.shape), np.unravel_index(np.argmin(base), base.shape)
+        return {"ok": bool(values.min() >= -1e-6), "floor_margin": float(floor.min()),
+                "base_margin": float(base.min()), "floor_sample": int(t_floor[0]), "base_sample": int(t_base[0])}
+
+
+def problem(check: dict[str, Any], ws: Workspace) -> str:
+    """Why a trajectory fails the workspace check ("" if it does not)."""
+    if check["ok"]:
+        return ""
+    said = []
+    if check["floor_margin"] < -1e-6:
+        said.append(f"a checked point comes {-check['floor_margin']:.3f} m too low (below {ws.floor:g} m above the "
+                    "mounting plane)")
+    if check["base_margin"] < -1e-6:
+        said.append(f"the wrist or tool comes {-check['base_margin']:.3f} m into the base column "
+                    f"(radius {ws.base_radius:g} m)")
+    return "; ".join(said)
