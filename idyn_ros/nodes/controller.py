@@ -20,6 +20,9 @@ simulator loop and the benchmarks run too.
   keep theirs); a ``model_path`` set on the unconfigured node is loaded once to check it: one that would not load
   is refused with the reason, so configure keeps the model that works instead of falling back to nominal RBD;
 - deactivate and shutdown publish the hold torque once, so the last law torque never stays applied.
+- a command topic nothing subscribes to for ``NO_LISTENER_S`` while commanding (the robot's effort controller not
+  loaded, its spawner failed, the vendor's own launch beside ``idyn bringup``) is an ERROR on /diagnostics and in
+  the log, once per episode: the torques reach no robot.
 Lifecycle: configure loads robot + model and creates pubs/subs; activate holds the current pose; deactivate
 stops commanding; cleanup destroys everything.
 """
@@ -68,6 +71,9 @@ SIM_CLOCK_LAG_NS = 1_000_000_000  # a state stamped further ahead of /clock than
 NO_CLOCK_STATES = 50
 NO_CLOCK = ("use_sim_time is true but no /clock has been received: input ages cannot be measured, so a silent "
             "driver would go unnoticed (start the clock source, or set use_sim_time false)")
+# s (wall) the command topic may have no subscriber while the controller commands before that is an error: the robot
+# side (ros2_control's spawners, the plant) starts beside us and subscribes within a second or two
+NO_LISTENER_S = 2.0
 
 def _fault_kind(reason: str) -> str:
     """What a watchdog reason is about, without its measured values ("stale joint state: none for 4.1 ms ...")."""
@@ -102,6 +108,8 @@ class ControllerNode(LifecycleNode):
         self._foreign_noted = False  # and the note on another publisher's /joint_states
         self._second_source_noted = False  # and the one on a second publisher of the robot's joints
         self._rivals_said: list[str] = []  # other publishers on the command topic, as last said
+        self._unheard_since: float | None = None  # monotonic s since which nothing subscribes to the command topic
+        self._unheard_said = False  # ... and that was said (once per episode)
         self._clipped_seen = 0  # core.reference_clipped at the last diagnostics report
         self._payload: Any = None  # the last payload accepted by ~/set_payload: re-applied at every configure
         # the hot loop's tick and the executor's stop / watchdog timer never interleave: a tick that read "active"
@@ -401,6 +409,28 @@ class ControllerNode(LifecycleNode):
         if tau is not None:
             self._report_new_fault()
 
+    def _check_listener(self, core: Controller, diag: Diagnostics) -> None:
+        """ERROR while the torques go to a topic nothing subscribes to (the robot's effort controller not loaded, its
+        spawner failed, another name, or the vendor's own launch beside ``idyn bringup``): said once per episode."""
+        commanding = core.active and core.filter.samples > 0
+        if not commanding or self.cmd_pub.get_subscription_count() > 0:
+            if self._unheard_said:
+                self.get_logger().warning(f"{self.cmd_topic} has a subscriber again: the torques reach it")
+            self._unheard_since, self._unheard_said = None, False
+            return
+        now = time.monotonic()
+        if self._unheard_since is None:
+            self._unheard_since = now
+        if now - self._unheard_since < NO_LISTENER_S:
+            return
+        what = (f"nothing subscribes to {self.cmd_topic}: the torques reach no robot (on hardware: is the robot's "
+                "effort controller loaded and active? `ros2 control list_controllers`; beside the vendor's own launch, "
+                "load a forward effort controller there or set command_topic to its topic)")
+        diag.set(Diagnostics.ERROR, what)
+        if not self._unheard_said:
+            self.get_logger().error(what)
+            self._unheard_said = True
+
     def _other_commanders(self) -> list[str]:
         """The other nodes publishing on our command topic (a graph query, at the diagnostics period)."""
         me = (self.get_name(), self.get_namespace())
@@ -444,6 +474,7 @@ class ControllerNode(LifecycleNode):
         if slow and not self._slow_noted:
             self.get_logger().warning(slow)
             self._slow_noted = True
+        self._check_listener(core, diag)
         rivals = self._other_commanders()
         if rivals:  # nothing we send can make that safe: said loudly, each time the set of publishers changes
             what = (f"other node(s) {rivals} also publish on {self.cmd_topic}: the arm gets their torques and ours in "

@@ -196,6 +196,57 @@ def test_another_publisher_on_the_command_topic_is_an_error_said_once(rclpy_cont
         rig.node.destroy_node()
 
 
+def test_commands_nobody_subscribes_to_are_an_error_said_once(rclpy_context, monkeypatch):
+    """On hardware the torques reach the arm only through the robot's effort controller: next to a vendor's own launch
+    (which loads no `effort_controller`), with its spawner failed or under another name, the controller published
+    into an empty topic, ACTIVE on /diagnostics and silent in its log."""
+    from std_msgs.msg import Float64MultiArray
+
+    from idyn_ros.nodes import controller as controller_module
+    from idyn_ros.nodes.common import COMMAND_OUT, Diagnostics
+
+    monkeypatch.setattr(controller_module, "NO_LISTENER_S", 0.0, raising=False)  # said at once (else after 2 s)
+    topic = "/idyn_test_unheard/commands"  # a topic of its own: no other test's node listens there
+    rig = Rig(rclpy_context, {"command_topic": topic})
+
+    def listen():
+        sub = rig.node.create_subscription(Float64MultiArray, topic, lambda msg: None, COMMAND_OUT)
+        deadline = time.monotonic() + 5.0
+        while not rig.ctrl.cmd_pub.get_subscription_count() and time.monotonic() < deadline:
+            rig.spin(0.05)
+        return sub
+
+    try:
+        errors, warnings = [], []
+        rig.ctrl.get_logger().error = errors.append
+        rig.ctrl.get_logger().warning = warnings.append
+        listener = listen()
+        for _ in range(50):
+            rig.tick(wait=0.02)
+            if rig.ctrl.core.filter.samples >= 5:
+                break
+        assert rig.ctrl.core.filter.samples >= 5 and rig.ctrl.core.active
+        rig.ctrl._on_diagnostics_timer()
+        assert rig.ctrl.diag.level != Diagnostics.ERROR and not errors  # someone listens
+        rig.node.destroy_subscription(listener)
+        deadline = time.monotonic() + 5.0
+        while rig.ctrl.cmd_pub.get_subscription_count() and time.monotonic() < deadline:
+            rig.spin(0.05)
+        rig.tick(wait=0.02)
+        rig.ctrl._on_diagnostics_timer()
+        rig.ctrl._on_diagnostics_timer()
+        said = [e for e in errors if f"nothing subscribes to {topic}" in e]
+        assert len(said) == 1 and "list_controllers" in said[0], errors
+        assert rig.ctrl.diag.level == Diagnostics.ERROR and "nothing subscribes" in rig.ctrl.diag.message
+        listen()
+        rig.ctrl._on_diagnostics_timer()
+        assert rig.ctrl.diag.level != Diagnostics.ERROR
+        assert any(f"{topic} has a subscriber again" in w for w in warnings), warnings
+    finally:
+        rig.ctrl.destroy_node()
+        rig.node.destroy_node()
+
+
 def test_stale_state_goes_safe_within_a_tick_of_the_deadline(rclpy_context):
     rig = Rig(rclpy_context, {"stale_periods": 100.0})
     rig.warm()
