@@ -49,9 +49,11 @@ mode whose ROS 2 packages are not installed: hardware, mock and gazebo need ros2
 reason. So does a process the graph needs (the controller, the plant, composed; with observer_only the wrench
 observer: ``graph.essential_processes``, as ROS 1's required nodes) ending with a non-zero exit code, at start-up (a
 bad parameter value: the node prints why and exits 2) or later: the whole launch stops, says which node ended, with
-what code and its last error line, and exits 1 (as ``idyn bringup`` does). Any other node of ours that fails is an
-ERROR line with the same reason, and the rest runs on. A Ctrl-C stops every process with exit code 0 and is no
-failure. Runs here with the launch wheels (make setup).
+what code and its last error line, and exits 1 (as ``idyn bringup`` does). So does, where the robot side starts here,
+ros2_control_node or a controller's spawner ending with a non-zero exit code (a controller it could not activate,
+e.g. the effort controller on a UR that refuses the effort interface): no torque would reach the arm while our
+controller ran on. Any other node of ours that fails is an ERROR line with the same reason, and the rest runs on.
+A Ctrl-C stops every process with exit code 0 and is no failure. Runs here with the launch wheels (make setup).
 """
 
 import os
@@ -255,14 +257,20 @@ class NodeExitedError(IdynError):
 class ExitWatch:
     """Stops the launch when one of ``ours`` (Node actions) that the graph needs (``graph.essential_processes``)
     ends with a non-zero exit code outside a shutdown; another of ours that fails is reported, the rest runs on.
+    So does a process of the robot side that torques go through (``robot_side``: {label: Node action}: ros2_control_node
+    and the controllers' spawners, which end with 0 once their controller is active): without it nothing reaches the
+    arm, and our controller ran on ACTIVE (a spawner that could not activate the effort controller, e.g. a UR whose
+    software refuses the effort interface; one activated later by hand got the law's torque towards the pose held at
+    start).
 
     Raising from the exit handler is what makes launch shut everything down (SIGINT to every process, the controller
     sends its safe torque) and ``ros2 launch`` exit with 1, printing the reason; launch's ``Shutdown`` action would
     exit 0, as if nothing had failed. The reason carries the process's last error line (what our nodes print before
     they exit 2 on a bad parameter), kept from its output."""
 
-    def __init__(self, ours):
+    def __init__(self, ours, robot_side=None):
         self.ours = list(ours)
+        self.robot_side = dict(robot_side or {})
         self.last: dict[int, tuple[int, str]] = {}  # id(action) -> (rank in WHY_LINES, line) of its best last line
 
     def handlers(self):
@@ -270,7 +278,10 @@ class ExitWatch:
                 RegisterEventHandler(OnProcessExit(on_exit=self._exited))]
 
     def _is_ours(self, action):
-        return any(action is mine for mine in self.ours)
+        return any(action is mine for mine in self.ours) or self._robot_label(action) is not None
+
+    def _robot_label(self, action):
+        return next((label for label, theirs in self.robot_side.items() if action is theirs), None)
 
     def _output(self, event):
         if not self._is_ours(event.action):
@@ -290,6 +301,10 @@ class ExitWatch:
         how = f"was killed by signal {-code}" if code < 0 else f"exited with code {code}"
         last = re.sub(r"^\S+: error: ", "", self.last.get(id(event.action), (0, ""))[1])  # "controller: error: "
         what = f"{name} {how}" + (f" ({last[-400:]})" if last else "")
+        robot = self._robot_label(event.action)
+        if robot is not None:
+            raise NodeExitedError(f"{robot} {how}" + (f" ({last[-400:]})" if last else "")
+                                  + "; stopping the launch: no torque reaches the arm without it")
         observer_only = context.launch_configurations.get("observer_only", "false") == "true"
         if name not in graph.essential_processes(observer_only):
             return LogInfo(msg=f"ERROR: {what}; the other nodes run on without it")
@@ -308,6 +323,16 @@ def generate(robot):
         xacro_defaults[CURRENTS] = ""
     description = ParameterValue(RobotDescription(robot, xacro_defaults), value_type=str)
     env = {"IDYN_EXIT_WITH_PARENT": str(os.getpid())}  # our nodes end if this launch process is killed
+    # the robot side torques go through (ExitWatch stops the launch when one of these fails)
+    robot_side = {
+        "ros2_control_node": Node(package="controller_manager", executable="ros2_control_node", output="screen",
+                                  parameters=[{"robot_description": description}, ControllersFile(robot)],
+                                  condition=_starts(robot, "ros2_control_node")),
+        **{f"the spawner of {name}": Node(package="controller_manager", executable="spawner", output="screen",
+                                          arguments=[name, "--controller-manager", "/controller_manager"],
+                                          condition=_starts(robot, name))
+           for name in ("joint_state_broadcaster", spec.effort_controller)},
+    }
     actions = [
         DeclareLaunchArgument("mode", default_value="mock", choices=list(graph.MODES),
                               description="where torques go: hardware | mock | gazebo | mujoco"),
@@ -339,18 +364,14 @@ def generate(robot):
         # ---- the robot side
         Node(package="robot_state_publisher", executable="robot_state_publisher", output="screen",
              parameters=[{"robot_description": description}], condition=_starts(robot, "robot_state_publisher")),
-        Node(package="controller_manager", executable="ros2_control_node", output="screen",
-             parameters=[{"robot_description": description}, ControllersFile(robot)],
-             condition=_starts(robot, "ros2_control_node")),
+        robot_side["ros2_control_node"],
         IncludeLaunchDescription(PythonLaunchDescriptionSource(_gz_launch()), condition=_mode_is("gazebo"),
                                  launch_arguments={"gz_args": "-r empty.sdf"}.items()),
         Node(package="ros_gz_sim", executable="create", output="screen", condition=_mode_is("gazebo"),
              arguments=["-topic", "robot_description", "-name", robot]),
         Node(package="ros_gz_bridge", executable="parameter_bridge", output="screen", condition=_mode_is("gazebo"),
              arguments=["/clock@rosgraph_msgs/msg/Clock[gz.msgs.Clock"]),
-        *[Node(package="controller_manager", executable="spawner", output="screen",
-               arguments=[name, "--controller-manager", "/controller_manager"], condition=_starts(robot, name))
-          for name in ("joint_state_broadcaster", spec.effort_controller)],
+        *[robot_side[f"the spawner of {name}"] for name in ("joint_state_broadcaster", spec.effort_controller)],
     ]
     ours = [
         Node(package=PACKAGE, executable="plant", name="plant", namespace="", output="screen",
@@ -362,7 +383,7 @@ def generate(robot):
         Node(package=PACKAGE, executable="composed", output="screen", arguments=["--nodes", ActiveNodes(robot)],
              parameters=[NodeParameters(robot)], condition=_starts(robot, "composed"), additional_env=env),
     ]
-    return LaunchDescription([*actions, *ExitWatch(ours).handlers(), *ours])
+    return LaunchDescription([*actions, *ExitWatch(ours, robot_side).handlers(), *ours])
 
 
 def _gz_launch():

@@ -202,6 +202,59 @@ def test_hardware_mode_renders_gravity_subtraction_and_the_vendor_control_stack(
     assert nodes["reference"][0]["params"][0]["/reference"]["ros__parameters"]["mode"] == "hold"
 
 
+def _exit_handlers(robot, **arguments):
+    """The launch description's OnProcessExit handlers and its Node actions by executable and arguments, after the
+    argument declarations ran for ``arguments`` (as `_render`)."""
+    from unittest import mock
+
+    from launch.actions import DeclareLaunchArgument, OpaqueFunction, RegisterEventHandler
+    from launch.event_handlers import OnProcessExit
+    from launch.launch_description_sources import get_launch_description_from_python_launch_file
+    from launch_ros.actions import Node
+
+    from launch import LaunchContext
+
+    ld = get_launch_description_from_python_launch_file(str(ROOT / "launch" / f"{robot}.launch.py"))
+    installed = mock.patch.object(sys.modules["idyn_common"], "_missing_packages", lambda settings: [], create=True)
+    context = LaunchContext()
+    context.launch_configurations.update({k: str(v) for k, v in arguments.items()})
+    handlers, nodes = [], []
+    for entity in ld.entities:
+        if isinstance(entity, DeclareLaunchArgument | OpaqueFunction):
+            with installed:
+                entity.visit(context)
+        elif isinstance(entity, RegisterEventHandler) and isinstance(entity.event_handler, OnProcessExit):
+            handlers.append(entity.event_handler)
+        elif isinstance(entity, Node):
+            words = [str(getattr(a, "text", a)) for a in (entity._Node__arguments or [])]
+            nodes.append((entity._Node__node_executable, words, entity))
+    return handlers, nodes, context
+
+
+@pytest.mark.parametrize("which", ["effort_controller", "ros2_control_node"])
+def test_on_hardware_a_robot_side_process_that_fails_stops_the_launch_with_its_reason(which):
+    """Nothing reaches the arm without ros2_control_node and the effort controller: a spawner that could not activate
+    it (a UR on PolyScope < 5.23 refuses the effort interface, a driver whose on_init failed) ended with exit code 1
+    while our controller ran on, ACTIVE, commanding a controller that was not running (one switched on later by hand
+    would have pulled the arm back to the pose held at start)."""
+    pytest.importorskip("launch_ros")
+    from launch.events.process import ProcessExited
+
+    handlers, nodes, context = _exit_handlers("ur5", mode="hardware")
+    if which == "ros2_control_node":
+        action = next(a for exe, _, a in nodes if exe == "ros2_control_node")
+    else:
+        action = next(a for exe, words, a in nodes if exe == "spawner" and which in words)
+    exe = "spawner" if which != "ros2_control_node" else which
+    event = ProcessExited(action=action, name=f"{exe}-9", cmd=[exe], cwd=None, env=None, pid=1, returncode=1)
+    with pytest.raises(Exception, match=f"{which}.*exited with code 1.*stopping the launch"):
+        for handler in handlers:
+            handler.handle(event, context)
+    ok = ProcessExited(action=action, name=f"{exe}-9", cmd=[exe], cwd=None, env=None, pid=1, returncode=0)
+    for handler in handlers:  # a spawner that activated its controller ends with 0: nothing to say
+        handler.handle(ok, context)
+
+
 def test_on_hardware_the_reference_moves_only_when_the_user_asks(tmp_path):
     """`ros2 launch ... mode:=hardware` swung a real arm through the robot file's 2 s demonstration move at start."""
     pytest.importorskip("launch_ros")
