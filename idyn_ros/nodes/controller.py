@@ -410,10 +410,10 @@ class ControllerNode(LifecycleNode):
             self._report_new_fault()
 
     def _check_listener(self, core: Controller, diag: Diagnostics) -> None:
-        """ERROR while the torques go to a topic nothing subscribes to (the robot's effort controller not loaded, its
-        spawner failed, another name, or the vendor's own launch beside ``idyn bringup``): said once per episode."""
+        """ERROR while the torques go to a topic nothing but our own nodes subscribes to (the robot's effort controller
+        not loaded, under another name, or the vendor's own launch beside ``idyn bringup``): said once per episode."""
         commanding = core.active and core.filter.samples > 0
-        if not commanding or self.cmd_pub.get_subscription_count() > 0:
+        if not commanding or self._executors():
             if self._unheard_said:
                 self.get_logger().warning(f"{self.cmd_topic} has a subscriber again: the torques reach it")
             self._unheard_since, self._unheard_said = None, False
@@ -423,13 +423,25 @@ class ControllerNode(LifecycleNode):
             self._unheard_since = now
         if now - self._unheard_since < NO_LISTENER_S:
             return
-        what = (f"nothing subscribes to {self.cmd_topic}: the torques reach no robot (on hardware: is the robot's "
-                "effort controller loaded and active? `ros2 control list_controllers`; beside the vendor's own launch, "
-                "load a forward effort controller there or set command_topic to its topic)")
+        what = (f"nothing subscribes to {self.cmd_topic} that could execute it (only our own nodes, if any): the "
+                "torques reach no robot (on hardware: is the robot's effort controller loaded and active? "
+                "`ros2 control list_controllers`; beside the vendor's own launch, load a forward effort controller "
+                "there or set command_topic to its topic)")
         diag.set(Diagnostics.ERROR, what)
         if not self._unheard_said:
             self.get_logger().error(what)
             self._unheard_said = True
+
+    def _executors(self) -> list[str]:
+        """The nodes subscribed to our command topic that may execute it: not our own (the wrench observer reads the
+        command in the simulators, through its process's hidden hot-loop node; a recorder records it; neither moves an
+        arm)."""
+        from idyn_ros.nodes.graph import OPTIONAL_NODES, OUR_NODES
+
+        ours = {*OUR_NODES, *OPTIONAL_NODES, "recorder", "composed"}
+        return sorted(f"{i.node_namespace.rstrip('/')}/{i.node_name}"
+                      for i in self.get_subscriptions_info_by_topic(self.cmd_topic)
+                      if i.node_name not in ours and not i.node_name.startswith(hot_loop.NODE_PREFIX))
 
     def _other_commanders(self) -> list[str]:
         """The other nodes publishing on our command topic (a graph query, at the diagnostics period)."""

@@ -38,6 +38,7 @@ from typing import Any, ClassVar
 
 from idyn_ros.nodes.common import JOINT_STATES_IN, drop_unconvertible
 
+NODE_PREFIX = "_idyn_hot_"  # the hidden node's name, + the process id
 IDLE_WAIT_NS = 100_000_000  # wait bound without idle hooks: the stop flag is seen within 0.1 s
 # a poll for the controller's state costs ~20 us: poll between monitoring callbacks once this long has passed
 URGENT_POLL_NS = 100_000
@@ -130,7 +131,7 @@ class HotLoop:
         self.context = context
         # use_global_arguments=False: a `-r __node:=controller` remap must not rename this hidden node too (it would
         # list every node twice); topic remaps reach it through the owning node's name resolution (``subscribe``).
-        self.node = rclpy.create_node(f"_idyn_hot_{os.getpid()}", context=context, start_parameter_services=False,
+        self.node = rclpy.create_node(f"{NODE_PREFIX}{os.getpid()}", context=context, start_parameter_services=False,
                                       enable_rosout=False, use_global_arguments=False)
         self._wake = GuardCondition(None, None, context=context)
         self._topics: tuple[_Topic, ...] = ()

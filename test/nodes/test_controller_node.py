@@ -200,19 +200,24 @@ def test_commands_nobody_subscribes_to_are_an_error_said_once(rclpy_context, mon
     """On hardware the torques reach the arm only through the robot's effort controller: next to a vendor's own launch
     (which loads no `effort_controller`), with its spawner failed or under another name, the controller published
     into an empty topic, ACTIVE on /diagnostics and silent in its log."""
+    import rclpy
     from std_msgs.msg import Float64MultiArray
 
     from idyn_ros.nodes import controller as controller_module
+    from idyn_ros.nodes import hot_loop
     from idyn_ros.nodes.common import COMMAND_OUT, Diagnostics
 
     monkeypatch.setattr(controller_module, "NO_LISTENER_S", 0.0, raising=False)  # said at once (else after 2 s)
     topic = "/idyn_test_unheard/commands"  # a topic of its own: no other test's node listens there
     rig = Rig(rclpy_context, {"command_topic": topic})
 
+    def subscribers():
+        return {i.node_name for i in rig.node.get_subscriptions_info_by_topic(topic)}
+
     def listen():
         sub = rig.node.create_subscription(Float64MultiArray, topic, lambda msg: None, COMMAND_OUT)
         deadline = time.monotonic() + 5.0
-        while not rig.ctrl.cmd_pub.get_subscription_count() and time.monotonic() < deadline:
+        while "scripted_plant" not in subscribers() and time.monotonic() < deadline:
             rig.spin(0.05)
         return sub
 
@@ -229,9 +234,15 @@ def test_commands_nobody_subscribes_to_are_an_error_said_once(rclpy_context, mon
         rig.ctrl._on_diagnostics_timer()
         assert rig.ctrl.diag.level != Diagnostics.ERROR and not errors  # someone listens
         rig.node.destroy_subscription(listener)
+        # our own wrench observer reads the command (torque_source command) on its process's hidden hot-loop node: it
+        # moves no arm
+        hidden = f"{getattr(hot_loop, 'NODE_PREFIX', '_idyn_hot_')}4242"
+        observer = rclpy.create_node(hidden, context=rclpy_context)
+        observer.create_subscription(Float64MultiArray, topic, lambda msg: None, COMMAND_OUT)
         deadline = time.monotonic() + 5.0
-        while rig.ctrl.cmd_pub.get_subscription_count() and time.monotonic() < deadline:
+        while subscribers() != {hidden} and time.monotonic() < deadline:
             rig.spin(0.05)
+        assert subscribers() == {hidden}
         rig.tick(wait=0.02)
         rig.ctrl._on_diagnostics_timer()
         rig.ctrl._on_diagnostics_timer()
@@ -242,6 +253,7 @@ def test_commands_nobody_subscribes_to_are_an_error_said_once(rclpy_context, mon
         rig.ctrl._on_diagnostics_timer()
         assert rig.ctrl.diag.level != Diagnostics.ERROR
         assert any(f"{topic} has a subscriber again" in w for w in warnings), warnings
+        observer.destroy_node()
     finally:
         rig.ctrl.destroy_node()
         rig.node.destroy_node()
