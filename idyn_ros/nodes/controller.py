@@ -20,9 +20,11 @@ simulator loop and the benchmarks run too.
   keep theirs); a ``model_path`` set on the unconfigured node is loaded once to check it: one that would not load
   is refused with the reason, so configure keeps the model that works instead of falling back to nominal RBD;
 - deactivate and shutdown publish the hold torque once, so the last law torque never stays applied.
-- a command topic nothing subscribes to for ``NO_LISTENER_S`` while commanding (the robot's effort controller not
-  loaded, its spawner failed, the vendor's own launch beside ``idyn bringup``) is an ERROR on /diagnostics and in
-  the log, once per episode: the torques reach no robot.
+- a command topic nothing but our own nodes subscribes to for ``NO_LISTENER_S`` while commanding (the robot's effort
+  controller not loaded or not configured, under another name, the vendor's own launch beside ``idyn bringup``) is an
+  ERROR on /diagnostics and in the log, once per episode: the torques reach no robot. A forward controller that is
+  configured but not active still subscribes: that case is not seen here (``ros2 launch`` stops when its spawner
+  fails).
 Lifecycle: configure loads robot + model and creates pubs/subs; activate holds the current pose; deactivate
 stops commanding; cleanup destroys everything.
 """

@@ -198,8 +198,8 @@ def test_another_publisher_on_the_command_topic_is_an_error_said_once(rclpy_cont
 
 def test_commands_nobody_subscribes_to_are_an_error_said_once(rclpy_context, monkeypatch):
     """On hardware the torques reach the arm only through the robot's effort controller: next to a vendor's own launch
-    (which loads no `effort_controller`), with its spawner failed or under another name, the controller published
-    into an empty topic, ACTIVE on /diagnostics and silent in its log."""
+    (which loads no `effort_controller`), with it not loaded or under another name, the controller published into an
+    empty topic, ACTIVE on /diagnostics and silent in its log."""
     import rclpy
     from std_msgs.msg import Float64MultiArray
 
