@@ -43,17 +43,18 @@ with its trajectory controllers and publishes /joint_states; nothing here comman
 
 Every node's parameters, which nodes start, and the robot description come from ``idyn_ros.nodes.graph``, the
 description ``idyn bringup`` runs too. On hardware the vendor adds g(q) to the command, so the controller
-subtracts it (subtract_gravity) and the wrench observer reads the measured effort. A bad argument (unknown mode
-or gains, a missing file, a misspelled argument name, a parameter file section or name no node of ours has, a
-mode whose ROS 2 packages are not installed: hardware, mock and gazebo need ros2_control) stops the launch with its
-reason. So does a process the graph needs (the controller, the plant, composed; with observer_only the wrench
-observer: ``graph.essential_processes``, as ROS 1's required nodes) ending with a non-zero exit code, at start-up (a
-bad parameter value: the node prints why and exits 2) or later: the whole launch stops, says which node ended, with
-what code and its last error line, and exits 1 (as ``idyn bringup`` does). So does, where the robot side starts here,
-ros2_control_node or a controller's spawner ending with a non-zero exit code (a controller it could not activate,
-e.g. the effort controller on a UR that refuses the effort interface): no torque would reach the arm while our
-controller ran on. Any other node of ours that fails is an ERROR line with the same reason, and the rest runs on.
-A Ctrl-C stops every process with exit code 0 and is no failure. Runs here with the launch wheels (make setup).
+subtracts it (subtract_gravity) and the wrench observer reads the measured effort. A bad argument (unknown mode or
+gains, a missing file, a misspelled argument name, a parameter file section or name no node of ours has, a mode
+whose ROS 2 packages are not installed: hardware, mock and gazebo need ros2_control, hardware the robot's driver
+too) stops the launch with its reason. So does a process the graph needs (the controller, the plant, composed; with
+observer_only the wrench observer: ``graph.essential_processes``, as ROS 1's required nodes) ending with a non-zero
+exit code, at start-up (a bad parameter value: the node prints why and exits 2) or later: the whole launch stops,
+says which node ended, with what code and its last error line, and exits 1 (as ``idyn bringup`` does). So does,
+where the robot side starts here, ros2_control_node or a controller's spawner ending with a non-zero exit code (a
+controller it could not activate, e.g. the effort controller on a UR that refuses the effort interface): no torque
+would reach the arm while our controller ran on. Any other node of ours that fails is an ERROR line with the same
+reason, and the rest runs on. A Ctrl-C stops every process with exit code 0 and is no failure. Runs here with the
+launch wheels (make setup).
 """
 
 import os
@@ -114,6 +115,20 @@ def _xacro_args(args):
     return {k: v for k, v in args.items() if not (k == CURRENTS and v == "")}
 
 
+#: where each hardware plugin's package comes from (the hint when it is missing)
+DRIVERS = {"franka_hardware": "franka_ros2", "lbr_ros2_control": "lbr_fri_ros2_stack",
+           "ur_robot_driver": "Universal_Robots_ROS2_Driver"}
+
+
+def hardware_plugin_package(robot):
+    """The package of the vendor's ros2_control hardware plugin that mode hardware renders (urdf/<robot>.urdf.xacro:
+    franka_hardware/FrankaHardwareInterface, lbr_ros2_control::SystemInterface, ur_robot_driver/...)."""
+    from idyn_ros.robots import render_urdf
+
+    plugin = re.search(r"<plugin>\s*([^<\s]+)\s*</plugin>", render_urdf(robot, "hardware")).group(1)
+    return re.split(r"/|::", plugin)[0]
+
+
 def _missing_packages(settings):
     """The ROS packages the robot side of ``settings`` runs (ros2_control, robot_state_publisher, Gazebo) that the
     ament index does not have; empty for mode mujoco, which needs none."""
@@ -129,6 +144,8 @@ def _missing_packages(settings):
     types = manager["ros__parameters"]
     plugins = [types[c]["type"].split("/")[0] for c in side if isinstance(types.get(c), dict)]  # the spawned ones
     needed = ["robot_state_publisher", "controller_manager", *plugins]
+    if settings.mode == "hardware":
+        needed.append(hardware_plugin_package(settings.robot))
     if settings.mode == "gazebo":
         needed += ["ros_gz_sim", "ros_gz_bridge", "gz_ros2_control"]
     missing = []
@@ -162,6 +179,13 @@ def _check_arguments(robot, declared, xacro_defaults):
                 + " (our nodes use the robot preset); a payload goes on with ~/set_payload (/controller, "
                 "/feedforward, /wrench_observer, /doomed, and /plant in mode mujoco) or the payload_identifier node")
         missing = _missing_packages(settings)
+        driver = hardware_plugin_package(settings.robot) if settings.mode == "hardware" else None
+        if missing and missing == [driver]:  # ros2_control is there, the arm's driver is not
+            raise ParameterError(
+                f"mode:={settings.mode} needs ROS 2 package(s) {missing}, not found in the ament index: the robot's "
+                f"driver ({DRIVERS.get(driver, 'the robot vendor')}), whose hardware plugin the URDF gives "
+                "ros2_control; build or install it and source its setup.bash; mode:=mujoco runs without it (the "
+                "embedded MuJoCo plant)")
         if missing:  # refused here: launch's own "package not found" names one package and no way out
             gazebo = " and ros_gz + gz_ros2_control" if settings.mode == "gazebo" else ""
             raise ParameterError(

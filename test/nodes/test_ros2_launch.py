@@ -443,6 +443,28 @@ def test_modes_that_need_ros2_control_are_refused_up_front_when_it_is_not_instal
     assert _render("ur5", ros2_control=False, mode="hardware", observer_only="true")  # next to the driver's launch
 
 
+@pytest.mark.parametrize(("robot", "driver"), [("panda", "franka_hardware"), ("iiwa14", "lbr_ros2_control"),
+                                             ("ur5", "ur_robot_driver")])
+def test_hardware_mode_without_the_vendors_driver_is_refused_up_front(robot, driver):
+    """With ros2_control installed but not the robot's driver, mode:=hardware passed the up-front check and
+    ros2_control_node failed on the hardware plugin, the arm's driver, while our nodes started."""
+    pytest.importorskip("launch_ros")
+    from unittest import mock
+
+    from ament_index_python.packages import PackageNotFoundError
+
+    def share(package):
+        if package == driver:
+            raise PackageNotFoundError(package)
+        return f"/opt/ros/kilted/share/{package}"
+
+    with mock.patch("ament_index_python.packages.get_package_share_directory", share):
+        with pytest.raises(Exception, match=rf"mode:=hardware needs ROS 2 package\(s\) \['{driver}'\].*driver"):
+            _render(robot, ros2_control=False, mode="hardware")
+        assert "ros2_control_node" in _render(robot, ros2_control=False, mode="mock")  # the driver is for hardware
+        assert "wrench_observer" in _render(robot, ros2_control=False, mode="hardware", observer_only="true")
+
+
 @needs_launch
 def test_ros2_launch_in_the_default_mode_says_what_is_missing():
     from ament_index_python.packages import PackageNotFoundError, get_package_share_directory
