@@ -30,9 +30,14 @@ On hardware the reference node holds the pose the arm is found in: config/<robot
 the simulators only. Motion is asked for: a reference mode in your parameter file (e.g. mode: npz, npz_path: an
 excitation from `idyn excite`), or at run time `ros2 param set /reference mode setpoints` after setting its setpoints.
 
-UR5 hardware (ur_robot_driver >= 4.3, URPositionHardwareInterface): torque commands run through URScript
-direct_torque, which needs an e-Series with PolyScope >= 5.23 (the driver's forward_effort_controller is documented
-from 5.25.1); the robot adds its own gravity compensation (the controller sends tau - g(q): subtract_gravity) and,
+Torque control on hardware runs on the Panda only. The iiwa14 and the UR5 are refused with the reason unless
+observer_only:=true (RobotSpec.hardware_torque_unsupported): lbr_fri_ros2_stack's FRI torque mode takes a torque only
+with a joint position in the same cycle, which our effort controller does not send, so the torques would be dropped
+without a word; the UR5 preset is a CB3, whose driver refuses the effort interface.
+UR hardware, for an e-Series robot description of your own (ur_robot_driver >= 4.3, URPositionHardwareInterface):
+torque commands run through URScript direct_torque, which needs PolyScope >= 5.23 (the driver's
+forward_effort_controller is documented from 5.25.1) and an update rate of at most 500 Hz; the robot adds its own
+gravity compensation (the controller sends tau - g(q): subtract_gravity) and,
 by default, its own friction compensation: set its scales to 0 (friction_model_controller
 ~/set_friction_model_parameters) when the model has a friction part, or friction is compensated twice. Effort is
 motor current unless use_currents_as_efforts:=false; the wrench observer's effort_unit is that argument when given,

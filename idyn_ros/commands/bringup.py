@@ -20,7 +20,7 @@ Examples:
   idyn bringup --robot panda --duration 10
   idyn bringup --robot ur5 --composed --gains soft --model ur5_hybrid.onnx
   idyn bringup --robot panda --clock realtime --set use_feedforward=false
-  idyn bringup --robot iiwa14 --mode hardware --model iiwa.onnx    # next to the robot's own driver launch
+  idyn bringup --robot iiwa14 --mode hardware --observer-only --model iiwa.onnx   # beside the lbr stack's launch
   idyn bringup --robot ur5 --mode hardware --observer-only --model ur5.onnx   # a CB3: wrench observer, no torques
 """
 

@@ -106,6 +106,10 @@ class GraphSettings:
         if self.gains and "controller" not in self.active_nodes:
             problems.append(f"gains:={self.gains} reaches only the controller, which does not start here "
                             f"(nodes: {list(self.active_nodes)})")
+        blocked = get_robot(self.robot).hardware_torque_unsupported
+        if self.mode == "hardware" and blocked and not self.observer_only:
+            problems.append(f"mode hardware on the {self.robot} is not supported for torque control: {blocked}; "
+                            f"observer_only:=true runs the wrench observer on the arm (no torque commands)")
         if self.observer_only and self.mode not in OBSERVER_MODES:
             problems.append(f"observer_only:=true needs an arm that moves without our torques: mode "
                             f"{' or '.join(OBSERVER_MODES)}, not {self.mode} (its simulated joints take only torques)")

@@ -50,6 +50,8 @@ class RobotSpec:
         recorded_prefixes: other prefixes the vendor's current ROS 2 stack gives the same joints
             (franka_ros2's franka_description names the Panda ``fer``): recordings that carry them are
             read as this robot's joints, and the import says so.
+        hardware_torque_unsupported: why our torque commands cannot drive this arm through its vendor driver as
+            rendered here ("" = they can): ``mode hardware`` is then refused unless ``observer_only``.
     """
 
     name: str
@@ -64,6 +66,7 @@ class RobotSpec:
     hardware_adds_gravity: bool = True
     prefix: str = ""  # prefix the names above carry ("" = default_prefix)
     recorded_prefixes: tuple[str, ...] = ()
+    hardware_torque_unsupported: str = ""
 
     @property
     def dof(self) -> int:
@@ -217,6 +220,10 @@ def _iiwa14() -> RobotSpec:
         xacro_path=urdf_dir() / "iiwa14.urdf.xacro",
         default_prefix="lbr_",
         hardware_adds_gravity=True,  # FRI torque mode: torque is superposed on KUKA's gravity compensation
+        hardware_torque_unsupported=(
+            "lbr_fri_ros2_stack's FRI torque mode takes a torque only with a joint position command in the same "
+            "cycle (lbr_fri_ros2 interfaces/torque_command.cpp: a NaN position keeps the start command, zero "
+            "torque), and our effort controller sends torques alone: they would be dropped without a word"),
         source=(
             "shared/reference/iiwa14_params.yaml = lbr-stack/lbr_fri_ros2_stack@218d723 "
             "lbr_description iiwa14 (CAD inertials normalised to 29.9 kg, limits from "
@@ -243,6 +250,10 @@ def _ur5() -> RobotSpec:
         # UR script manual, direct_torque: "always compensates for gravity" (+ scaled friction
         # compensation); a CB3 UR5 has no torque mode at all, this holds for e-Series
         hardware_adds_gravity=True,
+        hardware_torque_unsupported=(
+            "this is the UR5 (CB3) model, and ur_robot_driver refuses the effort interface below PolyScope 5.23, "
+            "which runs on e-Series arms only (a UR5e has other kinematics and inertias: a robot of its own, "
+            "not this preset)"),
         source=(
             "example-robot-data ur_description/urdf/ur5_robot.urdf (ROS-Industrial ur_description; "
             "wrist inertias 40-100x too large there, kept verbatim)"

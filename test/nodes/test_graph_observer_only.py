@@ -26,7 +26,7 @@ def test_observer_only_refusals_name_the_reason():
     with pytest.raises(ParameterError, match="has none"):
         GraphSettings("ur5", mode="hardware", observer_only=True, nodes=("controller",))
     with pytest.raises(ParameterError, match="effort_unit"):
-        GraphSettings("ur5", mode="hardware", effort_unit="amps")
+        GraphSettings("ur5", mode="hardware", observer_only=True, effort_unit="amps")
 
 
 def test_bringup_observer_only_commands(tmp_path):
@@ -35,5 +35,17 @@ def test_bringup_observer_only_commands(tmp_path):
     s = GraphSettings("ur5", mode="hardware", observer_only=True)
     cmds = Launcher(s, tmp_path).commands()
     assert set(cmds) == {"joint_state_buffer", "wrench_observer"}
-    full = Launcher(GraphSettings("ur5", mode="hardware"), tmp_path).commands()
+    full = Launcher(GraphSettings("panda", mode="hardware"), tmp_path).commands()
     assert "controller" in full and "wrench_observer" in full
+
+
+@pytest.mark.parametrize("robot", ["iiwa14", "ur5"])
+def test_torque_control_on_hardware_is_refused_where_the_driver_cannot_take_our_torques(robot):
+    """The iiwa's lbr stack dropped our torques without a word (FRI torque mode wants a joint position with each
+    torque); the UR5 preset is a CB3, whose driver refuses the effort interface. Observing still works."""
+    with pytest.raises(ParameterError, match=rf"mode hardware on the {robot} is not supported for torque control: .*"
+                                             r"observer_only:=true"):
+        GraphSettings(robot, mode="hardware")
+    assert GraphSettings(robot, mode="hardware", observer_only=True).active_nodes == \
+        ("joint_state_buffer", "wrench_observer")
+    assert GraphSettings(robot, mode="mock").robot == robot  # the mock and the simulators take torques

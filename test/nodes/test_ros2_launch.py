@@ -180,7 +180,7 @@ def _perform(part, context):
 
 
 @needs_launch
-@pytest.mark.parametrize("robot", ["panda", "iiwa14", "ur5"])
+@pytest.mark.parametrize("robot", ["panda"])  # the iiwa14 and the UR5 preset: refused (test_graph_observer_only)
 def test_hardware_mode_renders_gravity_subtraction_and_the_vendor_control_stack(robot):
     from idyn_ros.robots import get_robot
 
@@ -240,7 +240,7 @@ def test_on_hardware_a_robot_side_process_that_fails_stops_the_launch_with_its_r
     pytest.importorskip("launch_ros")
     from launch.events.process import ProcessExited
 
-    handlers, nodes, context = _exit_handlers("ur5", mode="hardware")
+    handlers, nodes, context = _exit_handlers("panda", mode="hardware")
     if which == "ros2_control_node":
         action = next(a for exe, _, a in nodes if exe == "ros2_control_node")
     else:
@@ -312,7 +312,7 @@ def test_mujoco_mode_passes_the_prefix_to_the_plant_and_starts_no_robot_state_pu
 @needs_launch
 def test_ros2_param_get_on_a_hardware_mode_controller(graph_probe):
     """The rendered hardware parameter set, read back with the real `ros2 param get` from a running controller."""
-    files = _render("ur5", mode="hardware")["controller"][0]["files"]
+    files = _render("panda", mode="hardware")["controller"][0]["files"]
     env = graph_probe.env
     node = subprocess.Popen([str(Path(sys.prefix) / "lib" / "idyn_ros" / "controller"), "--ros-args", "-r",
                              "__node:=controller", "--params-file", files[0]], env=env, start_new_session=True,
@@ -395,11 +395,9 @@ def test_observer_only_is_refused_where_the_arm_needs_our_torques(mode):
 def test_use_currents_as_efforts_reaches_the_wrench_observer():
     pytest.importorskip("launch_ros")
     for value, unit in (("true", "current"), ("false", "torque")):
-        nodes = _render("ur5", mode="hardware", use_currents_as_efforts=value)
+        nodes = _render("ur5", mode="hardware", observer_only="true", use_currents_as_efforts=value)
         wrench = nodes["wrench_observer"][0]["params"][0]["/wrench_observer"]["ros__parameters"]
         assert wrench["effort_unit"] == unit
-        urdf = next(iter(nodes["ros2_control_node"][0]["params"][0].values()))["ros__parameters"]["robot_description"]
-        assert f'<param name="use_currents_as_efforts">{value}</param>' in urdf
     panda = _render("panda", mode="hardware")["wrench_observer"][0]["params"][0]["/wrench_observer"]
     assert "effort_unit" not in panda["ros__parameters"]  # no such argument: the files' (auto) decide
 
@@ -434,7 +432,7 @@ def test_modes_that_need_ros2_control_are_refused_up_front_when_it_is_not_instal
         pytest.skip("ros2_control is installed here")
     except PackageNotFoundError:
         pass
-    for robot, mode in (("panda", "mock"), ("ur5", "hardware"), ("iiwa14", "gazebo")):
+    for robot, mode in (("panda", "mock"), ("panda", "hardware"), ("iiwa14", "gazebo")):
         with pytest.raises(Exception, match=rf"mode:={mode} needs ROS 2 package\(s\) \['robot_state_publisher', "
                                             r"'controller_manager'.*ros2_control.*ros-kilted-ros2-control.*"
                                             r"mode:=mujoco runs without them"):
@@ -443,8 +441,7 @@ def test_modes_that_need_ros2_control_are_refused_up_front_when_it_is_not_instal
     assert _render("ur5", ros2_control=False, mode="hardware", observer_only="true")  # next to the driver's launch
 
 
-@pytest.mark.parametrize(("robot", "driver"), [("panda", "franka_hardware"), ("iiwa14", "lbr_ros2_control"),
-                                             ("ur5", "ur_robot_driver")])
+@pytest.mark.parametrize(("robot", "driver"), [("panda", "franka_hardware")])  # the others: refused before
 def test_hardware_mode_without_the_vendors_driver_is_refused_up_front(robot, driver):
     """With ros2_control installed but not the robot's driver, mode:=hardware passed the up-front check and
     ros2_control_node failed on the hardware plugin, the arm's driver, while our nodes started."""
@@ -509,7 +506,7 @@ def test_a_parameter_file_with_a_name_no_node_has_or_a_value_the_mode_decides_st
                     "/**/wrench_observr:\n  ros__parameters:\n    observer_gain: 300.0\n")
     with pytest.raises(Exception, match=r"no wrench_observer has parameter\(s\) \['obsever_gain'\].*"
                                         r"'/\*\*/wrench_observr' names no node of ours"):
-        _render("ur5", mode="hardware", params_file=str(typo))
+        _render("panda", mode="hardware", params_file=str(typo))
     forced = tmp_path / "forced.yaml"
     forced.write_text("/**/controller:\n  ros__parameters:\n    subtract_gravity: false\n")
     with pytest.raises(Exception, match=r"sets controller\.subtract_gravity: False, but mode hardware sets True"):
