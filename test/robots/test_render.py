@@ -144,3 +144,13 @@ def test_no_mesh_or_package_references():
     for robot, mode in CASES:
         urdf = render_urdf(robot, mode=mode)
         assert "package://" not in urdf and "<mesh" not in urdf
+
+
+def test_the_franka_interface_version_reaches_the_driver_only_when_given():
+    """franka_ros2 releases that check it refused to start: "Parameter 'version' is not set"."""
+    def hardware(urdf: str) -> str:
+        return urdf[urdf.index("<hardware>"):urdf.index("</hardware>")]
+
+    assert '<param name="version">0.1.0</param>' in hardware(
+        render_urdf("panda", mode="hardware", xacro_args={"franka_version": "0.1.0"}))
+    assert "version" not in hardware(render_urdf("panda", mode="hardware"))
