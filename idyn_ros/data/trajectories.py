@@ -346,7 +346,11 @@ def optimize_excitation(
             X = X / np.max(np.stack([np.abs(Cq @ X.T).max(axis=0) / half, np.abs(Cdq @ X.T).max(axis=0)
                                      / inner.velocity, np.abs(Cddq @ X.T).max(axis=0) / inner.acceleration]),
                            axis=0)[:, None] * 0.8
-            start = np.concatenate(_workspace_start(guard, inner, centre.copy(), X, rng, ws_grid))
+            try:
+                q0_start, X_start = _workspace_start(guard, inner, centre.copy(), X, rng, ws_grid)
+            except ParameterError:  # no other feasible start found: keep the best so far
+                break
+            start = np.concatenate([q0_start, X_start.ravel()])
             stopped_by = "restarts"
     except _OutOfTime:
         stopped_by = (f"time budget {time_budget_s:g} s" if max_evaluations is None or best["evals"] < max_evaluations

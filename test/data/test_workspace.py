@@ -48,6 +48,13 @@ def test_an_optimal_excitation_stays_above_the_table_only_when_asked(ur5):
     assert kept.limit_check_1khz["ok"] and np.isfinite(kept.cond_optimized)
 
 
+def test_a_design_that_converges_early_starts_again_inside_the_workspace(ur5):
+    """SLSQP restarts from new feasible starts until the budget; the first restart raised a ValueError (60 s UR5)."""
+    res = optimize_excitation(ur5, JointLimits.from_model(ur5), harmonics=2, period=4.0, seed=0, time_budget_s=8.0,
+                              n_eval=20, n_constraint=20, workspace=Workspace())  # a small problem: converges in ~5 s
+    assert res.stopped_by.startswith("time budget") and res.workspace_check["ok"]
+
+
 def test_fine_motion_scaffolds_and_moves_stay_inside(ur5):
     guard = WorkspaceGuard(ur5, Workspace())
     traj = fine_motion(JointLimits.from_model(ur5), n_scaffolds=3, seed=0,
