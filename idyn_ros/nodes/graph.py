@@ -17,6 +17,8 @@ Decisions (one line each):
 - observer only: buffer + wrench observer on the measured effort; on hardware the vendor driver's own launch runs the
   arm (its trajectory controllers move it; a CB3 executes no torques), so no robot-side process starts here; in mock
   the robot side starts without the effort controller; gazebo and mujoco need our torques to hold the arm (refused);
+- a model on hardware: one given with ``model`` that a node rejects (another robot's, a broken file) stops the launch
+  (``fallback: none``, unless the user's files or ``--set`` choose one): elsewhere the nodes run on the nominal URDF;
 - motion on hardware: the reference node holds the pose it finds unless the user's own files or ``--set`` choose its
   mode (config/<robot>.yaml's demonstration move is for the simulators; a real arm moves only when asked);
 - effort unit on hardware: what the driver reports (``effort_unit``): the UR xacro argument
@@ -260,6 +262,14 @@ def node_overrides(s: GraphSettings, node: str, mode_only: bool = False) -> dict
             out["subtract_gravity"] = s.mode == "hardware"
             if s.gains:
                 out["gain_preset"] = s.gains
+        if (s.mode == "hardware" and s.model and s.model != NO_MODEL and "fallback" in declared
+                and "fallback" not in s.overrides):
+            from idyn_ros.parameters import file_values
+
+            # Decision: on a real arm a model given with model:= that the nodes reject stops the launch (fallback
+            # none) instead of running the arm on the nominal URDF it was meant to replace; the user's files decide
+            if "fallback" not in file_values(list(s.params_files), node):
+                out["fallback"] = "none"
         if node == "reference" and s.mode == "hardware" and "mode" not in s.overrides:
             from idyn_ros.parameters import file_values
 

@@ -255,6 +255,21 @@ def test_on_hardware_a_robot_side_process_that_fails_stops_the_launch_with_its_r
         handler.handle(ok, context)
 
 
+def test_on_hardware_a_model_the_nodes_reject_stops_the_launch(tmp_path):
+    """On a real arm a rejected model:= (another robot's) ran the arm on the nominal URDF with an ERROR line."""
+    pytest.importorskip("launch_ros")
+    model = tmp_path / "m.onnx"
+    model.write_text("not a model")
+    last = _render("panda", mode="hardware", model=str(model))["controller"][0]["params"][0]["/controller"]
+    assert last["ros__parameters"]["fallback"] == "none"
+    mine = tmp_path / "mine.yaml"
+    mine.write_text("/**:\n  ros__parameters:\n    fallback: gravity\n")
+    nodes = _render("panda", mode="hardware", model=str(model), params_file=str(mine))
+    assert "fallback" not in nodes["controller"][0]["params"][0]["/controller"]["ros__parameters"]  # the file's
+    sim = _render("panda", mode="mujoco", model=str(model))["controller"][0]["params"][0]["/controller"]
+    assert "fallback" not in sim["ros__parameters"]  # the simulators run on the nominal URDF, loudly
+
+
 def test_on_hardware_the_reference_moves_only_when_the_user_asks(tmp_path):
     """`ros2 launch ... mode:=hardware` swung a real arm through the robot file's 2 s demonstration move at start."""
     pytest.importorskip("launch_ros")
