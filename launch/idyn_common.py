@@ -15,7 +15,8 @@ Arguments (``ros2 launch idyn_ros panda.launch.py --show-args``):
                                        robot_state_publisher, ros2_control and Gazebo; our nodes take a payload
                                        through ~/set_payload (or payload_identifier); where no URDF is read (mode
                                        mujoco, observer_only on hardware) a xacro argument set to anything but its
-                                       default is refused
+                                       default is refused, and so are payload_* in modes hardware and mock (nothing
+                                       there reads the URDF's inertia)
 
 What starts:
   hardware | mock   robot_state_publisher, ros2_control_node (config/<robot>_controllers.yaml) and the spawners of
@@ -183,6 +184,13 @@ def _check_arguments(robot, declared, xacro_defaults):
                 + (" with observer_only" if settings.observer_only else "")
                 + " (our nodes use the robot preset); a payload goes on with ~/set_payload (/controller, "
                 "/feedforward, /wrench_observer, /doomed, and /plant in mode mujoco) or the payload_identifier node")
+        payload = [k for k in changed if k.startswith("payload_")]
+        if payload and settings.mode in ("hardware", "mock"):  # the URDF is read there, but not its inertials
+            raise ParameterError(
+                f"xacro argument(s) {payload} put a payload into the URDF, which in mode {settings.mode} only "
+                "robot_state_publisher and ros2_control read, neither for inertia: our nodes would run without it; "
+                "a payload goes on with ~/set_payload (/controller, /feedforward, /wrench_observer, /doomed) or the "
+                "payload_identifier node")
         missing = _missing_packages(settings)
         driver = hardware_plugin_package(settings.robot) if settings.mode == "hardware" else None
         if missing and missing == [driver]:  # ros2_control is there, the arm's driver is not

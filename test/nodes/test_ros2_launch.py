@@ -255,6 +255,15 @@ def test_on_hardware_a_robot_side_process_that_fails_stops_the_launch_with_its_r
         handler.handle(ok, context)
 
 
+def test_a_payload_in_the_urdf_is_refused_where_nothing_reads_its_inertia():
+    """payload_mass:= on hardware reached only robot_state_publisher and the driver's URDF: our nodes ran without it."""
+    pytest.importorskip("launch_ros")
+    for mode in ("hardware", "mock"):
+        with pytest.raises(Exception, match=r"\['payload_mass'\] put a payload into the URDF.*~/set_payload"):
+            _render("panda", mode=mode, payload_mass="1.0")
+    assert _render("panda", mode="hardware", robot_ip="10.0.0.2")  # the driver's own arguments stay
+
+
 def test_on_hardware_a_model_the_nodes_reject_stops_the_launch(tmp_path):
     """On a real arm a rejected model:= (another robot's) ran the arm on the nominal URDF with an ERROR line."""
     pytest.importorskip("launch_ros")
@@ -505,9 +514,9 @@ def test_a_misspelled_argument_or_a_xacro_argument_nothing_reads_stops_the_launc
         _render("ur5", mode="hardware", observer_only="true", payload_mass="1.0")
     assert _render("ur5", mode="hardware", observer_only="true", use_currents_as_efforts="false")  # the observer's
     with pytest.raises(Exception, match="payload_mass must be >= 0"):
-        _render("panda", mode="mock", payload_mass="-5")
+        _render("panda", mode="gazebo", payload_mass="-5")  # the one mode whose URDF carries the payload
     with pytest.raises(Exception, match="use true or false"):
-        _render("ur5", mode="hardware", use_currents_as_efforts="flase")
+        _render("ur5", mode="hardware", observer_only="true", use_currents_as_efforts="flase")
     with pytest.raises(Exception, match="more than once"):
         _render("ur5", mode="mock", nodes="controller,controller")
     with pytest.raises(Exception, match="reaches only the controller"):
