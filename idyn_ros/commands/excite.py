@@ -23,7 +23,9 @@ examples:
 
 output .npz: t (s), q_d (rad), dq_d (rad/s), ddq_d (rad/s^2) sampled at --rate over one period,
 joint_names, robot, and the coefficients (q0, a, b, period, omega_f) so the series can be
-evaluated at any rate. Acceleration limits: idyn_ros/data/limits.py (Panda datasheet, Drake iiwa14,
+evaluated at any rate; with the workspace check, its numbers (workspace_floor, workspace_tool_length,
+workspace_base_clearance), against which the reference node checks its move from the arm's pose to q_d[0].
+Acceleration limits: idyn_ros/data/limits.py (Panda datasheet, Drake iiwa14,
 UR MoveIt config), position limits shrunk by 2 deg and velocity/acceleration by 10 % for the design.
 
 --payload: minimise instead the condition number of the payload regressor J^T Y (columns scaled to a typical
@@ -116,7 +118,7 @@ def run(args: argparse.Namespace) -> int:
 
     from idyn_ros.commands import writable_output
     from idyn_ros.data.trajectories import JointLimits, check_limits, fine_motion, optimize_excitation
-    from idyn_ros.data.workspace import Workspace, WorkspaceGuard, problem
+    from idyn_ros.data.workspace import Workspace, WorkspaceGuard, problem, workspace_arrays
     from idyn_ros.dynamics import RobotModel
     from idyn_ros.errors import ParameterError
 
@@ -214,7 +216,7 @@ def run(args: argparse.Namespace) -> int:
             raise ParameterError(f"the trajectory leaves the workspace ({problem(space, workspace)}), so {output} "
                                  f"was not written; try another --seed, or check --floor / --base-clearance against "
                                  f"your cell")
-        extra["workspace"] = np.array(workspace.describe())
+        extra.update(workspace_arrays(workspace))  # the reference node checks its move to q_d[0] against it
     from idyn_ros.data.atomic import atomic_writer
 
     with atomic_writer(output) as file:

@@ -17,6 +17,7 @@ the trajectory's linear dependence on its coefficients), so the optimiser can us
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -139,6 +140,28 @@ class WorkspaceGuard:
         t_floor, t_base = np.unravel_index(np.argmin(floor), floor.shape), np.unravel_index(np.argmin(base), base.shape)
         return {"ok": bool(values.min() >= -1e-6), "floor_margin": float(floor.min()),
                 "base_margin": float(base.min()), "floor_sample": int(t_floor[0]), "base_sample": int(t_base[0])}
+
+
+def workspace_arrays(ws: Workspace) -> dict[str, np.ndarray]:
+    """What an excitation file records of the workspace it was designed in (``read_workspace`` reads it back)."""
+    return {"workspace": np.array(ws.describe()), "workspace_floor": np.array(ws.floor),
+            "workspace_tool_length": np.array(ws.tool_length), "workspace_base_clearance": np.array(ws.base_radius)}
+
+
+def read_workspace(path: str | Path) -> Workspace | None:
+    """The workspace a trajectory file (``idyn excite``) was designed in, or None when it records none."""
+    with np.load(path, allow_pickle=False) as data:
+        if "workspace_floor" not in data.files:
+            return None
+        return Workspace(float(data["workspace_floor"]), float(data["workspace_tool_length"]),
+                         float(data["workspace_base_clearance"]))
+
+
+def line_problem(guard: WorkspaceGuard, q_from: np.ndarray, q_to: np.ndarray, samples: int = 50) -> str:
+    """Why the joint-space straight line from ``q_from`` to ``q_to`` (a min-jerk move follows it) leaves the
+    workspace ("" if it does not)."""
+    path = q_from + np.linspace(0.0, 1.0, samples)[:, None] * (np.asarray(q_to) - q_from)
+    return problem(guard.check(path), guard.ws)
 
 
 def problem(check: dict[str, Any], ws: Workspace) -> str:

@@ -31,6 +31,7 @@ from rclpy.node import Node
 from idyn_ros.control import reference as ref
 from idyn_ros.control import state_estimation as se
 from idyn_ros.data.limits import planning_acceleration_limits, vendor_acceleration_limits
+from idyn_ros.data.workspace import WorkspaceGuard, line_problem, read_workspace
 from idyn_ros.errors import IdynError
 from idyn_ros.nodes import hot_loop
 from idyn_ros.nodes.common import (
@@ -200,6 +201,12 @@ class ReferenceNode(Node):
                     or ref.acceleration_problem(traj, names, self.acceleration_limit))
             if fast:
                 raise IdynError(f"reference: {v.npz_path}: {fast}; refused, holding the current pose")
+            space = read_workspace(v.npz_path)  # what `idyn excite` designed it in: the move-in must stay there too
+            outside = "" if space is None else line_problem(WorkspaceGuard(self.robot, space), q_start, traj.q[0])
+            if outside:
+                raise IdynError(f"reference: the move from the current pose to the start of {v.npz_path} would leave "
+                                f"the workspace the trajectory was designed in ({outside}); bring the arm nearer its "
+                                "start first (mode setpoints); refused, holding the current pose")
             # hold start_delay, then a move-in timed by its distance (MOVE_IN_VELOCITY_FRACTION), then the trajectory
             move = ref.move_in_duration(q_start, traj.q[0], self.robot.velocity_limit, self.move_acceleration)
             self.get_logger().info(f"mode npz: holding {v.start_delay:g} s, moving to the trajectory's start in "

@@ -294,3 +294,31 @@ def test_set_points_beyond_an_acceleration_limit_are_refused_only_where_the_arm_
     q_ur = np.array([0.0, -1.57, 1.57, -1.57, -1.57, 0.0])
     bump = q_ur + np.array([0.0, 0.5, 0.0, 0.0, 0.0, 0.0])
     assert _settings_problem(ur.replace(setpoints=[float(x) for x in bump], durations=[0.45]), q_ur) is None
+
+
+def test_an_npz_move_in_that_would_leave_its_designed_workspace_is_refused(rclpy_context, tmp_path):
+    """`idyn excite` keeps the trajectory in its workspace; the reference's joint-space move to its start did not:
+    here both ends are inside, and the tool swings into the base column on the way."""
+    from idyn_ros.data.workspace import Workspace, WorkspaceGuard, line_problem, workspace_arrays
+    from idyn_ros.dynamics import RobotModel
+
+    far = _bump(j4=-0.434, j6=-1.5)
+    guard = WorkspaceGuard(RobotModel.from_robot("panda"), Workspace())
+    assert guard.check(np.array([Q0, far]))["ok"] and "base column" in line_problem(guard, Q0, far)
+    q_d = np.tile(far, (300, 1))
+    path = tmp_path / "designed.npz"
+    np.savez(path, t=np.arange(300) * 1e-3, q_d=q_d, joint_names=np.array(PANDA), **workspace_arrays(Workspace()))
+    node, q, _ = _reference_node(rclpy_context, mode="npz", npz_path=str(path), start_delay=0.1,
+                                 lookahead_periods=0.0)
+    try:
+        _play(node, 0, 400)
+        np.testing.assert_allclose(np.array(q), np.tile(Q0, (len(q), 1)))  # held where it was
+    finally:
+        node.destroy_node()
+    plain = _npz(tmp_path / "plain.npz", q_d)  # a file without a workspace: moves as before
+    node, q, _ = _reference_node(rclpy_context, mode="npz", npz_path=plain, start_delay=0.1, lookahead_periods=0.0)
+    try:
+        _play(node, 0, 400)
+        assert np.abs(np.array(q)[-1] - Q0).max() > 1e-3
+    finally:
+        node.destroy_node()
