@@ -43,7 +43,7 @@ from rclpy.task import Future
 from idyn_ros.control import payload as cp
 from idyn_ros.control import state_estimation as se
 from idyn_ros.control.controller import MODE_ACTIVE
-from idyn_ros.data.workspace import Workspace
+from idyn_ros.data.workspace import Workspace, WorkspaceGuard, problem, read_workspace
 from idyn_ros.errors import IdynError
 from idyn_ros.nodes import hot_loop
 from idyn_ros.nodes.common import (
@@ -96,12 +96,14 @@ class PayloadIdentifierNode(Node):
         self._baseline_from = ""  # the file self.baseline was loaded from or saved to
         self.last_result: dict[str, Any] = {}
         self.excitation: Any = None
+        self.workspace: Workspace | None = None  # what the excitation was designed in: the plan is checked against it
         self.excitation_error = ""
         self._on_params(v)
         if v.excitation_path:
             from idyn_ros.control.reference import load_npz_trajectory
 
             self.excitation = load_npz_trajectory(v.excitation_path, self.robot.joint_names)
+            self.workspace = read_workspace(v.excitation_path)
         else:  # designing takes design_budget s: in the background, the service waits for it
             threading.Thread(target=self._design, args=(v.design_budget,), daemon=True).start()
         self.traj_pub = self.create_publisher(JointTrajectory, f"{v.reference_node.rstrip('/')}/joint_trajectory",
@@ -170,6 +172,7 @@ class PayloadIdentifierNode(Node):
                 if v.workspace_check else None
             self.excitation = cp.design_excitation(self.robot.copy(), time_budget_s=budget,
                                                    workspace=space).trajectory
+            self.workspace = space
             self.get_logger().info("designed the payload excitation in the " + (
                 space.describe() if space is not None else "joint limits only (workspace_floor nan)"))
             self.diag.set(Diagnostics.OK, "ready")
@@ -238,6 +241,12 @@ class PayloadIdentifierNode(Node):
         start = reference[0] if reference is not None else self.filter.q.copy()  # see the reference_topic subscription
         t, q, dq, ddq = cp.excitation_plan(start, self.excitation, self.limits, v.point_rate_hz,
                                            v.move_speed, v.settle_s)
+        if self.workspace is not None:  # the moves to and from the excitation were not part of its design
+            outside = problem(WorkspaceGuard(self.robot, self.workspace).check(np.vstack([start, q])), self.workspace)
+            if outside:
+                raise IdynError(f"the plan from the current pose through the payload excitation would leave the "
+                                f"workspace it was designed in ({outside}); bring the arm nearer the excitation's "
+                                "start first; nothing was sent")
         msg = JointTrajectory(joint_names=list(self.robot.joint_names))
         msg.points = [JointTrajectoryPoint(positions=q[k].tolist(), velocities=dq[k].tolist(),
                                            accelerations=ddq[k].tolist(),

@@ -310,3 +310,31 @@ def test_a_controller_in_safe_mode_fails_the_call_before_the_excitation_is_sent(
     finally:
         node.destroy_node()
         peer.destroy_node()
+
+
+def test_a_plan_whose_move_in_leaves_the_excitations_workspace_is_not_sent(rclpy_context, tmp_path):
+    """The excitation was designed above the table, the plan's move to its start from wherever the arm is was not."""
+    from rclpy.parameter import Parameter
+
+    from idyn_ros.data.workspace import Workspace, workspace_arrays
+    from idyn_ros.errors import IdynError
+    from idyn_ros.nodes.payload_identifier import PayloadIdentifierNode
+
+    far = Q0.copy()
+    far[3], far[5] = Q0[3] - 0.434, Q0[5] - 1.5  # inside, but the line from Q0 swings the tool into the base column
+    path = tmp_path / "designed.npz"
+    np.savez(path, t=np.arange(300) * 1e-3, q_d=np.tile(far, (300, 1)), joint_names=np.array(PANDA),
+             **workspace_arrays(Workspace()))
+    node = PayloadIdentifierNode(context=rclpy_context, parameter_overrides=[
+        Parameter("excitation_path", value=str(path)), Parameter("reference_node", value="/fake_reference"),
+        Parameter("joint_states_topic", value="/fake_payload_test/joint_states"),
+        Parameter("reference_topic", value="/fake_payload_test/reference")])
+    try:
+        sent: list = []
+        node.traj_pub.publish = sent.append
+        node._on_joint_state(_state(5_000_000_000))  # the arm at Q0
+        with pytest.raises(IdynError, match=r"would leave the workspace it was designed in.*base column"):
+            node._play()
+        assert not sent
+    finally:
+        node.destroy_node()
