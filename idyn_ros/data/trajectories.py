@@ -292,21 +292,17 @@ def optimize_excitation(
         inside = bool(np.all(G @ z <= h + 1e-9))
         return inside and (guard is None or bool(guard.margins(pose_grid(z))[0].min() >= 0.0))
 
-    # random initial guess, scaled into the inner limits
     rng = np.random.default_rng(seed)
-    X0 = rng.normal(size=(n, m))
+
+    def random_guess() -> np.ndarray:
+        """Random coefficients X, each joint scaled to 80 % of its tightest inner limit on the constraint grid."""
+        X = rng.normal(size=(n, m))
+        ratio = np.max(np.stack([np.abs(Cq @ X.T).max(axis=0) / half, np.abs(Cdq @ X.T).max(axis=0) / inner.velocity,
+                                 np.abs(Cddq @ X.T).max(axis=0) / inner.acceleration]), axis=0)
+        return X / ratio[:, None] * 0.8
+
+    X0 = random_guess()
     q0 = centre.copy()
-    ratio = np.max(
-        np.stack(
-            [
-                np.abs(Cq @ X0.T).max(axis=0) / half,
-                np.abs(Cdq @ X0.T).max(axis=0) / inner.velocity,
-                np.abs(Cddq @ X0.T).max(axis=0) / inner.acceleration,
-            ]
-        ),
-        axis=0,
-    )
-    X0 = X0 / ratio[:, None] * 0.8
     if guard is not None:
         q0, X0 = _workspace_start(guard, inner, q0, X0, rng, ws_grid)
     z0 = np.concatenate([q0, X0.ravel()])
@@ -342,12 +338,8 @@ def optimize_excitation(
                 break
             # decision: inside a workspace the feasible set is narrow and SLSQP stops in a local optimum early; start
             # again from another feasible random guess until the budget (without one the result stays as it was)
-            X = rng.normal(size=(n, m))
-            X = X / np.max(np.stack([np.abs(Cq @ X.T).max(axis=0) / half, np.abs(Cdq @ X.T).max(axis=0)
-                                     / inner.velocity, np.abs(Cddq @ X.T).max(axis=0) / inner.acceleration]),
-                           axis=0)[:, None] * 0.8
             try:
-                q0_start, X_start = _workspace_start(guard, inner, centre.copy(), X, rng, ws_grid)
+                q0_start, X_start = _workspace_start(guard, inner, centre.copy(), random_guess(), rng, ws_grid)
             except ParameterError:  # no other feasible start found: keep the best so far
                 break
             start = np.concatenate([q0_start, X_start.ravel()])
@@ -390,8 +382,6 @@ def _workspace_start(guard: Any, inner: JointLimits, q0: np.ndarray, X0: np.ndar
     """A start inside the workspace: the pose nearest the range centres that is inside it (the centres, else the
     nearest of 400 random poses in the inner limits), and the oscillation about it halved until the whole constraint
     grid is inside too (decision: a feasible start, since SLSQP from an infeasible one can end infeasible)."""
-    from idyn_ros.errors import ParameterError
-
     if guard.margins(q0[None])[0].min() < WORKSPACE_GRID_MARGIN:
         half = 0.5 * (inner.upper - inner.lower)
         poses = q0 + rng.uniform(-1.0, 1.0, (400, q0.size)) * half
@@ -455,17 +445,22 @@ def fit_into_limits(traj: FourierTrajectory, limits: JointLimits, rate_hz: float
     return traj, check
 
 
+def joint_line(q_from: np.ndarray, q_to: np.ndarray, samples: int) -> np.ndarray:
+    """``samples`` poses (samples, n) on the joint-space straight line from ``q_from`` to ``q_to``, both included: the
+    path of a min-jerk move between them."""
+    return q_from + np.linspace(0.0, 1.0, samples)[:, None] * (np.asarray(q_to) - q_from)
+
+
 def _scaffolds_inside(rng: np.random.Generator, lo: np.ndarray, hi: np.ndarray, count: int, current: np.ndarray,
                       may_move_start: bool, inside: Callable[[np.ndarray], bool]) -> tuple[np.ndarray, np.ndarray]:
     """(start, scaffolds (count, n)): each scaffold drawn again until it and the joint-space line to it from the
     previous pose are ``inside`` (25 points along it: the reach is a min-jerk move along that line). When ``current``
     is not inside and no start was given, the start is a pose inside drawn first."""
-    from idyn_ros.errors import ParameterError
 
     def draw(prev: np.ndarray | None) -> np.ndarray:
         for _ in range(2000):
             pose = rng.uniform(lo, hi)
-            path = [pose] if prev is None else prev + np.linspace(0.0, 1.0, 25)[:, None] * (pose - prev)
+            path = [pose] if prev is None else joint_line(prev, pose, 25)
             if all(inside(p) for p in path):
                 return pose
         raise ParameterError("no scaffold pose (and move to it) inside the limits keeps the arm in the workspace: "
@@ -625,9 +620,10 @@ def fine_motion(
     only flips the phase), exploration 20-25 s (2000-2500 waypoints at ~100/s). Each joint's
     sinusoid amplitudes are scaled so its velocity and acceleration stay below a random 10-30 %
     of the limits (the thesis' "relative speed"), reaches run at 60-90 %. Scaffolds are uniform in
-    the position limits minus a margin (and, with ``inside``, drawn again until ``inside(pose)``: e.g. a
-    ``data.workspace`` check), visited in greedy nearest-neighbour order. The moves between them are not checked
-    here: check the whole trajectory before running it (``idyn excite`` does, and refuses to write it).
+    the position limits minus a margin, visited in greedy nearest-neighbour order; with ``inside`` (e.g. a
+    ``data.workspace`` check) each is drawn instead until it and the reach to it are inside. The exploration about a
+    scaffold is not checked here: check the whole trajectory before running it (``idyn excite`` does, and refuses to
+    write it).
     """
     rng = np.random.default_rng(seed)
     n = limits.lower.size

@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from idyn_ros.data.trajectories import joint_line
 from idyn_ros.errors import ParameterError
 
 #: The defaults of ``idyn excite``: links' radii are 0.05-0.1 m on these arms, so a joint origin 0.1 m up keeps its
@@ -65,7 +66,6 @@ class WorkspaceGuard:
         self.model = model.pin_model
         self.data = self.model.createData()
         self.ws = workspace
-        self.n = model.n
         self.flange = self.model.getFrameId(model.flange_frame)
         self.joints = list(range(3, self.model.njoints))  # pinocchio joint ids; 1 and 2 are the first two joints
         self.distal = self.joints[-DISTAL_JOINTS:]
@@ -160,8 +160,7 @@ def read_workspace(path: str | Path) -> Workspace | None:
 def line_problem(guard: WorkspaceGuard, q_from: np.ndarray, q_to: np.ndarray, samples: int = 50) -> str:
     """Why the joint-space straight line from ``q_from`` to ``q_to`` (a min-jerk move follows it) leaves the
     workspace ("" if it does not)."""
-    path = q_from + np.linspace(0.0, 1.0, samples)[:, None] * (np.asarray(q_to) - q_from)
-    return problem(guard.check(path), guard.ws)
+    return problem(guard.check(joint_line(q_from, q_to, samples)), guard.ws)
 
 
 def problem(check: dict[str, Any], ws: Workspace) -> str:
