@@ -92,6 +92,8 @@ DECLARED = ("mode", "model", "gains", "prefix", "composed", "clock", "params_fil
 NOT_XACRO = ("mode", "prefix", "controllers_file")  # set by the graph description, not by the user
 TRUE = ("true", "1", "yes")
 FALSE = ("false", "0", "no")
+PAYLOAD_ADVICE = ("a payload goes on with ~/set_payload (/controller, /feedforward, /wrench_observer, /doomed, and "
+                  "/plant in mode mujoco) or the payload_identifier node")
 CURRENTS = "use_currents_as_efforts"  # UR xacro argument: what the driver reports as effort; '' = its default
 EXTERNAL = ("gz_args",)  # launch configurations set by the launch files we include, not by the user
 
@@ -182,15 +184,13 @@ def _check_arguments(robot, declared, xacro_defaults):
             raise ParameterError(
                 f"xacro argument(s) {changed} describe the URDF, which nothing reads in mode {settings.mode}"
                 + (" with observer_only" if settings.observer_only else "")
-                + " (our nodes use the robot preset); a payload goes on with ~/set_payload (/controller, "
-                "/feedforward, /wrench_observer, /doomed, and /plant in mode mujoco) or the payload_identifier node")
+                + f" (our nodes use the robot preset); {PAYLOAD_ADVICE}")
         payload = [k for k in changed if k.startswith("payload_")]
         if payload and settings.mode in ("hardware", "mock"):  # the URDF is read there, but not its inertials
             raise ParameterError(
                 f"xacro argument(s) {payload} put a payload into the URDF, which in mode {settings.mode} only "
-                "robot_state_publisher and ros2_control read, neither for inertia: our nodes would run without it; "
-                "a payload goes on with ~/set_payload (/controller, /feedforward, /wrench_observer, /doomed) or the "
-                "payload_identifier node")
+                f"robot_state_publisher and ros2_control read, neither for inertia: our nodes would run without it; "
+                f"{PAYLOAD_ADVICE}")
         missing = _missing_packages(settings)
         driver = hardware_plugin_package(settings.robot) if settings.mode == "hardware" else None
         if missing and missing == [driver]:  # ros2_control is there, the arm's driver is not

@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from idyn_ros.errors import ParameterError
-from idyn_ros.parameters import PRESET_NAMES, params_class, robot_file
+from idyn_ros.parameters import PRESET_NAMES, file_values, params_class, robot_file
 
 OUR_NODES: tuple[str, ...] = ("joint_state_buffer", "feedforward", "controller", "doomed", "wrench_observer",
                               "reference")
@@ -137,7 +137,7 @@ class GraphSettings:
 
     def _file_problems(self) -> list[str]:
         """What the user's parameter files set that nothing would read, or that the mode decides otherwise."""
-        from idyn_ros.parameters import file_values, read_parameter_file
+        from idyn_ros.parameters import read_parameter_file
 
         problems: list[str] = []
         declared = declared_parameters()
@@ -199,8 +199,6 @@ class GraphSettings:
         """The embedded plant's clock: the launch argument, else what the files say."""
         if self.clock:
             return self.clock
-        from idyn_ros.parameters import file_values
-
         return str(file_values(self.files, "plant").get("clock_mode", "lockstep"))
 
     def sim_time(self) -> bool:
@@ -262,24 +260,13 @@ def node_overrides(s: GraphSettings, node: str, mode_only: bool = False) -> dict
             out["subtract_gravity"] = s.mode == "hardware"
             if s.gains:
                 out["gain_preset"] = s.gains
-        if (s.mode == "hardware" and s.model and s.model != NO_MODEL and "fallback" in declared
-                and "fallback" not in s.overrides):
-            from idyn_ros.parameters import file_values
-
-            # Decision: on a real arm a model given with model:= that the nodes reject stops the launch (fallback
-            # none) instead of running the arm on the nominal URDF it was meant to replace; the user's files decide
-            if "fallback" not in file_values(list(s.params_files), node):
-                out["fallback"] = "none"
-        if node == "reference" and s.mode == "hardware" and "mode" not in s.overrides:
-            from idyn_ros.parameters import file_values
-
-            # Decision: a real arm holds the pose it is found in until the user asks for motion; the robot files'
-            # demonstration move (mode setpoints) is for the simulators. The user's own files and --set still decide
-            if "mode" not in file_values(list(s.params_files), node):
-                out["mode"] = "hold"
+        if s.mode == "hardware":  # a real arm's defaults (module doc); the user's own files and --set still decide
+            mine = {**file_values(list(s.params_files), node), **s.overrides}
+            if s.model and s.model != NO_MODEL and "fallback" not in mine:
+                out["fallback"] = "none"  # a rejected model stops the launch, not runs the arm on the nominal URDF
+            if node == "reference" and "mode" not in mine:
+                out["mode"] = "hold"  # the robot files' demonstration move is for the simulators
         if node == "wrench_observer":
-            from idyn_ros.parameters import file_values
-
             out["torque_source"] = "effort" if s.mode == "hardware" or s.observer_only else "command"
             unit = s.effort_unit or driver_effort_unit(s)
             if s.mode == "hardware" and unit and (s.effort_unit or "effort_unit" not in file_values(s.files, node)):
