@@ -174,7 +174,7 @@ class PayloadIdentifierNode(Node):
                                                    workspace=space).trajectory
             self.workspace = space
             self.get_logger().info("designed the payload excitation in the " + (
-                space.describe() if space is not None else "joint limits only (workspace_floor nan)"))
+                space.describe() if space is not None else "joint limits only (workspace_check false)"))
             self.diag.set(Diagnostics.OK, "ready")
         except Exception as exc:  # reported by the next call; the node stays up
             self.excitation_error = f"designing the payload excitation failed: {type(exc).__name__}: {exc}"
