@@ -420,10 +420,26 @@ class WrenchObserverParams(CommonParams):
 
 
 @dataclass(frozen=True)
-class ReferenceParams(CommonParams):
+class WorkspaceParams(CommonParams):
+    """Where a node moves the arm (``idyn_ros.data.workspace``): above its mounting plane, out of its base column."""
+
+    workspace_check: bool = param(True, "keep the arm's moves and designed excitations in the workspace below (false: "
+                                  "joint limits only, an arm on a wall or ceiling; as `idyn excite --no-workspace`)",
+                                  read_only=True)
+    workspace_floor: float = param(0.10, "m the joints after the second, the flange and the tool tip stay above the "
+                                   "mounting plane (as `idyn excite --floor`)", lo=-10.0, hi=10.0, read_only=True)
+    workspace_tool_length: float = param(0.10, "m from the flange to the tool tip checked with it", lo=0.0, hi=2.0,
+                                         read_only=True)
+    workspace_base_clearance: float = param(0.15, "m the wrist, flange and tool tip stay from the base axis below the "
+                                            "shoulder", lo=0.0, hi=2.0, read_only=True)
+
+
+@dataclass(frozen=True)
+class ReferenceParams(WorkspaceParams):
     mode: str = param("hold", "hold (current q) | setpoints (min-jerk) | npz (excitation file) | trajectory "
-                      "(wait for ~/joint_trajectory); a move past a joint's position, velocity or acceleration limit "
-                      "is refused (the node holds; acceleration: where the arm has its own, the Panda's)",
+                      "(wait for ~/joint_trajectory); a move past a joint's position, velocity or acceleration limit, "
+                      "or out of the workspace (workspace_*), is refused (the node holds; acceleration: where the arm "
+                      "has its own, the Panda's)",
                       choices=("hold", "setpoints", "npz", "trajectory"))
     setpoints: tuple[float, ...] = param((), "rad, k set points flattened (k*n values), inside the joint limits",
                                          length="n*k")
@@ -436,7 +452,8 @@ class ReferenceParams(CommonParams):
                                "limits)", lo=0.0,
                                hi=1e5)
     npz_path: str = param("", "trajectory .npz (q_d/dq_d/ddq_d or q/dq/ddq; refused if it leaves the position, "
-                          "velocity or acceleration limits), played after start_delay and the move to its first point")
+                          "velocity or acceleration limits, or the workspace: the one `idyn excite` recorded in it, "
+                          "else workspace_*), played after start_delay and the move to its first point")
     loop: bool = param(False, "restart the trajectory when it ends")
     lookahead_periods: float = param(1.0, "sample the reference this many periods ahead of the state stamp (the "
                                      "controller uses it one hop later)", lo=0.0, hi=100.0)
@@ -446,22 +463,13 @@ class ReferenceParams(CommonParams):
 
 
 @dataclass(frozen=True)
-class PayloadIdentifierParams(CommonParams):
+class PayloadIdentifierParams(WorkspaceParams):
     """The ``~/identify_payload`` service (``idyn_ros.nodes.payload_identifier``); not in the default graph."""
 
     excitation_path: str = param("", "payload excitation .npz (`idyn excite --payload`); '' = design one at start "
                                  "(design_budget s of optimiser time)", read_only=True)
     design_budget: float = param(20.0, "s of optimiser time when excitation_path is empty", lo=1.0, hi=3600.0,
                                  read_only=True)
-    workspace_check: bool = param(True, "keep a designed excitation in the workspace below (false: joint limits "
-                                  "only, an arm on a wall or ceiling; as `idyn excite --no-workspace`)", read_only=True)
-    workspace_floor: float = param(0.10, "m a designed excitation keeps the joints after the second, the flange and "
-                                   "the tool tip above the mounting plane (as `idyn excite --floor`)", lo=-10.0,
-                                   hi=10.0, read_only=True)
-    workspace_tool_length: float = param(0.10, "m from the flange to the tool tip checked with it", lo=0.0, hi=2.0,
-                                         read_only=True)
-    workspace_base_clearance: float = param(0.15, "m a designed excitation keeps the wrist, flange and tool tip from "
-                                            "the base axis below the shoulder", lo=0.0, hi=2.0, read_only=True)
     reference_node: str = param("/reference", "the reference node whose ~/joint_trajectory plays the excitation",
                                 read_only=True)
     set_payload_services: tuple[str, ...] = param(
@@ -679,7 +687,7 @@ def render_markdown() -> str:
         if base:
             lines += [f"Also: the parameters of {', '.join(f'`{b}`' for b in base)}.", ""]
         lines += _rows(own)
-    for cls in (RobotParams, CommonParams):
+    for cls in (RobotParams, CommonParams, WorkspaceParams):
         own = [p for p in cls.table() if not _inherited(cls, p.attr)]
         lines += [f"## `{cls.__name__}`", "", _summary(cls), "", *_rows(own)]
     return "\n".join(lines).rstrip() + "\n"

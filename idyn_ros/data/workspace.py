@@ -135,7 +135,17 @@ class WorkspaceGuard:
 
     def check(self, q: np.ndarray) -> dict[str, Any]:
         """The margins of a whole trajectory (T, n): ``ok``, the smallest floor and base margins [m] and where."""
+        return self._summary(self.margins(q)[0].reshape(len(np.atleast_2d(q)), -1))
+
+    def move_check(self, q: np.ndarray) -> dict[str, Any]:
+        """``check`` for a move from the arm's pose ``q[0]``: a checked point already outside there may not go further
+        out (margins relative to where it starts), so an arm found outside can still be moved back in."""
         values = self.margins(q)[0].reshape(len(np.atleast_2d(q)), -1)
+        summary = self._summary(values - np.minimum(values[0], 0.0))
+        summary["starts_outside"] = bool(values[0].min() < -1e-6)
+        return summary
+
+    def _summary(self, values: np.ndarray) -> dict[str, Any]:
         floor, base = values[:, : self.n_points], values[:, self.n_points :]
         t_floor, t_base = np.unravel_index(np.argmin(floor), floor.shape), np.unravel_index(np.argmin(base), base.shape)
         return {"ok": bool(values.min() >= -1e-6), "floor_margin": float(floor.min()),
@@ -158,9 +168,26 @@ def read_workspace(path: str | Path) -> Workspace | None:
 
 
 def line_problem(guard: WorkspaceGuard, q_from: np.ndarray, q_to: np.ndarray, samples: int = 50) -> str:
-    """Why the joint-space straight line from ``q_from`` to ``q_to`` (a min-jerk move follows it) leaves the
-    workspace ("" if it does not)."""
-    return problem(guard.check(joint_line(q_from, q_to, samples)), guard.ws)
+    """Why the joint-space straight line from the arm's pose ``q_from`` to ``q_to`` (a min-jerk move follows it)
+    leaves the workspace ("" if it does not; ``move_problem``'s rule)."""
+    return move_problem(guard, joint_line(q_from, q_to, samples))
+
+
+def move_problem(guard: WorkspaceGuard, q: np.ndarray) -> str:
+    """Why a move through poses ``q`` (T, n) from the arm's pose ``q[0]`` leaves the workspace ("" if it does not);
+    from a pose already outside it may not go further out (``WorkspaceGuard.move_check``)."""
+    check = guard.move_check(q)
+    said = problem(check, guard.ws)
+    if said and check["starts_outside"]:  # the distances are then beyond where the arm already is
+        said = f"the arm is outside the workspace already and the move takes it further out: {said}"
+    return said
+
+
+def workspace_of(params: Any) -> Workspace | None:
+    """The workspace a node's ``workspace_*`` parameters give, None when ``workspace_check`` is false."""
+    if not params.workspace_check:
+        return None
+    return Workspace(params.workspace_floor, params.workspace_tool_length, params.workspace_base_clearance)
 
 
 def problem(check: dict[str, Any], ws: Workspace) -> str:

@@ -43,7 +43,7 @@ from rclpy.task import Future
 from idyn_ros.control import payload as cp
 from idyn_ros.control import state_estimation as se
 from idyn_ros.control.controller import MODE_ACTIVE
-from idyn_ros.data.workspace import Workspace, WorkspaceGuard, problem, read_workspace
+from idyn_ros.data.workspace import Workspace, WorkspaceGuard, move_problem, read_workspace, workspace_of
 from idyn_ros.errors import IdynError
 from idyn_ros.nodes import hot_loop
 from idyn_ros.nodes.common import (
@@ -168,8 +168,7 @@ class PayloadIdentifierNode(Node):
     def _design(self, budget: float) -> None:
         try:
             v = self.params.value
-            space = Workspace(v.workspace_floor, v.workspace_tool_length, v.workspace_base_clearance) \
-                if v.workspace_check else None
+            space = workspace_of(v)
             self.excitation = cp.design_excitation(self.robot.copy(), time_budget_s=budget,
                                                    workspace=space).trajectory
             self.workspace = space
@@ -242,7 +241,7 @@ class PayloadIdentifierNode(Node):
         t, q, dq, ddq = cp.excitation_plan(start, self.excitation, self.limits, v.point_rate_hz,
                                            v.move_speed, v.settle_s)
         if self.workspace is not None:  # the moves to and from the excitation were not part of its design
-            outside = problem(WorkspaceGuard(self.robot, self.workspace).check(np.vstack([start, q])), self.workspace)
+            outside = move_problem(WorkspaceGuard(self.robot, self.workspace), np.vstack([start, q]))
             if outside:
                 raise IdynError(f"the plan from the current pose through the payload excitation would leave the "
                                 f"workspace it was designed in ({outside}); bring the arm nearer the excitation's "

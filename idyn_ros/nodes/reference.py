@@ -7,9 +7,10 @@ and needs no 1 kHz timer. Sources (``mode``): hold the first state; min-jerk mov
 ``setpoints`` (``idyn_ros.control.reference.MinJerkMove``, Flash & Hogan); an excitation/recorded
 ``npz_path``; or a trajectory_msgs/JointTrajectory sent to ``~/joint_trajectory`` (starts from the
 current reference at once, points resolved by joint name). Every move is checked against the joints' position,
-velocity and acceleration limits (``idyn_ros.data.limits``) when it is built, never per tick: one that leaves them is
-refused and the node holds; the npz move-in to q_d[0] is timed by its distance instead (``MOVE_IN_VELOCITY_FRACTION``
-of the limits).
+velocity and acceleration limits (``idyn_ros.data.limits``) and the workspace (``idyn_ros.data.workspace``: above the
+mounting plane, out of the base column; an arm found outside may move back in, not further out) when it is built,
+never per tick: one that leaves them is refused and the node holds; the npz move-in to q_d[0] is timed by its distance
+instead (``MOVE_IN_VELOCITY_FRACTION`` of the limits).
 Trajectory time runs on the states' stamps and pauses with its input: after a gap in /joint_states (or a stamp jump
 forward) it resumes where it stopped, and after a restart of the joint-state filter on a stamp that jumped back (bag
 loop, simulator reset) the source is rebuilt from the current reference, as on a parameter change: q_d never steps.
@@ -22,6 +23,8 @@ deactivate + activate the arm does not travel to where the trajectory went meanw
 from __future__ import annotations
 
 import functools
+import itertools
+import os
 import threading
 from typing import Any
 
@@ -31,7 +34,8 @@ from rclpy.node import Node
 from idyn_ros.control import reference as ref
 from idyn_ros.control import state_estimation as se
 from idyn_ros.data.limits import planning_acceleration_limits, vendor_acceleration_limits
-from idyn_ros.data.workspace import WorkspaceGuard, line_problem, read_workspace
+from idyn_ros.data.trajectories import joint_line
+from idyn_ros.data.workspace import Workspace, WorkspaceGuard, move_problem, problem, read_workspace, workspace_of
 from idyn_ros.errors import IdynError
 from idyn_ros.nodes import hot_loop
 from idyn_ros.nodes.common import (
@@ -50,11 +54,18 @@ REJECTED = "JointTrajectory rejected"  # the start of every refusal's log line (
 
 
 @functools.lru_cache(maxsize=4)
+def _robot(robot: str, prefix: str) -> tuple[Any, Any]:
+    """A robot preset's (RobotSpec, RobotModel), loaded once for the parameter checks (WorkspaceGuard makes its own
+    pinocchio Data)."""
+    return load_robot(robot, prefix)
+
+
+@functools.lru_cache(maxsize=4)
 def _limits(robot: str, prefix: str) -> tuple[tuple[str, ...], np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """(joint names, lower, upper, velocity limit, acceleration limit) of a robot preset (rad, rad/s, rad/s^2; the
     acceleration limits the arm enforces, inf where the vendor documents none): one URDF load per robot, not one per
     parameter set."""
-    spec, model = load_robot(robot, prefix)
+    spec, model = _robot(robot, prefix)
     return (tuple(model.joint_names), model.lower.copy(), model.upper.copy(), model.velocity_limit.copy(),
             vendor_acceleration_limits(spec.name, model.n))
 
@@ -73,6 +84,54 @@ def _segments_problem(points: np.ndarray, durations: list[float], names: tuple[s
     return None
 
 
+#: poses per set-point move, and at most per played trajectory, the workspace check looks at (in the executor's
+#: thread, never per tick)
+LINE_SAMPLES = 50
+TRAJECTORY_SAMPLES = 2000
+WORKSPACE_ADVICE = "workspace_check false for an arm on a wall or ceiling, workspace_floor for another table height"
+
+
+def _setpoints_path(points: np.ndarray, q_start: np.ndarray | None, loop: bool) -> np.ndarray:
+    """The poses the set-point moves pass through (min-jerk moves follow joint-space lines): from ``q_start`` when it
+    is known, back to it when the moves loop."""
+    knots = [*([q_start] if q_start is not None else []), *points, *([q_start] if loop and q_start is not None else [])]
+    if len(knots) < 2:
+        return np.asarray(knots).reshape(len(knots), -1)
+    return np.vstack([joint_line(a, b, LINE_SAMPLES) for a, b in itertools.pairwise(knots)])
+
+
+def _workspace_problem(v: ReferenceParams, path: np.ndarray, from_arm: bool = True) -> str:
+    """Why a move through ``path`` leaves the node's workspace ("" if it does not, or when workspace_check is false);
+    ``from_arm``: path[0] is the arm's pose (``move_problem``'s rule), else every pose must be inside."""
+    space = workspace_of(v)
+    if space is None or not len(path):
+        return ""
+    guard = WorkspaceGuard(_robot(v.robot, v.prefix)[1], space)
+    outside = move_problem(guard, path) if from_arm else problem(guard.check(path), space)
+    return f"{outside} ({WORKSPACE_ADVICE})" if outside else ""
+
+
+def _played_poses(traj: ref.SampledTrajectory) -> np.ndarray:
+    """Poses along the curve ``traj`` plays: every 10 ms (at most TRAJECTORY_SAMPLES, evenly) and its own samples
+    while there are no more than that."""
+    t = np.linspace(0.0, traj.duration, int(np.clip(traj.duration / 0.01, 50, TRAJECTORY_SAMPLES)))
+    if len(traj.t) <= TRAJECTORY_SAMPLES:
+        t = np.union1d(t, traj.t)
+    return np.array([traj.sample(float(ti))[0] for ti in t])
+
+
+@functools.lru_cache(maxsize=8)
+def _file_workspace_problem(path: str, mtime_ns: int, robot: str, prefix: str, space: Workspace | None) -> str:
+    """``move_problem`` of a whole trajectory file, once per file version: the first state's build and every restart
+    run in the hot loop's thread, and a long file takes ~0.1 s to check."""
+    if space is None:
+        return ""
+    model = _robot(robot, prefix)[1]
+    traj = ref.load_npz_trajectory(path, model.joint_names)
+    outside = move_problem(WorkspaceGuard(model, space), _played_poses(traj))
+    return f"{outside} ({WORKSPACE_ADVICE})" if outside else ""
+
+
 def _settings_problem(v: ReferenceParams, q_start: np.ndarray | None = None) -> str | None:
     """A mode the reference cannot build from these parameters (refused at start and at run time), or None;
     ``q_start``: the current reference once there is one (the first set-point move starts there)."""
@@ -87,7 +146,11 @@ def _settings_problem(v: ReferenceParams, q_start: np.ndarray | None = None) -> 
         outside = ref.limits_problem(points, names, lower, upper) if k else None
         if outside:
             return f"mode setpoints: {outside}"
-        return _segments_problem(points, list(v.durations), names, velocity, acceleration, q_start)
+        fast = _segments_problem(points, list(v.durations), names, velocity, acceleration, q_start)
+        if fast:
+            return fast
+        outside = _workspace_problem(v, _setpoints_path(points, q_start, v.loop), from_arm=q_start is not None)
+        return f"mode setpoints: the moves leave the workspace: {outside}" if outside else None
     if v.mode == "npz":
         if not v.npz_path:
             return "mode npz needs npz_path (a trajectory .npz, e.g. from `idyn excite`)"
@@ -189,6 +252,10 @@ class ReferenceNode(Node):
                                      self.acceleration_limit, q_start)
             if fast:
                 raise IdynError(f"reference: {fast}; holding the current pose")
+            outside = _workspace_problem(v, _setpoints_path(points, q_start, v.loop))
+            if outside:
+                raise IdynError(f"reference: mode setpoints: the moves from the current pose would leave the "
+                                f"workspace: {outside}; refused, holding the current pose")
             if v.loop and len(points):  # decision: a loop closes with a limit-safe move back, never a jump to the start
                 points = [*points, q_start]
                 durations = [*durations, ref.move_in_duration(points[-2], q_start, self.robot.velocity_limit,
@@ -202,11 +269,19 @@ class ReferenceNode(Node):
             if fast:
                 raise IdynError(f"reference: {v.npz_path}: {fast}; refused, holding the current pose")
             space = read_workspace(v.npz_path)  # what `idyn excite` designed it in: the move-in must stay there too
-            outside = "" if space is None else line_problem(WorkspaceGuard(self.robot, space), q_start, traj.q[0])
-            if outside:
-                raise IdynError(f"reference: the move from the current pose to the start of {v.npz_path} would leave "
-                                f"the workspace the trajectory was designed in ({outside}); bring the arm nearer its "
-                                "start first (mode setpoints); refused, holding the current pose")
+            if space is not None:
+                outside = move_problem(WorkspaceGuard(self.robot, space), joint_line(q_start, traj.q[0], LINE_SAMPLES))
+                if outside:
+                    raise IdynError(f"reference: the move from the current pose to the start of {v.npz_path} would "
+                                    f"leave the workspace the trajectory was designed in ({outside}); bring the arm "
+                                    "nearer its start first (mode setpoints); refused, holding the current pose")
+            else:  # a file that records no workspace: the move-in and the file against the node's own
+                outside = (_workspace_problem(v, joint_line(q_start, traj.q[0], LINE_SAMPLES))
+                           or _file_workspace_problem(v.npz_path, os.stat(v.npz_path).st_mtime_ns, v.robot, v.prefix,
+                                                      workspace_of(v)))
+                if outside:
+                    raise IdynError(f"reference: {v.npz_path} records no workspace, and the move to it or the file "
+                                    f"leaves the node's: {outside}; refused, holding the current pose")
             # hold start_delay, then a move-in timed by its distance (MOVE_IN_VELOCITY_FRACTION), then the trajectory
             move = ref.move_in_duration(q_start, traj.q[0], self.robot.velocity_limit, self.move_acceleration)
             self.get_logger().info(f"mode npz: holding {v.start_delay:g} s, moving to the trajectory's start in "
@@ -268,6 +343,10 @@ class ReferenceNode(Node):
                    or ref.acceleration_problem(source, self.robot.joint_names, self.acceleration_limit))
         if outside:
             self.get_logger().error(f"{REJECTED}: {outside}")
+            return
+        outside = _workspace_problem(self.params.value, _played_poses(source))
+        if outside:
+            self.get_logger().error(f"{REJECTED}: it would leave the workspace: {outside}")
             return
         with self._swap:
             self.source = source

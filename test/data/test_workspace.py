@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from idyn_ros.data.trajectories import JointLimits, fine_motion, optimize_excitation
-from idyn_ros.data.workspace import Workspace, WorkspaceGuard
+from idyn_ros.data.workspace import Workspace, WorkspaceGuard, line_problem, move_problem
 from idyn_ros.dynamics import RobotModel
 from idyn_ros.errors import ParameterError
 
@@ -23,6 +23,18 @@ def test_margins_say_a_horizontal_ur5_is_on_its_table_and_its_ready_pose_is_not(
     assert guard.check(np.zeros((1, 6)))["floor_margin"] < -0.005  # stretched out at shoulder height (0.089 m)
     assert guard.check(np.array([UR5_READY]))["ok"]
     assert not WorkspaceGuard(ur5, Workspace(base_radius=2.0)).check(np.array([UR5_READY]))["ok"]
+
+
+def test_an_arm_found_outside_may_move_back_in_but_not_further_out(ur5):
+    """A UR5 left stretched out on its table (zero pose) must be movable to its ready pose; lowering it is refused."""
+    guard = WorkspaceGuard(ur5, Workspace())
+    lying, ready = np.zeros(6), np.array(UR5_READY)
+    assert not guard.check(lying[None])["ok"]  # the strict check refuses the start itself
+    assert line_problem(guard, lying, ready) == ""
+    lower = lying + np.array([0.0, 0.3, 0.0, 0.0, 0.0, 0.0])  # shoulder lift down: the forearm into the table
+    said = line_problem(guard, lying, lower)
+    assert said.startswith("the arm is outside the workspace already") and "too low" in said
+    assert move_problem(guard, np.array([ready, lying, ready])) != ""  # from inside, leaving is refused
 
 
 def test_the_margin_jacobian_is_the_derivative_of_the_margins():

@@ -293,7 +293,9 @@ def test_set_points_beyond_an_acceleration_limit_are_refused_only_where_the_arm_
     ur = load("reference", "ur5", n=6)
     q_ur = np.array([0.0, -1.57, 1.57, -1.57, -1.57, 0.0])
     bump = q_ur + np.array([0.0, 0.5, 0.0, 0.0, 0.0, 0.0])
-    assert _settings_problem(ur.replace(setpoints=[float(x) for x in bump], durations=[0.45]), q_ur) is None
+    # (joint limits only: the bump lowers the forearm to 0.07 m above the mounting plane, under the workspace's floor)
+    assert _settings_problem(ur.replace(setpoints=[float(x) for x in bump], durations=[0.45], workspace_check=False),
+                             q_ur) is None
 
 
 def test_an_npz_move_in_that_would_leave_its_designed_workspace_is_refused(rclpy_context, tmp_path):
@@ -315,10 +317,47 @@ def test_an_npz_move_in_that_would_leave_its_designed_workspace_is_refused(rclpy
         np.testing.assert_allclose(np.array(q), np.tile(Q0, (len(q), 1)))  # held where it was
     finally:
         node.destroy_node()
-    plain = _npz(tmp_path / "plain.npz", q_d)  # a file without a workspace: moves as before
-    node, q, _ = _reference_node(rclpy_context, mode="npz", npz_path=plain, start_delay=0.1, lookahead_periods=0.0)
+    plain = _npz(tmp_path / "plain.npz", q_d)  # a file without a workspace: checked against the node's (the same)
+    for check, moves in ((True, False), (False, True)):  # workspace_check false: joint limits only, moves as before
+        node, q, _ = _reference_node(rclpy_context, mode="npz", npz_path=plain, start_delay=0.1,
+                                     lookahead_periods=0.0, workspace_check=check)
+        try:
+            _play(node, 0, 400)
+            assert (np.abs(np.array(q)[-1] - Q0).max() > 1e-3) == moves
+        finally:
+            node.destroy_node()
+
+
+def test_set_points_and_trajectories_that_leave_the_workspace_are_refused(rclpy_context):
+    """Only the npz move-in was checked: set points and a JointTrajectory could take a real arm through its table or
+    its own base column. Both ends of ``far`` are inside; on the way the tool swings into the base column."""
+    from rclpy.parameter import Parameter
+
+    from idyn_ros.errors import ParameterError
+
+    far, low = _bump(j4=-0.434, j6=-1.5), _bump(j2=2.0, j4=1.2)  # low: the hand 0.16 m under the 0.1 m floor
+    with pytest.raises(ParameterError, match="too low"):  # a set point outside: refused at start
+        _reference_node(rclpy_context, mode="setpoints", setpoints=[float(x) for x in low], durations=[3.0])
+    node, q, _ = _reference_node(rclpy_context, mode="setpoints", setpoints=[float(x) for x in far],
+                                 durations=[3.0], start_delay=0.0, lookahead_periods=0.0)
     try:
-        _play(node, 0, 400)
-        assert np.abs(np.array(q)[-1] - Q0).max() > 1e-3
+        _play(node, 0, 2000)  # the move from the arm's pose is known at the first state: refused there, held
+        np.testing.assert_allclose(np.array(q), np.tile(Q0, (len(q), 1)))
+        assert "base column" in node.diag.message  # said, not only held
+        result = node.set_parameters([Parameter("setpoints", value=[float(x) for x in _bump(j1=0.3)])])[0]
+        assert result.successful  # a move that stays inside is taken
+        errors = []
+        node.get_logger = lambda: SimpleNamespace(error=errors.append, info=lambda *_: None)
+        node._on_trajectory(_trajectory([(3.0, far, [])]))
+        assert errors and "JointTrajectory rejected: it would leave the workspace" in errors[0]
+        assert "base column" in errors[0] and "workspace_check false" in errors[0]
+    finally:
+        node.destroy_node()
+    node, q, _ = _reference_node(rclpy_context, mode="trajectory", workspace_check=False, lookahead_periods=0.0)
+    try:  # joint limits only (an arm on a wall): the same trajectory plays
+        _play(node, 0, 5)
+        node._on_trajectory(_trajectory([(3.0, far, [])]))
+        _play(node, 5, 3100)
+        np.testing.assert_allclose(q[-1], far, atol=1e-9)
     finally:
         node.destroy_node()
