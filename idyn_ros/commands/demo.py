@@ -1,8 +1,9 @@
 """The whole loop on the embedded MuJoCo plant (true-robot profile), end to end, in < 10 minutes:
 
   1. design optimised Fourier excitations (min cond(Y_b))
-  2. record them over DDS: plant node (lockstep sim clock) + controller node (stiff gains, nominal
-     RBD feedforward) + reference node + rosbag2 recorder, on loopback
+  2. record them over DDS: plant node (lockstep sim clock) + controller node (a drive's PD in torque
+     space, gains from the effort limits; nominal RBD feedforward) + reference node + rosbag2 recorder,
+     on loopback
   3. import the bag, `idyn train --model auto`: identified RBD + friction (SDP) and the learned residuals
      on it (time-boxed), each exported to ONNX
   4. closed-loop min-jerk moves at soft / medium / stiff with: no feedforward, nominal RBD,
@@ -29,8 +30,9 @@ examples:
   idyn demo --skip-dds                        record in-process only (no ROS processes)
 
 units: the table is joint RMSE during the move and final offset |q_d - q| at its end, in degrees,
-averaged over joints and moves (Reuss et al. 2022, Table III). Gains: config/<robot>.yaml presets
-(soft/medium/stiff Kp in 1/s^2, acceleration-space feedback, critically damped). Intermediate files
+averaged over joints and moves (Reuss et al. 2022, Table III). Gains: the controller's presets as
+config/<robot>.yaml loads them (docs/parameters.md: soft/medium/stiff Kp in 1/s^2, acceleration-space
+feedback, critically damped). Intermediate files
 (excitation, bag, datasets, models) go to --work; reruns retrain (the bench caches instead).
 DDS stays on loopback (ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST) with a private ROS_DOMAIN_ID
 unless you set one.
