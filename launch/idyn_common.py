@@ -5,7 +5,7 @@ Arguments (``ros2 launch idyn_ros panda.launch.py --show-args``):
   model:=PATH                          exported .onnx ('' = the parameter files' model_path; none = RBD fallback)
   gains:=soft|medium|stiff             controller gain preset ('' = the files' gain_preset, medium)
   prefix:=STR                          joint/link name prefix ('' = the vendor default)
-  composed:=true                       our six nodes in one process (lower latency; see README)
+  composed:=true                       our nodes in one process (lower latency; see README)
   clock:=lockstep|realtime             mode mujoco: the embedded plant's clock ('' = the files', lockstep)
   params_file:=A.yaml[,B.yaml]         your parameter files, after config/<robot>.yaml; the arguments above win
   observer_only:=true                  only joint_state_buffer + wrench_observer, no torque commands (hardware, mock)
@@ -22,10 +22,11 @@ What starts:
   hardware | mock   robot_state_publisher, ros2_control_node (config/<robot>_controllers.yaml) and the spawners of
                     joint_state_broadcaster and the effort controller (a forward command controller on the effort
                     interface: the UR driver's forward_effort_controller, here named effort_controller like the
-                    other arms')
+                    other arms'); with observer_only nothing on hardware, and no effort controller in mock
   gazebo            Gazebo (ros_gz_sim) with gz_ros2_control, the /clock bridge, robot_state_publisher, spawners
   mujoco            the embedded MuJoCo plant node behind the same topics (no other package needed)
-  always            joint_state_buffer, feedforward, controller, doomed, wrench_observer, reference (or composed)
+  ours              joint_state_buffer, feedforward, controller, doomed, wrench_observer, reference, or what nodes
+                    and observer_only choose (one process each, or one with composed)
 
 On hardware the reference node holds the pose the arm is found in: config/<robot>.yaml's demonstration move runs in
 the simulators only. Motion is asked for: a reference mode in your parameter file (e.g. mode: npz, npz_path: an

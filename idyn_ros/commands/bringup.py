@@ -5,16 +5,16 @@ Nodes: joint_state_buffer, feedforward, controller, doomed, wrench_observer, ref
 Parameters: config/<robot>.yaml, then --params-file files, then the options below (they win over every file).
 The controller configures and activates itself.
 
-Stopping: Ctrl-C, SIGTERM (systemd, docker, `timeout`), --duration, or the controller/plant dying: the
-controller publishes its safe torque, then every process ends; nothing is left running even if this command
-is killed with SIGKILL. A monitoring node that dies (feedforward, wrench_observer, ...) is reported and the
-rest keeps running; the exit code is then 1.
+Stopping: Ctrl-C, SIGTERM (systemd, docker, `timeout`), --duration, or the controller, the plant or the composed
+process dying (with --observer-only, the wrench observer too): the controller publishes its safe torque, then every
+process ends; nothing is left running even if this command is killed with SIGKILL. A monitoring node that dies
+(feedforward, wrench_observer, ...) is reported and the rest keeps running; the exit code is then 1.
 
 Output: every node's WARN, ERROR and FATAL lines (and tracebacks) show here, prefixed with the node's name; the
 whole output goes to --log-dir. A failure ends the run with exit code 1 and its reason: a process that ends, the
 controller failing to configure (e.g. a bad --set gain_preset: nothing would be controlled), a FATAL line. A model
 the nodes reject (another robot's, a broken file) is a loud ERROR, not a failure: they run on the RBD fallback, as
-with --model none.
+with --model none; in mode hardware it is a failure (fallback none, unless your files or --set choose one).
 
 Examples:
   idyn bringup --robot panda --duration 10
