@@ -10,8 +10,8 @@
 Budget (``--minutes``, default 10): ~12 % for the DDS recording (wall clock), ~35 % for the auto fit
 (its candidates share it), the rest for identification, closed loop and plots. The DDS lockstep loop runs three Python
 processes per tick; on a loaded 2-core machine it reaches a real-time factor of only ~0.05-0.5, so the
-recording is time-boxed: whatever sim time the bag reaches is imported, and when it covers fewer than
-3 excitation trajectories, the missing ones are recorded with the in-process lockstep loop (the same
+recording is time-boxed: whatever sim time the bag reaches is imported, and every excitation trajectory it does
+not cover is recorded with the in-process lockstep loop (the same
 controller core and plant, ``idyn_ros.sim.loop``) and marked as such in the report. Training data and
 target: the plant's measured joint torque (``models_cache`` module docstring).
 """
