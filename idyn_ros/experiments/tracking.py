@@ -259,9 +259,9 @@ def format_table(table: dict[str, dict[str, dict]], gains: Sequence[str] = GAIN_
             c = cells.get(g, {})
             if not c:
                 parts.append(f"{'-':>26}")
-            elif c.get("failed"):
-                reason = "no model" if c["reason"].startswith("no trained model") else c["reason"].split(":")[0]
-                text = f"failed ({reason})"
+            elif c.get("failed"):  # a candidate auto did not train never ran: not a failure of the controller
+                text = "not trained" if c["reason"].startswith("no trained model") else \
+                    f"failed ({c['reason'].split(':')[0]})"
                 parts.append(f"{text if len(text) <= 25 else text[:24] + '~':>26}")  # the column stays aligned
             else:
                 parts.append(f"{c['rmse_deg']:>14.3f} / {c['final_deg']:<9.3f}")
