@@ -20,6 +20,7 @@ from typing import Any
 from idyn_ros.bench import TOPICS
 from idyn_ros.data.atomic import atomic_write_text
 from idyn_ros.errors import ParameterError
+from idyn_ros.experiments.tracking import NOT_TRAINED
 
 Lines = list[str]
 
@@ -241,14 +242,17 @@ def _tracking(d: dict) -> Lines:
     gains = ("soft", "medium", "stiff")
 
     def cell(r: dict) -> str:
-        return "failed" if r.get("failed") else fmt(r["rmse_deg"])
+        if r.get("failed"):
+            return "not trained" if str(r.get("reason", "")).startswith(NOT_TRAINED) else "failed"
+        return fmt(r["rmse_deg"])
 
     rows = [[row, *(cell(d[row][g]) if g in d[row] else "" for g in gains)]
             for row in d if not row.startswith("_")]
     proto = d.get("_protocol", {})
     durations = " / ".join(fmt(s) for s in proto.get("durations_s", []))
     out = [f"Joint RMSE [deg], {proto.get('moves', '?')} moves x {durations} s on the "
-           f"{proto.get('plant', 'plant')}; \"failed\" = left the joint limits.", "",
+           f"{proto.get('plant', 'plant')}; \"failed\" = left the joint limits, \"not trained\" = `auto` did not "
+           "train that candidate within its budget.", "",
            *table(["feedforward", *(f"{g} [deg]" for g in gains)], rows)]
     acc = d.get("_acceptance", {})
     if acc:

@@ -39,6 +39,7 @@ ROWS: tuple[str, ...] = ("no_ff", "nominal_rbd", "identified_rbd", "identified_r
                          "hybrid_e2e", "auto", "lstm", "hybrid_doomed")
 PAPER_DURATIONS: tuple[float, ...] = (2.0, 10.0)  # Reuss Sec. V-C
 PAPER_MOVES = 5
+NOT_TRAINED = "no trained model"  # the reason of a cell whose model auto did not train: the tables say "not trained"
 
 
 # A move between two set points peaks at 15/8 x distance / duration (min-jerk); set points are drawn so that even
@@ -123,14 +124,14 @@ def run_cell(robot: str, robot_model: Any, plant: Any, row: str, gain: str, move
 
     kind, model_row = row_feedforward(row, doomed_base)
     if kind == "model" and (model_row not in model_paths or not Path(model_paths[model_row]).is_file()):
-        return {"failed": True, "reason": f"no trained model for {model_row}"}
+        return {"failed": True, "reason": f"{NOT_TRAINED} for {model_row}"}
     ff = make_feedforward(robot_model, kind, model_paths.get(model_row) if model_row else None)
     feedback_model = None
     if feedback == "nominal":
         feedback_model = robot_model
     elif feedback != "own":
         if feedback not in model_paths or not Path(model_paths[feedback]).is_file():
-            return {"failed": True, "reason": f"no trained model for the feedback M ({feedback})"}
+            return {"failed": True, "reason": f"{NOT_TRAINED} for the feedback M ({feedback})"}
         feedback_model = make_feedforward(robot_model, "model", model_paths[feedback]).feedback_model()
     controller = controller_for(robot, robot_model, gain, ff, feedback_model)
     rmse, final, per_move, episodes = [], [], [], []
@@ -260,7 +261,7 @@ def format_table(table: dict[str, dict[str, dict]], gains: Sequence[str] = GAIN_
             if not c:
                 parts.append(f"{'-':>26}")
             elif c.get("failed"):  # a candidate auto did not train never ran: not a failure of the controller
-                text = "not trained" if c["reason"].startswith("no trained model") else \
+                text = "not trained" if c["reason"].startswith(NOT_TRAINED) else \
                     f"failed ({c['reason'].split(':')[0]})"
                 parts.append(f"{text if len(text) <= 25 else text[:24] + '~':>26}")  # the column stays aligned
             else:
