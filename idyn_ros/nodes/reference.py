@@ -276,9 +276,12 @@ class ReferenceNode(Node):
                                     f"leave the workspace the trajectory was designed in ({outside}); bring the arm "
                                     "nearer its start first (mode setpoints); refused, holding the current pose")
             else:  # a file that records no workspace: the move-in and the file against the node's own
+                try:
+                    version = os.stat(v.npz_path).st_mtime_ns
+                except OSError as exc:  # gone since it was loaded
+                    raise IdynError(f"reference: {v.npz_path}: {exc}; holding the current pose") from None
                 outside = (_workspace_problem(v, joint_line(q_start, traj.q[0], LINE_SAMPLES))
-                           or _file_workspace_problem(v.npz_path, os.stat(v.npz_path).st_mtime_ns, v.robot, v.prefix,
-                                                      workspace_of(v)))
+                           or _file_workspace_problem(v.npz_path, version, v.robot, v.prefix, workspace_of(v)))
                 if outside:
                     raise IdynError(f"reference: {v.npz_path} records no workspace, and the move to it or the file "
                                     f"leaves the node's: {outside}; refused, holding the current pose")
