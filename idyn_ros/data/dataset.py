@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from idyn_ros.data.atomic import atomic_writer
-from idyn_ros.data.hints import option_hint
+from idyn_ros.data.hints import option_hint, rename_hint
 from idyn_ros.errors import DatasetError
 
 __all__ = ["EFFORT_KINDS", "JOINT_SIGNALS", "Dataset", "load_dataset", "read_npz"]
@@ -269,10 +269,8 @@ class Dataset:
                 + option_hint("--joint-map", "old=new", keyword="joint_map=...")
             )
         if missing:
-            raise DatasetError(
-                f"dataset {self.source!r} lacks joints {missing} (it has {list(self.joint_names)}); rename "
-                "old=new or by prefix (fer_=panda_): " + option_hint("--joint-map", "old=new", keyword="joint_map=...")
-            )
+            raise DatasetError(f"dataset {self.source!r} lacks joints {missing} (it has {list(self.joint_names)}); "
+                               + rename_hint(list(self.joint_names), list(joint_names)))
         idx = [self.joint_names.index(j) for j in joint_names]
         kwargs = {
             name: (None if getattr(self, name) is None else getattr(self, name)[:, idx])

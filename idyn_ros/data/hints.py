@@ -13,7 +13,7 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 
-__all__ = ["command_options", "option_hint", "prefix_pair", "recover_hint"]
+__all__ = ["command_options", "option_hint", "prefix_hint", "prefix_pair", "recover_hint", "rename_hint"]
 
 _OPTIONS: ContextVar[frozenset[str]] = ContextVar("idyn_command_options", default=frozenset())
 
@@ -53,3 +53,29 @@ def prefix_pair(a: str, b: str) -> tuple[str, str] | None:
     if i and a[: len(a) - i]:  # the new prefix may be empty: ur5_=  drops a tf prefix
         return a[: len(a) - i], b[: len(b) - i]
     return None
+
+
+def prefix_hint(have: list[str], want: list[str]) -> str:
+    """The ``old=new`` prefix map that brings most wanted joints in (e.g. ``arm_=panda_``), else one exact rename."""
+    def renamed(name: str, old: str, new: str) -> str:
+        return new + name[len(old):] if name.startswith(old) else name
+
+    pairs = sorted({pair for a in have for b in want if (pair := prefix_pair(a, b)) is not None and pair[0] != pair[1]})
+    best = max(pairs, key=lambda pr: sum(renamed(a, *pr) in want for a in have), default=None)
+    if best is not None:
+        return f"{best[0]}={best[1]}"
+    return f"{have[0]}={want[0]}" if have and want else "old=new"
+
+
+def rename_hint(have: list[str], want: list[str]) -> str:
+    """How the robot's joints ``want`` missing from the recorded ``have`` could come in: a ``--joint-map`` from the
+    recorded names the robot lacks, or, when fewer of those are left than joints are missing, that no renaming can
+    (a joint not recorded, or an arm with fewer joints): a map proposed there only leads to the next error."""
+    spare = [h for h in have if h not in want]
+    missing = [w for w in want if w not in have]
+    if len(spare) < len(missing):
+        return (f"no renaming can supply them: of its {len(have)} joints, {len(spare)} are not the robot's, for "
+                f"{len(missing)} missing; a recording of another arm (pick the robot it was recorded on), or one "
+                f"that lacks joints (record every joint of the robot)")
+    return "rename old=new or by prefix: " + option_hint("--joint-map", prefix_hint(spare, missing),
+                                                         keyword="joint_map='old=new'")

@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 
 from idyn_ros.data.dataset import EFFORT_KINDS, JOINT_SIGNALS, Dataset, read_npz
-from idyn_ros.data.hints import option_hint, prefix_pair, recover_hint
+from idyn_ros.data.hints import option_hint, recover_hint, rename_hint
 from idyn_ros.errors import BagReadError, DatasetError
 
 __all__ = ["ImportReport", "RawRecording", "import_source", "parse_joint_map", "resample", "resolve_robot_joints",
@@ -327,15 +327,14 @@ def _robot_columns(raw: RawRecording, robot: str | Path | None, joint_map: dict[
         raise DatasetError(
             f"{raw.source} has none of the joints of {robot_label or 'the joint list'} (it has {names}, "
             f"{robot_label or 'the robot'} has {list(target)}): it looks like another robot's recording; pick that "
-            "robot (--robot), or if it really is this arm under other names, rename them: "
-            + option_hint("--joint-map", _prefix_hint(names, list(target)), keyword="joint_map='old=new'")
+            "robot (--robot)"
+            + (f", or if it really is this arm under other names, {rename_hint(names, list(target))}"
+               if len(names) >= len(target) else f" ({len(names)} joints against {len(target)}: no renaming makes "
+                                                 f"it this arm's)")
         )
     if missing:
-        raise DatasetError(
-            f"{raw.source} lacks joints {missing} required by {robot_label or 'the joint list'} "
-            f"(it has {names}); rename old=new or by prefix: "
-            + option_hint("--joint-map", _prefix_hint(names, list(target)), keyword="joint_map='old=new'")
-        )
+        raise DatasetError(f"{raw.source} lacks joints {missing} required by {robot_label or 'the joint list'} "
+                           f"(it has {names}); {rename_hint(names, list(target))}")
     col = np.array([names.index(j) for j in target])
     raw, note = messages_with_joints(raw, col, target)
     if note:
@@ -677,15 +676,6 @@ def messages_with_joints(raw: RawRecording, columns: np.ndarray, joints: Sequenc
     note = (f"{int((~keep).sum())} of {keep.size} messages skipped: they name none of the robot's joints, only "
             f"{others} (another publisher on the topic, e.g. a gripper's)")
     return kept, note
-
-
-def _prefix_hint(have: list[str], want: list[str]) -> str:
-    """The ``old=new`` prefix map that brings most wanted joints in (e.g. ``arm_=panda_``), else one exact rename."""
-    pairs = sorted({pair for a in have for b in want if (pair := prefix_pair(a, b)) is not None})
-    best = max(pairs, key=lambda pr: sum(apply_joint_map([a], {pr[0]: pr[1]})[0] in want for a in have), default=None)
-    if best is not None:
-        return f"{best[0]}={best[1]}"
-    return f"{have[0]}={want[0]}" if have and want else "old=new"
 
 
 def unnamed_count_error(source: str, n: int, robot_joints: list[str]) -> DatasetError:

@@ -15,7 +15,7 @@ from .helpers import JOINTS, synthetic_motion
 
 
 def _write_wide_csv(path: Path, names: list[str] | None, n_samples: int = 200) -> tuple:
-    stamps, q, dq, tau = synthetic_motion(n_samples, rate=500.0, t0_ns=0)
+    stamps, q, dq, tau = synthetic_motion(n_samples, rate=500.0, n=len(names) if names else 7, t0_ns=0)
     n = q.shape[1]
     if names is None:
         header = (
@@ -263,12 +263,35 @@ def test_parse_joint_map_errors() -> None:
 
 
 def test_the_missing_joints_hint_proposes_the_prefix_map_that_fits_most_joints() -> None:
-    from idyn_ros.data.importers import _prefix_hint
+    from idyn_ros.data.hints import prefix_hint as _prefix_hint
 
     assert _prefix_hint(["arm_joint4", "arm_joint1"], ["panda_joint1", "panda_joint4"]) == "arm_=panda_"
     assert _prefix_hint(["ur5_shoulder_pan_joint", "ur5_elbow_joint"], ["shoulder_pan_joint", "elbow_joint"]) == "ur5_="
     assert _prefix_hint(["ns/shoulder_pan_joint"], ["shoulder_pan_joint"]) == "ns/="
     assert _prefix_hint(["a", "b"], ["panda_joint1"]) == "a=panda_joint1"  # no shared suffix: one exact rename
+
+    assert _prefix_hint(["panda_joint1", "arm_joint2"], ["panda_joint2"]) == "arm_=panda_"  # not panda_=panda_
+
+
+def test_a_joint_that_was_not_recorded_is_not_sent_to_the_joint_map(tmp_path: Path) -> None:
+    """Renaming cannot supply a joint the recording lacks; the hint said --joint-map, and the map it proposed for
+    another arm's joints (panda_=panda_, a no-op) only led to the next error."""
+    six = tmp_path / "six.csv"
+    _write_wide_csv(six, JOINTS[:6])
+    with pytest.raises(DatasetError, match=r"lacks joints.*panda_joint7") as lacks:
+        import_source(six, robot="panda")
+    assert "--joint-map" not in str(lacks.value) and "no renaming can supply" in str(lacks.value)
+    ur = tmp_path / "ur.csv"
+    _write_wide_csv(ur, ["shoulder_pan_joint", "shoulder_lift_joint", "elbow_joint", "wrist_1_joint",
+                         "wrist_2_joint", "wrist_3_joint", "gripper_joint"])
+    with pytest.raises(DatasetError, match="lacks joints") as one_renamed:
+        import_source(ur, robot="panda", joint_map="shoulder_pan_joint=panda_joint1")
+    assert "panda_=panda_" not in str(one_renamed.value)
+    assert "--joint-map shoulder_lift_joint=panda_joint2" in str(one_renamed.value)  # a spare name onto a missing one
+    with pytest.raises(DatasetError, match="lacks joints") as from_file:
+        Dataset(t=np.arange(3.0), q=np.zeros((3, 6)), dq=np.zeros((3, 6)), tau=np.zeros((3, 6)),
+                joint_names=tuple(JOINTS[:6]), source="six.npz").reorder(JOINTS)
+    assert "--joint-map" not in str(from_file.value) and "fer_=panda_" not in str(from_file.value)
 
 
 def _ur_contract(path: Path, robot: str) -> Path:
