@@ -170,6 +170,7 @@ def identify_gains(robot: Any, recs: Sequence[Recording], friction_kinds: Sequen
     if N * n < 2 * (problem.p + n):
         raise IdentificationError(f"{N} samples x {n} joints are too few for {problem.p} parameters and {n} gains; "
                                   f"record longer contact-free motion")
+    identification.require_excitation(problem.A.reshape(N * n, -1), N)  # else the gravity scale below is noise
     sigma = problem.i.std(0) + 1e-9
     x = problem.solve(k0, sigma)
     sigma = problem.current_residual(k0, x).std(0) + 1e-9

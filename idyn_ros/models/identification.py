@@ -204,14 +204,7 @@ def identify(
             f"exciting trajectory (`idyn excite`) or pass more --data files"
         )
     W = np.concatenate([Y[..., base["ind_raw"]], F], axis=2).reshape(N * n, -1)
-    sv = np.linalg.svd(W / np.maximum(np.linalg.norm(W, axis=0), 1e-12), compute_uv=False)
-    cond = float(sv[0] / max(sv[-1], 1e-300))
-    if sv[-1] < 1e-9 * sv[0]:
-        raise IdentificationError(
-            f"the data do not excite all {p_base} base parameters (scaled regressor condition "
-            f"number {cond:.2g}, {N} samples): the trajectory is too short or too slow. Use an "
-            f"optimised excitation (`idyn excite`) that moves every joint"
-        )
+    cond = require_excitation(W, N)
     pi_nom = np.concatenate([rbd.inertial_parameters(pin_model).ravel(), np.zeros(A)])  # nominal Ia = 0
     info: dict[str, Any] = {"n_samples": N, "cond_base_regressor": cond, "n_base": base["rank"],
                             "armature_joints": arm_joints.tolist()}
@@ -274,6 +267,20 @@ def _full_armature(n: int, joints: np.ndarray, values: np.ndarray) -> np.ndarray
     out = np.zeros(n)
     out[joints] = values
     return out
+
+
+def require_excitation(W: np.ndarray, n_samples: int) -> float:
+    """The scaled condition number of the stacked regressor ``W`` (rows: samples x joints, columns: base and
+    friction parameters); IdentificationError when some parameter is not excited, so no fit is attempted on it."""
+    sv = np.linalg.svd(W / np.maximum(np.linalg.norm(W, axis=0), 1e-12), compute_uv=False)
+    cond = float(sv[0] / max(sv[-1], 1e-300))
+    if sv[-1] < 1e-9 * sv[0]:
+        raise IdentificationError(
+            f"the data do not excite all {W.shape[1]} base parameters (scaled regressor condition "
+            f"number {cond:.2g}, {n_samples} samples): the trajectory is too short or too slow. Use an "
+            f"optimised excitation (`idyn excite`) that moves every joint"
+        )
+    return cond
 
 
 def _extended_base(pin_model: Any, arm_joints: np.ndarray, n_friction_cols: int, seed: int) -> dict:

@@ -64,6 +64,20 @@ def test_gains_need_current_data_and_gravity(ur5, ur5_torque):
         identify_gains(ur5, ur5_torque)
 
 
+def test_a_recording_that_barely_moves_is_called_unexciting_not_wrongly_signed(ur5, ur5_torque):
+    """The first half second of a real UR5 run (the arm at rest, then creeping) gave a gravity scale of -5e-9 and
+    the advice to check the currents' signs; the torque path says the data do not excite the parameters."""
+    from idyn_ros.errors import IdentificationError
+    from idyn_ros.models.current_gains import identify_gains
+
+    rec = _currents(ur5_torque)[0]
+    still = replace(rec, t=rec.t[:400], q=np.repeat(rec.q[:1], 400, axis=0), dq=np.zeros((400, 6)),
+                    ddq=np.zeros((400, 6)), tau=rec.tau[:400] * 0 + rec.tau[:1])
+    with pytest.raises(IdentificationError, match="do not excite") as err:
+        identify_gains(ur5, [still])
+    assert "signs" not in str(err.value)
+
+
 def test_idyn_train_on_currents_writes_an_artifact_in_nm_with_its_gains(ur5, ur5_torque, tmp_path):
     from idyn_ros.cli import main
     from idyn_ros.control.effort import EffortToTorque
