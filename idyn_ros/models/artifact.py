@@ -109,6 +109,11 @@ def load_artifact(path: str | Path) -> tuple[Any, dict[str, Any]]:
     import onnx
 
     path = Path(path)
+    if path.is_dir():  # `idyn train --out DIR`'s directory: the advice to train one would send the user in a circle
+        inside = path / "model.onnx"
+        raise ModelArtifactError(f"{path}: a directory, not a model file; pass {inside}" if inside.is_file() else
+                                 f"{path}: a directory without a model.onnx, not a model file; pass the .onnx file "
+                                 f"(`idyn train ... --out DIR` writes DIR/model.onnx)")
     if not path.is_file():
         raise ModelArtifactError(f"{path}: no such model file; train one with `idyn train ... --out DIR`")
     data = path.read_bytes()

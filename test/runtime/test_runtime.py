@@ -82,6 +82,13 @@ def test_a_model_without_recurrent_state_runs_at_any_rate(robot, tmp_path):
 def test_refuses_non_artifacts(tmp_path):
     with pytest.raises(ModelArtifactError, match="no such model file"):
         ModelRuntime(tmp_path / "missing.onnx")
+    run_dir = tmp_path / "run"  # `idyn wrench --model runs/ur5` told the user to train the model they had trained
+    run_dir.mkdir()
+    with pytest.raises(ModelArtifactError, match=r"a directory without a model\.onnx"):
+        ModelRuntime(run_dir)
+    (run_dir / "model.onnx").write_bytes(b"")
+    with pytest.raises(ModelArtifactError, match=r"a directory, not a model file; pass .*run/model\.onnx"):
+        ModelRuntime(run_dir)
     bad = tmp_path / "bad.onnx"
     bad.write_bytes(b"not onnx")
     with pytest.raises(ModelArtifactError):
