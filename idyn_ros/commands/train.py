@@ -79,6 +79,7 @@ import contextlib
 import sys
 import warnings
 from collections.abc import Iterator
+from pathlib import Path
 
 from idyn_ros.commands import non_negative, positive
 from idyn_ros.commands.identify import DEFAULT_FRICTION, add_prior_arguments
@@ -351,7 +352,22 @@ def _train(args: argparse.Namespace) -> int:
         print(f"{split} RMSE per joint: " + " ".join(f"{v:.3f}" for v in m["rmse_current_a"]) + " A = "
               + " ".join(f"{v:.2f}" for v in m["rmse_nm"]) + " Nm")
     print(f"wrote {args.out}/model.onnx (id {metrics.get('model_id')}) and {args.out}/metrics.json")
+    _warn_if_bound_to_another_rate(Path(args.out) / "model.onnx", rate)
     return 0
+
+
+def _warn_if_bound_to_another_rate(model: Path, rate: float) -> None:
+    """A model with state from tick to tick runs at its data's rate only, and the nodes run at 1 kHz unless told:
+    say so here, not first when the controller refuses it."""
+    from idyn_ros.models.artifact import read_metadata, same_rate
+    from idyn_ros.parameters import CommonParams
+
+    control = CommonParams.__dataclass_fields__["rate_hz"].default
+    if read_metadata(model).get("state") and not same_rate(control, rate):
+        warnings.warn(f"{model} carries state from tick to tick (an LSTM or the r feature), so it runs at "
+                      f"{rate:.4g} Hz only, the rate of its data; the nodes run at rate_hz {control:g} Hz unless "
+                      f"told: set rate_hz {rate:.4g} where the arm publishes at that rate, record at the rate the "
+                      "controller runs at, or train --model rbd-friction (no state: any rate)", stacklevel=1)
 
 
 def _refuse_options_of_other_kinds(args: argparse.Namespace) -> None:

@@ -107,3 +107,17 @@ def test_irregular_stamps_at_the_model_rate_are_said_once(iiwa, synth, tmp_path)
     assert len(lines) == 1 and "irregular stamps" in lines[0] and "on the model's 200 Hz grid" in lines[0]
     assert out.n_samples == rec.n_samples and out.rate_hz == pytest.approx(200.0)
     assert load_recordings([path], iiwa, say=lines.append)[0].irregular_stamps and len(lines) == 1  # no rate: silent
+
+
+def test_a_model_with_state_trained_off_the_control_rate_is_called_so(files, tmp_path, capsys):
+    """A hybrid-j (the r feature: state from tick to tick) at 200 Hz runs at 200 Hz only; the nodes' default is 1 kHz,
+    and before, the first word of it was the controller refusing the model."""
+    out = tmp_path / "run"
+    rc = main(["train", "--robot", "iiwa14", "--data", files["train"], "--val", files["val"], "--model", "hybrid-j",
+               "--mode", "2s", "--epochs", "1", "--out", str(out), "--seed", "1", "--no-progress"])
+    assert rc == 0
+    err = capsys.readouterr().err
+    assert "carries state from tick to tick" in err and "runs at 200 Hz only" in err and "rate_hz 200" in err
+    main(["train", "--robot", "iiwa14", "--data", files["train"], "--val", files["val"], "--model", "rbd-friction",
+          "--out", str(tmp_path / "physics"), "--no-progress"])
+    assert "carries state" not in capsys.readouterr().err  # physics runs at any rate
