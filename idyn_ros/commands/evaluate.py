@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 
+SHORT_SCORE_S = 1.0  # s of data under which nMSE (error / the torque's own variance there) says little
 HELP = "evaluate a model.onnx on recordings: per-joint nMSE, RMSE [Nm], min-max NMSE"
 
 EPILOG = """examples:
@@ -84,6 +85,11 @@ def _run(args: argparse.Namespace) -> int:
             raise DatasetError(f"{path}: its efforts are motor currents [A] but the model was trained on joint torques "
                                f"[Nm] and has no gains to convert them; score it on torque recordings, or pass "
                                f"--effort-kind torque if these efforts are in fact torques")
+    seconds = sum(rec.duration for rec in recs)
+    if seconds < SHORT_SCORE_S:
+        warnings.warn(f"the data hold {seconds:.3g} s ({sum(rec.n_samples for rec in recs)} samples): nMSE divides by "
+                      "the torque's variance over that stretch, next to nothing, so it can read millions of %; "
+                      "score on a recording of the motion, not a snippet (RMSE in Nm still holds)", stacklevel=1)
     per_file = {}
     preds, taus = [], []
     for path, segments in zip(args.data, files, strict=True):
