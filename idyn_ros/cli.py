@@ -107,8 +107,12 @@ def main(argv: list[str] | None = None) -> int:
     args, unknown = parser.parse_known_args(attach_negative_lists(sys.argv[1:] if argv is None else list(argv)))
     if unknown:  # argparse says it with the top-level usage ("usage: idyn [-h] COMMAND ..."): say it as the command
         _innermost_parser(parser, args).error(f"unrecognized arguments: {' '.join(unknown)}")
+    from idyn_ros.data.hints import command_options
+
+    command = _innermost_parser(parser, args)  # error hints name its options ("pass --recover"), else the import step
     try:
-        return int(args._run(args) or 0)
+        with command_options(s for action in command._actions for s in action.option_strings):
+            return int(args._run(args) or 0)
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130

@@ -93,7 +93,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     )
     _add_stamps(imp)
     _add_time_unit(imp)
-    imp.set_defaults(_action=_run_import, _option_strings=_option_strings(imp))
+    imp.set_defaults(_action=_run_import)
 
     info = sub.add_parser(
         "info",
@@ -110,7 +110,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     info.add_argument("--plot", metavar="OUT.png", help="write a PNG of q, dq, tau over time (one subplot each)")
     info.add_argument("--json", action="store_true", help="print the summary as JSON")
     _add_time_unit(info)
-    info.set_defaults(_action=_run_info, _option_strings=_option_strings(info))
+    info.set_defaults(_action=_run_info)
 
 
 def _add_stamps(parser: argparse.ArgumentParser) -> None:
@@ -135,16 +135,8 @@ def _add_time_unit(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def _option_strings(parser: argparse.ArgumentParser) -> frozenset[str]:
-    """The options of one action, so error hints name only those (idyn_ros.data.hints)."""
-    return frozenset(s for action in parser._actions for s in action.option_strings)
-
-
 def run(args: argparse.Namespace) -> int:
-    from idyn_ros.data.hints import command_options
-
-    with command_options(args._option_strings):
-        return args._action(args)
+    return args._action(args)
 
 
 def _options(args: argparse.Namespace) -> dict:

@@ -136,9 +136,14 @@ SEED_MAX = 2**32 - 1
 
 @contextlib.contextmanager
 def one_line_warnings(command: str) -> Iterator[None]:
-    """Show warnings as ``idyn COMMAND: warning: ...`` lines on stderr, as they happen."""
+    """Show warnings as ``idyn COMMAND: warning: ...`` lines on stderr, as they happen, each text once (a damaged bag
+    read for its joint states and again for its wrench topics is one warning)."""
+    shown: set[str] = set()
+
     def show(message, category, filename, lineno, file=None, line=None) -> None:
-        print(f"idyn {command}: warning: {message}", file=sys.stderr)
+        if str(message) not in shown:
+            shown.add(str(message))
+            print(f"idyn {command}: warning: {message}", file=sys.stderr)
 
     with warnings.catch_warnings():
         warnings.simplefilter("default")

@@ -107,6 +107,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--plot", metavar="P.png", help="forces over time: sensor, vendor, ours with 2-sigma (with "
                         "--twin also P_twin.png: joint torques against the twin)")
     parser.add_argument("--json", action="store_true", help="print the summary as JSON")
+    parser.add_argument("--recover", action="store_true",
+                        help="read what a damaged or unfinished bag holds (a recording killed mid-write, a truncated "
+                             "copy): the messages before the damage, said on stderr; --data, --twin and the sensor "
+                             "topics alike")
 
 
 def _check_options(args: argparse.Namespace) -> None:
@@ -138,6 +142,13 @@ def _twin_png(plot: str) -> Path:
 
 
 def run(args: argparse.Namespace) -> int:
+    from idyn_ros.commands.train import one_line_warnings
+
+    with one_line_warnings("wrench"):  # a recovered bag, a resampled recording: one line each
+        return _run(args)
+
+
+def _run(args: argparse.Namespace) -> int:
     from idyn_ros.control.wrench_trust import TrustSettings
     from idyn_ros.errors import ParameterError
     from idyn_ros.experiments import wrench_replay as wr
@@ -158,14 +169,15 @@ def run(args: argparse.Namespace) -> int:
         raise ParameterError(message) from None
     settings = TrustSettings.from_params(node)
     rep = wr.replay(args.model, args.data, robot, args.rate, args.effort_unit, settings, node.observer_gain,
-                    primary=args.primary, topic=args.topic)
+                    primary=args.primary, topic=args.topic, recover=args.recover)
     vendor_topic = wr.VENDOR_TOPIC if args.vendor_topic is None else args.vendor_topic or None
     summary, arrays = wr.score(rep, args.data, args.ft_topic, vendor_topic, args.ft_sign, args.vendor_sign,
-                               args.bias_window, robot, vendor_required=args.vendor_topic is not None)
+                               args.bias_window, robot, vendor_required=args.vendor_topic is not None,
+                               recover=args.recover)
     reference = None
     if args.twin:
         summary["twin"], reference = wr.score_twin(rep, args.twin, robot, arrays.get("vendor"), args.topic,
-                                                   args.bias_window)
+                                                   args.bias_window, recover=args.recover)
         arrays["tau_ext_twin_reference"] = reference
     summary["notes"] = rep.notes
     path = rep.save(args.output, arrays)

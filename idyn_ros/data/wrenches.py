@@ -61,8 +61,9 @@ class WrenchSeries:
 
 
 def read_joint_states(path: str | Path, joint_names: tuple[str, ...] | list[str], topic: str | None = None,
-                      effort_kind: str | None = None) -> JointStateSeries:
-    """Joint states of a bag (or a dataset .npz) reordered by name; samples missing a joint are refused."""
+                      effort_kind: str | None = None, recover: bool = False) -> JointStateSeries:
+    """Joint states of a bag (or a dataset .npz) reordered by name; samples missing a joint are refused; ``recover``:
+    read what a damaged or unfinished bag holds (``BagReader``)."""
     from idyn_ros.data.importers import messages_with_joints, read_as_robot, read_bag
 
     path = Path(path)
@@ -73,7 +74,7 @@ def read_joint_states(path: str | Path, joint_names: tuple[str, ...] | list[str]
         ds = load_dataset(path, joint_names=names)
         return JointStateSeries(np.round(ds.t * 1e9).astype(np.int64), ds.q, ds.dq, ds.tau, tuple(names),
                                 effort_kind or ds.effort_kind, str(path))
-    raw = read_bag(path, topic=topic)
+    raw = read_bag(path, topic=topic, recover=recover)
     recorded, note = read_as_robot(list(raw.joint_names), names)  # e.g. franka_ros2's fer_* for the Panda
     missing = [j for j in names if j not in recorded]
     if missing:
@@ -96,7 +97,8 @@ def read_joint_states(path: str | Path, joint_names: tuple[str, ...] | list[str]
                             raw.log_to_header_ns)
 
 
-def read_wrenches(path: str | Path, topics: list[str], log_to_header_ns: int = 0) -> dict[str, WrenchSeries]:
+def read_wrenches(path: str | Path, topics: list[str], log_to_header_ns: int = 0,
+                  recover: bool = False) -> dict[str, WrenchSeries]:
     """The WrenchStamped topics of a bag that exist ({} entries are left out); header stamps, sorted.
 
     A message with a zero stamp (a driver that never sets it) is placed at its log time + ``log_to_header_ns``:
@@ -104,7 +106,7 @@ def read_wrenches(path: str | Path, topics: list[str], log_to_header_ns: int = 0
     """
     from idyn_ros.data.bag import BagReader, idyn_typestore, register_bag_types
 
-    reader = BagReader(Path(path))
+    reader = BagReader(Path(path), recover=recover)
     available = reader.topics()
     wanted = [t for t in topics if t in available]
     for t in wanted:
@@ -133,8 +135,8 @@ def read_wrenches(path: str | Path, topics: list[str], log_to_header_ns: int = 0
     return out
 
 
-def available_topics(path: str | Path) -> dict[str, str]:
+def available_topics(path: str | Path, recover: bool = False) -> dict[str, str]:
     """{topic: message type} of a bag."""
     from idyn_ros.data.bag import BagReader
 
-    return {t.name: t.msgtype for t in BagReader(Path(path)).topics().values()}
+    return {t.name: t.msgtype for t in BagReader(Path(path), recover=recover).topics().values()}

@@ -112,8 +112,10 @@ def robot_for(meta: dict[str, Any], robot: Any) -> Any:
 
 def replay(model_path: str | Path, source: str | Path, robot: Any = None, rate_hz: float | None = None,
            effort_unit: str = "auto", settings: Any = None, observer_gain: float | None = None,
-           accel_cutoff_hz: float | None = None, primary: str = "momentum", topic: str | None = None) -> Replay:
-    """Run the observer over ``source`` (bag or dataset .npz) with the artifact ``model_path`` (module doc).
+           accel_cutoff_hz: float | None = None, primary: str = "momentum", topic: str | None = None,
+           recover: bool = False) -> Replay:
+    """Run the observer over ``source`` (bag or dataset .npz) with the artifact ``model_path`` (module doc);
+    ``recover``: what a damaged or unfinished bag holds (``score`` and ``score_twin`` take it too).
 
     Unset tunables take the wrench_observer node's defaults (``WrenchObserverParams``, ``TrustSettings``)."""
     from idyn_ros.control.effort import EffortToTorque
@@ -128,7 +130,7 @@ def replay(model_path: str | Path, source: str | Path, robot: Any = None, rate_h
 
     meta = read_metadata(model_path)
     robot_model = robot_for(meta, robot)
-    series = read_joint_states(source, robot_model.joint_names, topic)
+    series = read_joint_states(source, robot_model.joint_names, topic, recover=recover)
     notes = [f"joint states: {series.source}, {len(series.t_ns)} messages, header stamps"]
     if series.note:
         notes.append(series.note)
@@ -309,7 +311,8 @@ def _lag(est: np.ndarray, ref: np.ndarray, rate: float) -> float:
 
 def score(rep: Replay, source: str | Path, ft_topic: str | None, vendor_topic: str | None = VENDOR_TOPIC,
           ft_sign: float = 1.0, vendor_sign: float = -1.0, bias_window_s: float = BIAS_WINDOW_S,
-          robot: Any = None, vendor_required: bool = False) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+          robot: Any = None, vendor_required: bool = False,
+          recover: bool = False) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
     """Scores of the replay against the sensor (and the vendor's estimate): (summary, arrays for OUT.npz).
 
     ``ft_sign``/``vendor_sign``: +1 if the topic reports the wrench the environment applies to the robot, -1 if
@@ -329,13 +332,14 @@ def score(rep: Replay, source: str | Path, ft_topic: str | None, vendor_topic: s
             f"topics (its 'wrench' array, from `idyn dataset import --wrench-topic`, is not scored against); pass "
             f"the bag the .npz was imported from as --data")
     topics = [t for _, t in named]
-    found = read_wrenches(source, topics, rep.log_to_header_ns) if topics and Path(source).suffix != ".npz" else {}
+    found = read_wrenches(source, topics, rep.log_to_header_ns, recover) \
+        if topics and Path(source).suffix != ".npz" else {}
     for option, topic in named:
         if topic not in found and (option == "--ft-topic" or vendor_required):
             from idyn_ros.data.wrenches import available_topics
 
             raise DatasetError(f"{source}: no WrenchStamped messages on {option} {topic}; topics: "
-                               + ", ".join(f"{k} ({v})" for k, v in available_topics(source).items()))
+                               + ", ".join(f"{k} ({v})" for k, v in available_topics(source, recover).items()))
     window = _bias_window(rep, bias_window_s)
     scored = np.isfinite(rep.wrench[:, 0]) & (rep.t_ns >= rep.t_ns[window][-1])
     ours = rep.wrench[:, :3] - np.nanmean(rep.wrench[window, :3], axis=0)
@@ -437,7 +441,8 @@ def align_twin(t: np.ndarray, q: np.ndarray, t_twin: np.ndarray, q_twin: np.ndar
 
 
 def score_twin(rep: Replay, twin: str | Path, robot_model: Any, vendor: np.ndarray | None = None,
-               topic: str | None = None, bias_window_s: float = BIAS_WINDOW_S) -> tuple[dict[str, Any], np.ndarray]:
+               topic: str | None = None, bias_window_s: float = BIAS_WINDOW_S,
+               recover: bool = False) -> tuple[dict[str, Any], np.ndarray]:
     """Scores against a contact-free run of the same motion (a "twin": the same program replayed without pushes).
 
     With the same q, dq, ddq the arm needs the same torque, so the twin's measured torque minus this run's is the
@@ -456,7 +461,7 @@ def score_twin(rep: Replay, twin: str | Path, robot_model: Any, vendor: np.ndarr
 
     if rep.tau_measured is None or rep.dq is None:
         raise ValueError("score_twin needs a replay with tau_measured and dq (replay() keeps them)")
-    series = read_joint_states(twin, robot_model.joint_names, topic)
+    series = read_joint_states(twin, robot_model.joint_names, topic, recover=recover)
     conv = rep.effort_to_torque
     if series.effort_kind and series.effort_kind != conv.unit:
         raise DatasetError(f"{twin}: its efforts are {series.effort_kind}, the replayed run's were read as "

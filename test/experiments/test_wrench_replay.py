@@ -114,6 +114,31 @@ def test_idyn_wrench_writes_the_estimate_and_scores_it_with_the_conventions(reco
     assert summary["rmse_ratio_ours_to_vendor"] < 0.7 and plot.stat().st_size > 10_000
 
 
+def test_a_truncated_bag_is_scored_with_recover(recorded, tmp_path, capsys):
+    """A damaged bag with a sensor topic was a dead end: the error sent the user to `idyn dataset import --recover`,
+    and --ft-topic refuses the .npz that makes (it keeps no topics)."""
+    import shutil
+
+    from idyn_ros.cli import main
+
+    bag, model, stamps = recorded
+    cut = tmp_path / "cut"
+    shutil.copytree(bag, cut)
+    data = next(p for p in cut.iterdir() if p.suffix in (".mcap", ".db3"))
+    data.write_bytes(data.read_bytes()[: int(data.stat().st_size * 0.8)])
+    args = ["wrench", "--model", str(model), "--data", str(cut), "-o", str(tmp_path / "o.npz"), "--ft-topic",
+            "/ft_sensor/wrench", "--json"]
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert "pass --recover" in err and "dataset import" not in err  # this command's own option
+    assert main([*args, "--recover"]) == 0
+    captured = capsys.readouterr()
+    assert captured.err.count("is damaged") == 1  # said once, though the bag is read twice
+    assert json.loads(captured.out)["ours"]["vs_sensor"]["rmse_mean_n"] < 1.5
+    with np.load(tmp_path / "o.npz") as d:
+        assert 0.5 * len(stamps) < len(d["t_ns"]) < len(stamps)  # the readable part
+
+
 def test_a_wrong_sign_or_a_missing_topic_shows(recorded, tmp_path, capsys):
     from idyn_ros.cli import main
 
