@@ -856,7 +856,10 @@ def _import_source(
                 report.warnings.append(relabel)
                 dataset.notes = (*dataset.notes, f"robot label {dataset.robot} replaced by {label} on import")
             if wanted:
-                dataset = dataset.reorder(wanted)
+                try:
+                    dataset = dataset.reorder(wanted)
+                except DatasetError as exc:  # it names the source the file was imported from: name the file too
+                    raise DatasetError(f"{path}: {exc}") from None
                 dataset.robot = label or dataset.robot
             if effort_kind is not None and effort_kind != dataset.effort_kind:
                 if effort_kind not in EFFORT_KINDS:

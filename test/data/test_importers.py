@@ -292,6 +292,11 @@ def test_a_joint_that_was_not_recorded_is_not_sent_to_the_joint_map(tmp_path: Pa
         Dataset(t=np.arange(3.0), q=np.zeros((3, 6)), dq=np.zeros((3, 6)), tau=np.zeros((3, 6)),
                 joint_names=tuple(JOINTS[:6]), source="six.npz").reorder(JOINTS)
     assert "--joint-map" not in str(from_file.value) and "fer_=panda_" not in str(from_file.value)
+    saved = Dataset(t=np.arange(3.0), q=np.zeros((3, 6)), dq=np.zeros((3, 6)), tau=np.zeros((3, 6)),
+                    joint_names=tuple(JOINTS[:6]), source="/bags/run.mcap:/joint_states").save(tmp_path / "run.npz")
+    with pytest.raises(DatasetError, match="lacks joints") as imported:  # it named only the bag it came from
+        import_source(saved, robot="panda")
+    assert str(imported.value).startswith(f"{saved}: ") and "run.mcap" in str(imported.value)
 
 
 def _ur_contract(path: Path, robot: str) -> Path:
