@@ -401,6 +401,9 @@ def _currents_to_torque(args: argparse.Namespace, robot, kinds: tuple[str, ...],
     """``models.current_gains.currents_to_torque`` with this command's options, and the line that reports it."""
     from idyn_ros.models.current_gains import currents_to_torque
 
+    if args.torque_constants is None and all(r.effort_kind == "current" for r in train):  # seconds on many runs
+        print(f"idyn train: identifying the current -> torque gains with the rigid-body and friction parameters on "
+              f"{sum(r.n_samples for r in train)} samples ...", flush=True)
     effort, found, recs = currents_to_torque(robot, train, val, test, kinds, args.torque_constants, args.seed)
     if found is not None:
         held = [j for j, free in zip(robot.joint_names, found.identified, strict=True) if not free]
