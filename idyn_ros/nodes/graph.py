@@ -24,6 +24,8 @@ Decisions (one line each):
 - effort unit on hardware: what the driver reports (``effort_unit``): the UR xacro argument
   ``use_currents_as_efforts`` when given, else a parameter file's ``effort_unit``, else the driver's default (the
   xacro's default: motor currents [A] on a UR);
+- state rate on hardware: ``rate_hz`` is the rate the driver publishes /joint_states at where it is not 1 kHz (the
+  UR5 preset, a CB3: 125 Hz; ``RobotSpec.hardware_state_rate_hz``), unless the user's files or ``--set`` give one;
 - what the mode decides (``MODE_SET``: the gravity subtraction, the observer's torque source, sim time) a parameter
   file cannot change: a file setting another value is refused (a silent override hid it), as is a section or a
   parameter name no node of ours has (rclpy drops those without a word).
@@ -266,6 +268,11 @@ def node_overrides(s: GraphSettings, node: str, mode_only: bool = False) -> dict
                 out["fallback"] = "none"  # a rejected model stops the launch, not runs the arm on the nominal URDF
             if node == "reference" and "mode" not in mine:
                 out["mode"] = "hold"  # the robot files' demonstration move is for the simulators
+            from idyn_ros.robots import get_robot
+
+            rate = get_robot(s.robot).hardware_state_rate_hz
+            if rate and "rate_hz" not in mine:
+                out["rate_hz"] = rate  # the driver's state rate (a CB3 UR: 125 Hz), not the nodes' 1 kHz
         if node == "wrench_observer":
             out["torque_source"] = "effort" if s.mode == "hardware" or s.observer_only else "command"
             unit = s.effort_unit or driver_effort_unit(s)

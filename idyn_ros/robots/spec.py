@@ -52,6 +52,8 @@ class RobotSpec:
             read as this robot's joints, and the import says so.
         hardware_torque_unsupported: why our torque commands cannot drive this arm through its vendor driver as
             rendered here ("" = they can): ``mode hardware`` is then refused unless ``observer_only``.
+        hardware_state_rate_hz: the rate the vendor's driver publishes /joint_states at on hardware, when it is
+            not the nodes' default 1 kHz (0 = it is): the launch sets the nodes' ``rate_hz`` to it there.
     """
 
     name: str
@@ -67,6 +69,7 @@ class RobotSpec:
     prefix: str = ""  # prefix the names above carry ("" = default_prefix)
     recorded_prefixes: tuple[str, ...] = ()
     hardware_torque_unsupported: str = ""
+    hardware_state_rate_hz: float = 0.0
 
     @property
     def dof(self) -> int:
@@ -254,6 +257,7 @@ def _ur5() -> RobotSpec:
             "this is the UR5 (CB3) model, and ur_robot_driver refuses the effort interface below PolyScope 5.23, "
             "which runs on e-Series arms only (a UR5e has other kinematics and inertias: a robot of its own, "
             "not this preset)"),
+        hardware_state_rate_hz=125.0,  # a CB3 controller's real-time interface runs at 125 Hz (e-Series: 500 Hz)
         source=(
             "example-robot-data ur_description/urdf/ur5_robot.urdf (ROS-Industrial ur_description; "
             "wrist inertias 40-100x too large there, kept verbatim)"

@@ -392,12 +392,26 @@ def test_ur5_observer_only_on_hardware_starts_the_buffer_and_the_observer_and_no
     assert set(nodes) == {"joint_state_buffer", "wrench_observer"}, sorted(nodes)  # the driver's launch runs the arm
     wrench = nodes["wrench_observer"][0]["params"][0]["/wrench_observer"]["ros__parameters"]
     assert wrench["torque_source"] == "effort" and wrench["effort_unit"] == "current"  # the xacro default: currents
+    buffer = nodes["joint_state_buffer"][0]["params"][0]["/joint_state_buffer"]["ros__parameters"]
+    assert wrench["rate_hz"] == buffer["rate_hz"] == 125.0  # a CB3 publishes at 125 Hz, not the nodes' 1 kHz
     composed = _render("ur5", mode="hardware", observer_only="true", composed="true")
     assert set(composed) == {"composed"}
     args = composed["composed"][0]["args"]
     assert args[args.index("--nodes") + 1] == "joint_state_buffer,wrench_observer", args
     assert set(composed["composed"][0]["params"][0]) >= {"/joint_state_buffer", "/wrench_observer"}
     assert "/controller" not in composed["composed"][0]["params"][0]
+
+
+def test_a_users_rate_wins_over_the_drivers_on_hardware(tmp_path):
+    pytest.importorskip("launch_ros")
+    mine = tmp_path / "rate.yaml"
+    mine.write_text("/**:\n  ros__parameters:\n    rate_hz: 500.0\n")
+    nodes = _render("ur5", mode="hardware", observer_only="true", params_file=str(mine))
+    assert "rate_hz" not in nodes["wrench_observer"][0]["params"][0]["/wrench_observer"]["ros__parameters"]
+    mock = _render("ur5", mode="mock", observer_only="true")  # our own ros2_control runs at 1 kHz
+    assert "rate_hz" not in mock["wrench_observer"][0]["params"][0]["/wrench_observer"]["ros__parameters"]
+    panda = _render("panda", mode="hardware")  # franka_ros2 at 1 kHz: the default
+    assert "rate_hz" not in panda["controller"][0]["params"][0]["/controller"]["ros__parameters"]
 
 
 def test_ur5_observer_only_in_mock_keeps_the_robot_side_but_spawns_no_effort_controller():
