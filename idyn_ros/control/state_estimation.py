@@ -237,7 +237,9 @@ class JointStateFilter:
         self.period_ns = round(1e9 / rate_hz)
         self.max_gap_ns = int(max_gap_periods * self.period_ns)
         self.use_measured_velocity = use_measured_velocity
-        self._accel_lp = ButterworthLowPass(self.n, rate_hz, accel_cutoff_hz)
+        # only a filter that estimates ddq has the low-pass: the others run at any rate (its 50 Hz default is the
+        # Nyquist frequency of lbr_fri_ros2_stack's 100 Hz, and every node refused to start there)
+        self._accel_lp = ButterworthLowPass(self.n, rate_hz, accel_cutoff_hz) if estimate_acceleration else None
         self._rd = RotationalDisplacement(self.n)
         # r costs a Python loop over the joints per sample: only the filter that publishes it pays for it
         self.track_r = track_rotational_displacement

@@ -24,8 +24,9 @@ Decisions (one line each):
 - effort unit on hardware: what the driver reports (``effort_unit``): the UR xacro argument
   ``use_currents_as_efforts`` when given, else a parameter file's ``effort_unit``, else the driver's default (the
   xacro's default: motor currents [A] on a UR);
-- state rate on hardware: ``rate_hz`` is the rate the driver publishes /joint_states at where it is not 1 kHz (the
-  UR5 preset, a CB3: 125 Hz; ``RobotSpec.hardware_state_rate_hz``), unless the user's files or ``--set`` give one;
+- state rate on hardware: ``rate_hz`` is the rate the driver publishes /joint_states at by default where it is not
+  1 kHz (the UR5 preset, a CB3: 125 Hz; the iiwa14 on lbr_fri_ros2_stack: 100 Hz; ``RobotSpec.hardware_state_rate_hz``),
+  unless the user's files or ``--set`` give one;
 - what the mode decides (``MODE_SET``: the gravity subtraction, the observer's torque source, sim time) a parameter
   file cannot change: a file setting another value is refused (a silent override hid it), as is a section or a
   parameter name no node of ours has (rclpy drops those without a word).
@@ -273,6 +274,10 @@ def node_overrides(s: GraphSettings, node: str, mode_only: bool = False) -> dict
             rate = get_robot(s.robot).hardware_state_rate_hz
             if rate and "rate_hz" not in mine:
                 out["rate_hz"] = rate  # the driver's state rate (a CB3 UR: 125 Hz), not the nodes' 1 kHz
+                files = file_values(list(s.files), node)
+                for p in params_class(node).table():  # a filter default above the new Nyquist (the buffer's 50 Hz
+                    if p.below_nyquist and p.name not in mine and files.get(p.name, p.default) >= rate / 2:
+                        out[p.name] = 0.4 * rate  # at 100 Hz) follows the rate; one the user set is checked as given
         if node == "wrench_observer":
             out["torque_source"] = "effort" if s.mode == "hardware" or s.observer_only else "command"
             unit = s.effort_unit or driver_effort_unit(s)

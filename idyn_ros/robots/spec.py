@@ -52,8 +52,9 @@ class RobotSpec:
             read as this robot's joints, and the import says so.
         hardware_torque_unsupported: why our torque commands cannot drive this arm through its vendor driver as
             rendered here ("" = they can): ``mode hardware`` is then refused unless ``observer_only``.
-        hardware_state_rate_hz: the rate the vendor's driver publishes /joint_states at on hardware, when it is
-            not the nodes' default 1 kHz (0 = it is): the launch sets the nodes' ``rate_hz`` to it there.
+        hardware_state_rate_hz: the rate the vendor's driver publishes /joint_states at on hardware by default, when
+            it is not the nodes' 1 kHz (0 = it is): the launch sets the nodes' ``rate_hz`` to it there (CB3 UR:
+            125 Hz; lbr_fri_ros2_stack: 100 Hz, its FRI send period of 10 ms).
     """
 
     name: str
@@ -227,6 +228,9 @@ def _iiwa14() -> RobotSpec:
             "lbr_fri_ros2_stack's FRI torque mode takes a torque only with a joint position command in the same "
             "cycle (lbr_fri_ros2 interfaces/torque_command.cpp: a NaN position keeps the start command, zero "
             "torque), and our effort controller sends torques alone: they would be dropped without a word"),
+        # lbr_fri_ros2_stack's controller manager runs at 100 Hz (lbr_description/ros2_control/lbr_controllers.yaml
+        # update_rate), matching the FRI send period of 10 ms its lbr_bringup docs select on the smartPAD
+        hardware_state_rate_hz=100.0,
         source=(
             "shared/reference/iiwa14_params.yaml = lbr-stack/lbr_fri_ros2_stack@218d723 "
             "lbr_description iiwa14 (CAD inertials normalised to 29.9 kg, limits from "

@@ -122,3 +122,15 @@ def test_no_acceleration_spike_after_the_first_sample_without_measured_velocity(
     for k in range(30):
         assert _feed(f, [0.5 * k * 1e-3] * 3, T0 + k * MS) == se.OK
         assert np.max(np.abs(f.ddq)) < 1.0
+
+
+def test_a_filter_without_acceleration_runs_at_the_rate_of_lbr_fri_ros2_stack():
+    """100 Hz (FRI send period 10 ms): the 50 Hz acceleration low-pass sat at Nyquist, and every node refused to
+    start there, even those that never estimate ddq."""
+    from idyn_ros.errors import ParameterError
+
+    names = [f"j{i}" for i in range(3)]
+    f = se.JointStateFilter(names, 100.0, estimate_acceleration=False)
+    assert f.update(names, [0.1, 0.2, 0.3], [0.0] * 3, [0.0] * 3, T0) == se.OK
+    with pytest.raises(ParameterError, match="Nyquist"):  # one that does keeps its check
+        se.JointStateFilter(names, 100.0)

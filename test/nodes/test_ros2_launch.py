@@ -410,6 +410,10 @@ def test_a_users_rate_wins_over_the_drivers_on_hardware(tmp_path):
     assert "rate_hz" not in nodes["wrench_observer"][0]["params"][0]["/wrench_observer"]["ros__parameters"]
     mock = _render("ur5", mode="mock", observer_only="true")  # our own ros2_control runs at 1 kHz
     assert "rate_hz" not in mock["wrench_observer"][0]["params"][0]["/wrench_observer"]["ros__parameters"]
+    iiwa = _render("iiwa14", mode="hardware", observer_only="true")  # lbr_fri_ros2_stack: 100 Hz
+    assert iiwa["wrench_observer"][0]["params"][0]["/wrench_observer"]["ros__parameters"]["rate_hz"] == 100.0
+    buffer = iiwa["joint_state_buffer"][0]["params"][0]["/joint_state_buffer"]["ros__parameters"]
+    assert buffer["accel_cutoff_hz"] == 40.0  # its 50 Hz default is the Nyquist frequency at 100 Hz: refused there
     panda = _render("panda", mode="hardware")  # franka_ros2 at 1 kHz: the default
     assert "rate_hz" not in panda["controller"][0]["params"][0]["/controller"]["ros__parameters"]
 
