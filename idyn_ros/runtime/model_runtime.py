@@ -109,9 +109,9 @@ class ModelRuntime:
         recurrent = bool(meta.get("state"))  # physics-only kinds (rbd-friction) have none: any rate serves them
         if rate_hz is not None and model_rate > 0 and recurrent and not same_rate(rate_hz, model_rate):
             raise ModelArtifactError(
-                f"{self.path.name} was trained on data at {model_rate:g} Hz but the controller runs at "
-                f"{rate_hz:g} Hz: its recurrent state depends on the sample rate; "
-                f"retrain on data resampled to {rate_hz:g} Hz or run at {model_rate:g} Hz"
+                f"{self.path.name} was trained on data at {model_rate:g} Hz but runs here at {rate_hz:g} Hz "
+                f"(rate_hz): its recurrent state depends on the sample rate; set rate_hz {model_rate:g} if the "
+                f"joint states come at that rate, else retrain on data at {rate_hz:g} Hz"
             )
 
     def _read_physics(self) -> None:
