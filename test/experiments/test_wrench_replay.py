@@ -505,3 +505,47 @@ def test_refusing_a_model_names_its_option_not_the_nodes_parameters(tmp_path, ca
     assert main(["wrench", "--model", str(model), "--data", str(tmp_path / "bag"), "-o", str(tmp_path / "o.npz")]) == 2
     err = capsys.readouterr().err.strip()
     assert err.endswith("; give --model an artifact exported for ur5") and "model_path" not in err, err
+
+
+def test_the_node_publishes_what_idyn_wrench_replays(recorded, rclpy_context):
+    """`idyn wrench` runs the node's classes in a loop of its own (no DDS): state by state, the wrench_observer node
+    fed the same joint states must publish the same estimate, or the replay's scores describe another observer."""
+    from rclpy.parameter import Parameter
+    from sensor_msgs.msg import JointState
+
+    from idyn_ros.data.wrenches import read_joint_states
+    from idyn_ros.experiments import wrench_replay as wr
+    from idyn_ros.nodes.common import stamp_to_ns
+    from idyn_ros.nodes.wrench_observer import WrenchObserverNode
+    from idyn_ros.robots import get_robot
+
+    bag, model, _ = recorded
+    names = list(get_robot("ur5").joint_names)
+    rep = wr.replay(model, bag, "ur5")
+    assert any("= the recording's stamps" in note for note in rep.notes)  # no resampling: the node's input as is
+    series = read_joint_states(bag, names)
+    node = WrenchObserverNode(context=rclpy_context, parameter_overrides=[
+        Parameter("robot", value="ur5"), Parameter("rate_hz", value=RATE), Parameter("model_path", value=str(model)),
+        Parameter("torque_source", value="effort"), Parameter("effort_unit", value="torque")])
+    published: dict[int, list[float]] = {}
+
+    def keep(m):
+        f, t = m.wrench.force, m.wrench.torque
+        published[stamp_to_ns(m.header.stamp)] = [f.x, f.y, f.z, t.x, t.y, t.z]
+
+    node.pub.publish = keep  # the trusted estimate in base axes, as on /wrench
+    try:
+        for k in range(len(series.t_ns)):
+            msg = JointState(name=names, position=series.q[k].tolist(), velocity=series.dq[k].tolist(),
+                             effort=series.effort[k].tolist())
+            msg.header.stamp.sec, msg.header.stamp.nanosec = divmod(int(series.t_ns[k]), 1_000_000_000)
+            node._on_joint_state(msg)
+    finally:
+        node.destroy_node()
+    index = {int(t): k for k, t in enumerate(rep.t_ns)}
+    stamps = sorted(published)
+    assert len(stamps) > 0.2 * len(series.t_ns)  # every 4th state at 1 kHz-equivalent cadence, from the start
+    node_w = np.array([published[t] for t in stamps])
+    replay_w = rep.wrench_base[[index[t] for t in stamps]]
+    assert np.isfinite(replay_w).all() and np.abs(node_w).max() > 5.0  # the push is in there
+    np.testing.assert_allclose(node_w, replay_w, rtol=0, atol=1e-9)
