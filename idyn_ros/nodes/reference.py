@@ -95,8 +95,8 @@ def _setpoints_path(points: np.ndarray, q_start: np.ndarray | None, loop: bool) 
     """The poses the set-point moves pass through (min-jerk moves follow joint-space lines): from ``q_start`` when it
     is known, back to it when the moves loop."""
     knots = [*([q_start] if q_start is not None else []), *points, *([q_start] if loop and q_start is not None else [])]
-    if len(knots) < 2:
-        return np.asarray(knots).reshape(len(knots), -1)
+    if len(knots) < 2:  # no move: the one set point (checked itself) or none
+        return np.asarray(knots, dtype=float).reshape(len(knots), points.shape[1])
     return np.vstack([joint_line(a, b, LINE_SAMPLES) for a, b in itertools.pairwise(knots)])
 
 

@@ -334,8 +334,12 @@ def test_set_points_and_trajectories_that_leave_the_workspace_are_refused(rclpy_
     from rclpy.parameter import Parameter
 
     from idyn_ros.errors import ParameterError
+    from idyn_ros.nodes.reference import _settings_problem
+    from idyn_ros.parameters import load
 
     far, low = _bump(j4=-0.434, j6=-1.5), _bump(j2=2.0, j4=1.2)  # low: the hand 0.16 m under the 0.1 m floor
+    empty = load("reference", "panda", n=7).replace(mode="setpoints", setpoints=(), durations=())
+    assert _settings_problem(empty) is None and _settings_problem(empty, Q0) is None  # no set point: no move
     with pytest.raises(ParameterError, match="too low"):  # a set point outside: refused at start
         _reference_node(rclpy_context, mode="setpoints", setpoints=[float(x) for x in low], durations=[3.0])
     node, q, _ = _reference_node(rclpy_context, mode="setpoints", setpoints=[float(x) for x in far],
