@@ -129,7 +129,10 @@ def _payload_inertia(payload: Any) -> pin.Inertia:
     inertia = inertia.reshape(3, 3)
     if mass < 0:
         raise RobotDescriptionError(f"payload mass must be >= 0 kg, got {mass}")
-    return pin.Inertia(mass, com, inertia)
+    try:
+        return pin.Inertia(mass, com, inertia)
+    except RuntimeError as exc:  # pinocchio's refusal would end the process serving a ~/set_payload call
+        raise RobotDescriptionError(f"payload inertia {inertia.tolist()} kg m^2 refused: {exc}") from None
 
 
 def _preset_flange(name: str, pm: pin.Model) -> str | None:

@@ -155,6 +155,11 @@ class Payload:
                 f"{', '.join(f'{m:.4g}' for m in moments)}) is not physically consistent: "
                 "moments must be >= 0 and each <= the sum of the other two"
             )
+        if moments[0] < 0.0:  # within the tolerance (a constrained solve's rounding): pinocchio refuses any negative
+            # moment, and the controller process that was sent one ended; lifting the diagonal keeps the CoM and mass
+            lift = tol - float(moments[0])
+            ixx, ixy, ixz, iyy, iyz, izz = self.inertia
+            object.__setattr__(self, "inertia", (ixx + lift, ixy, ixz, iyy + lift, iyz, izz + lift))
 
     def inertia_matrix(self) -> np.ndarray:
         """The symmetric 3x3 inertia about the CoM (kg m^2), flange-frame axes."""

@@ -105,6 +105,23 @@ def test_payload_changes_gravity(panda: RobotModel) -> None:
     np.testing.assert_allclose(dg, Jp.T @ np.array([0, 0, 9.81]), atol=1e-9)
 
 
+def test_payload_with_a_moment_just_below_zero_is_accepted_by_the_model(panda: RobotModel) -> None:
+    """A principal moment a rounding below zero (a constrained solve's) passes Payload's tolerance; pinocchio refused
+    it with a RuntimeError, which ended the controller process a ~/set_payload call had sent it to."""
+    from types import SimpleNamespace
+
+    from idyn_ros.robots.spec import Payload
+
+    p = Payload(1.0, (0.0, 0.0, 0.05), (1e-3, 0.0, 0.0, 1e-3, 0.0, -1e-13))
+    assert min(np.linalg.eigvalsh(p.inertia_matrix())) >= 0.0
+    q = np.zeros(7)
+    loaded = panda.with_payload(p)
+    np.testing.assert_allclose(loaded.gravity(q), panda.with_payload(Payload(1.0, (0.0, 0.0, 0.05))).gravity(q),
+                               atol=1e-9)
+    with pytest.raises(RobotDescriptionError, match="payload inertia"):  # unchecked input: an error, not a crash
+        panda.with_payload(SimpleNamespace(mass=1.0, com=[0, 0, 0], inertia=np.diag([1e-3, 1e-3, -1e-6])))
+
+
 def test_continuous_joint_is_one_dof() -> None:
     xml = PANDA_URDF.read_text().replace('name="panda_joint7" type="revolute"', 'name="panda_joint7" type="continuous"')
     m = RobotModel.from_urdf(xml, joints=PANDA_JOINTS)
