@@ -442,9 +442,14 @@ class PayloadIdentifierNode(Node):
 
 
 async def _yield_once(node: PayloadIdentifierNode) -> None:
-    """Give the executor a turn (rclpy has no sleep for coroutines): a future completed by a 20 ms timer."""
+    """Give the executor a turn (rclpy has no sleep for coroutines): a future completed by a 20 ms timer on the steady
+    clock. A timer on the node's clock waits 20 ms of sim time: while the lockstep plant crawls (1 ms per lockstep_wait
+    with the controller inactive) or /clock stands, each turn took 20 s or never came, and the wall timeouts with it."""
+    from rclpy.clock import Clock, ClockType
+
     future = Future()
-    timer = node.create_timer(0.02, lambda: future.done() or future.set_result(None), callback_group=node.group)
+    timer = node.create_timer(0.02, lambda: future.done() or future.set_result(None), callback_group=node.group,
+                              clock=Clock(clock_type=ClockType.STEADY_TIME))
     try:
         await future
     finally:

@@ -81,8 +81,9 @@ def _short_excitation(tmp_path, period: float = 1.5):
     return path
 
 
-def _identifier(rclpy_context, tmp_path):
-    """(node, executor, peer) with the short excitation and a subscriber on the reference's ~/joint_trajectory."""
+def _identifier(rclpy_context, tmp_path, *overrides):
+    """(node, executor, peer) with the short excitation and a subscriber on the reference's ~/joint_trajectory;
+    ``overrides``: more Parameters for the node."""
     import rclpy
     from rclpy.executors import SingleThreadedExecutor
     from rclpy.parameter import Parameter
@@ -96,7 +97,7 @@ def _identifier(rclpy_context, tmp_path):
         Parameter("joint_states_topic", value="/fake_payload_test/joint_states"),
         Parameter("reference_topic", value="/fake_payload_test/reference"),
         Parameter("controller_state_topic", value="/fake_payload_test/controller_state"),
-        Parameter("set_payload_services", value=["/nobody/set_payload"])])
+        Parameter("set_payload_services", value=["/nobody/set_payload"]), *overrides])
     peer = rclpy.create_node("fake_reference", context=rclpy_context)
     peer.create_subscription(JointTrajectory, "/fake_reference/joint_trajectory", lambda _m: None, 10)
     exe = SingleThreadedExecutor(context=rclpy_context)
@@ -338,3 +339,30 @@ def test_a_plan_whose_move_in_leaves_the_excitations_workspace_is_not_sent(rclpy
         assert not sent
     finally:
         node.destroy_node()
+
+
+def test_a_call_under_a_standing_sim_clock_still_times_out(rclpy_context, tmp_path, monkeypatch):
+    """Under sim time with /clock standing (a lockstep plant whose controller is inactive steps 1 ms per lockstep_wait,
+    one that is braked not at all) the call's waits ran on sim time: a call while the controller was deactivated
+    answered after 24 s, and one with no /clock at all never answered."""
+    from rclpy.parameter import Parameter
+
+    from idyn_ros.nodes import payload_identifier as pi
+    from idyn_ros.srv import IdentifyPayload
+
+    monkeypatch.setattr(pi, "CONNECT_TIMEOUT_S", 0.3)
+    node, exe, peer = _identifier(rclpy_context, tmp_path, Parameter("use_sim_time", value=True))  # no /clock here
+    try:
+        assert node.get_clock().ros_time_is_active
+        node.baseline = []  # a reference exists: the call goes on to wait for joint states
+        response = IdentifyPayload.Response()
+        task = exe.create_task(node._srv_identify(IdentifyPayload.Request(), response))
+        started = time.monotonic()
+        while not task.done() and time.monotonic() - started < 5.0:
+            exe.spin_once(timeout_sec=0.01)
+        assert task.done(), "the call never answered"
+        assert not response.success and "no joint state received" in response.message
+    finally:
+        exe.shutdown()
+        node.destroy_node()
+        peer.destroy_node()
