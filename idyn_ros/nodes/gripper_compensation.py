@@ -22,6 +22,7 @@ from rclpy.node import Node
 
 from idyn_ros.control import state_estimation as se
 from idyn_ros.control.gripper import GripperCompensation
+from idyn_ros.errors import ParameterError, RobotDescriptionError
 from idyn_ros.nodes import hot_loop
 from idyn_ros.nodes.common import HOT_IN, MONITOR, Diagnostics, JointStateProblems, declare_and_load
 from idyn_ros.parameters import GripperCompensationParams
@@ -48,7 +49,10 @@ class GripperCompensationNode(Node):
                 arm_model = FeedforwardComputer(self.robot, v.arm_model_path, "none", v.rate_hz, v.warmup_ticks,
                                                 advice=f"set arm_model_path to a model exported for {v.robot}")
         else:
-            gripper = Payload(v.gripper_mass, tuple(v.gripper_com), tuple(v.gripper_inertia))
+            try:
+                gripper = Payload(v.gripper_mass, tuple(v.gripper_com), tuple(v.gripper_inertia))
+            except RobotDescriptionError as exc:  # it said "Payload inertia ...": name the parameters to fix
+                raise ParameterError(f"gripper_inertia (the gripper's, about its CoM): {exc}") from None
         self.comp = GripperCompensation(self.robot, v.rate_hz, gripper_model, arm_model, gripper, v.pinv_damping,
                                         v.accel_cutoff_hz)
         self.params.on_change.append(lambda p: setattr(self.comp, "damping", p.pinv_damping))

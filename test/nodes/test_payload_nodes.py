@@ -201,6 +201,20 @@ def test_gripper_compensation_refusing_a_model_names_its_own_parameter(rclpy_con
             Parameter("robot", value="ur5"), Parameter("gripper_model_path", value=str(junk))])
 
 
+def test_gripper_compensation_refusing_an_inertia_names_its_parameter(rclpy_context):
+    """An inconsistent gripper_inertia stopped the node with "Payload inertia ... is not physically consistent",
+    naming no parameter of this node."""
+    from rclpy.parameter import Parameter
+
+    from idyn_ros.errors import ParameterError
+    from idyn_ros.nodes.gripper_compensation import GripperCompensationNode
+
+    with pytest.raises(ParameterError, match=r"^gripper_inertia .*not physically consistent"):
+        GripperCompensationNode(context=rclpy_context, parameter_overrides=[
+            Parameter("robot", value="ur5"), Parameter("gripper_mass", value=1.0),
+            Parameter("gripper_inertia", value=[0.001, 0.0, 0.0, 0.001, 0.0, -0.01])])
+
+
 def _gripper_graph(context, *parameters):
     """A ur5 gripper_compensation node with a 1 kg gripper, and a peer publishing /joint_states and the F/T reading,
     collecting the compensated output: (node, peer, js_pub, ft_pub, got, exe)."""
