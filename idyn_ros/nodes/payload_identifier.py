@@ -98,6 +98,7 @@ class PayloadIdentifierNode(Node):
         self.excitation: Any = None
         self.workspace: Workspace | None = None  # what the excitation was designed in: the plan is checked against it
         self.excitation_error = ""
+        self._design_until = 0.0  # time.monotonic() by which the design started at start-up should be done
         self._on_params(v)
         if v.excitation_path:
             from idyn_ros.control.reference import load_npz_trajectory
@@ -105,6 +106,7 @@ class PayloadIdentifierNode(Node):
             self.excitation = load_npz_trajectory(v.excitation_path, self.robot.joint_names)
             self.workspace = read_workspace(v.excitation_path)
         else:  # designing takes design_budget s: in the background, the service waits for it
+            self._design_until = time.monotonic() + v.design_budget
             threading.Thread(target=self._design, args=(v.design_budget,), daemon=True).start()
         self.traj_pub = self.create_publisher(JointTrajectory, f"{v.reference_node.rstrip('/')}/joint_trajectory",
                                               MONITOR)
@@ -282,7 +284,7 @@ class PayloadIdentifierNode(Node):
     async def _identify(self, request: Any, response: Any) -> None:
         v = self.params.value
         if self.excitation is None:
-            raise IdynError(self.excitation_error or "the payload excitation is still being designed; call again")
+            raise IdynError(self.excitation_error or self._designing_message())
         if not request.record_baseline and self.baseline is None and not v.model_path:
             raise IdynError("no bare-arm reference: call once with record_baseline=true and no payload attached, "
                             "or set model_path to a model of the bare arm")
@@ -308,6 +310,14 @@ class PayloadIdentifierNode(Node):
         if request.apply:  # no payload applies an empty flange: it clears an earlier payload, whose tool came off
             response.message += "; " + await self._apply(est.payload if verdict == "payload" else None)
         self._write_result(response)
+
+    def _designing_message(self) -> str:
+        """Why a call while the start-up design runs is refused, with how long to wait (it said only 'call again',
+        and the design takes design_budget s, 20 by default) and how to skip the wait."""
+        left = max(0.0, self._design_until - time.monotonic())
+        return (f"the payload excitation is still being designed (design_budget {self.params.value.design_budget:g} s):"
+                f" call again in about {left + 1:.0f} s, or start the node with excitation_path set to a file from "
+                f"`idyn excite --robot {self.robot.name} --payload`")
 
     async def _wait_until_ready(self) -> None:
         """Until joint states arrive, the reference node listens and its reference holds still; then refuse unless

@@ -366,3 +366,22 @@ def test_a_call_under_a_standing_sim_clock_still_times_out(rclpy_context, tmp_pa
         exe.shutdown()
         node.destroy_node()
         peer.destroy_node()
+
+
+def test_a_call_during_the_start_up_design_says_how_long_to_wait(rclpy_context, tmp_path):
+    """It said only "still being designed; call again", while the design takes design_budget s (20 by default)."""
+    import time
+
+    from idyn_ros.srv import IdentifyPayload
+
+    node, exe, peer = _identifier(rclpy_context, tmp_path)
+    try:
+        node.excitation, node._design_until = None, time.monotonic() + 12.0  # as while the start-up design runs
+        reply = _call(node, exe, IdentifyPayload.Request(record_baseline=True), follow=False)
+        assert not reply.success
+        assert "design_budget 20 s" in reply.message and "in about 1" in reply.message
+        assert "excitation_path" in reply.message and "idyn excite --robot panda --payload" in reply.message
+    finally:
+        exe.shutdown()
+        node.destroy_node()
+        peer.destroy_node()
