@@ -352,7 +352,7 @@ class PayloadIdentifierNode(Node):
                 raise IdynError(f"the excitation did not finish within wall_timeout={v.wall_timeout:g} s")
             await _yield_once(self)
         self._done.result()  # raises why the recording was abandoned
-        rec = self.log.recording(f"live:{v.joint_states_topic}")
+        rec = self.log.recording(f"live:{v.joint_states_topic}", v.rate_hz)  # on the even grid, as a file would be
         if not np.all(np.isfinite(rec.tau)):
             raise IdynError(f"the joint states on {v.joint_states_topic} carry no effort (joint torque): nothing to "
                             "identify from")
