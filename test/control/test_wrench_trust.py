@@ -234,7 +234,9 @@ def plant_pushes():
 def test_plant_bias_after_a_rezero(plant_pushes):
     p = plant_pushes
     assert p["first_auto_rezero_s"] <= 1.5  # at rest from the start: zeroed after 2 x rest_time
-    assert p["bias_before_rezero_n"] > 2.0  # the nominal model's error on the true plant, seen as a force
+    # the nominal model's error on the true plant, seen as a force: 1.8 N since the plant's torque ripple became a
+    # share of the drive torque (2026-11-28; > 2 N before, and this precondition was not rerun then)
+    assert p["bias_before_rezero_n"] > 1.0
     assert p["bias_after_auto_rezero_n"] < 0.15 * p["bias_before_rezero_n"]
     assert p["bias_after_requested_rezero_n"] < 0.5
 
