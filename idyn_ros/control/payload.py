@@ -282,6 +282,13 @@ class JointStateLog:
         return Recording(t, q, dq, _ddq_from_dq(t, dq), tau, source)
 
 
+def from_time(rec: Any, t0: float) -> Any:
+    """``rec`` (a ``models.sources.Recording``) from time ``t0`` (s, its clock) on."""
+    from idyn_ros.models.sources import _slice
+
+    return _slice(rec, slice(int(np.searchsorted(rec.t, t0)), None))
+
+
 def rms_error(est: PayloadEstimate, truth: Any) -> dict[str, float]:
     """Errors of an estimate against a known ``Payload``: mass (kg and %), CoM (m, Euclidean), inertia (kg m^2,
     largest element) - the acceptance numbers."""
@@ -343,6 +350,28 @@ def payload_verdict(est: PayloadEstimate) -> tuple[str, str]:
     return ("undetermined", f"the payload is implausible: {implausible}") if implausible else ("payload", "")
 
 
+def _sampler(excitation: Any) -> Callable[[np.ndarray], tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    """(q, dq, ddq) of an excitation at times t (a FourierTrajectory's ``evaluate``, else ``sample`` per point)."""
+    if hasattr(excitation, "evaluate"):
+        return excitation.evaluate
+
+    def sample(t: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        rows = [excitation.sample(float(x)) for x in t]
+        return tuple(np.array([r[i] for r in rows]) for i in range(3))
+
+    return sample
+
+
+def move_in_s(q_now: np.ndarray, excitation: Any, limits: Any, move_speed: float = 0.2) -> float:
+    """How long ``excitation_plan``'s move from ``q_now`` to the excitation's start takes (s): from then on every plan
+    of one excitation is the same motion, wherever the arm started."""
+    from idyn_ros.data.trajectories import min_jerk_duration
+
+    q_start = _sampler(excitation)(np.zeros(1))[0][0]
+    return float(min_jerk_duration(q_now, q_start, move_speed * np.asarray(limits.velocity),
+                                   move_speed * np.asarray(limits.acceleration)))
+
+
 def excitation_plan(q_now: np.ndarray, excitation: Any, limits: Any, rate_hz: float, move_speed: float = 0.2,
                     settle_s: float = 1.0, end_hold_s: float = 0.5) -> tuple[np.ndarray, ...]:
     """What the payload_identifier node sends the reference node: a min-jerk move from ``q_now`` to the excitation's
@@ -352,18 +381,12 @@ def excitation_plan(q_now: np.ndarray, excitation: Any, limits: Any, rate_hz: fl
     Returns (t, q, dq, ddq): points at ``rate_hz`` from the first period on (t > 0: the reference node starts from
     its current reference, joint_trajectory_controller style).
     """
-    from idyn_ros.data.trajectories import min_jerk, min_jerk_duration
+    from idyn_ros.data.trajectories import min_jerk
 
-    def sample(t: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        if hasattr(excitation, "evaluate"):
-            return excitation.evaluate(t)
-        rows = [excitation.sample(float(x)) for x in t]
-        return tuple(np.array([r[i] for r in rows]) for i in range(3))
-
+    sample = _sampler(excitation)
     duration = float(getattr(excitation, "duration", None) or excitation.period)
     q_start = sample(np.zeros(1))[0][0]
-    move = min_jerk_duration(q_now, q_start, move_speed * np.asarray(limits.velocity),
-                             move_speed * np.asarray(limits.acceleration))
+    move = move_in_s(q_now, excitation, limits, move_speed)
     total = move + settle_s + duration + end_hold_s
     t = np.arange(1, math.floor(total * rate_hz) + 1) / rate_hz
     q, dq, ddq = min_jerk(q_now, q_start, move, t)

@@ -117,7 +117,7 @@ def _call(node, exe, request, follow: bool, during=None):
     while not task.done():
         q = Q0
         if follow and getattr(node, "_plan", None) is not None and node._until_ns >= 0:
-            origin, t_plan, q_plan = node._plan
+            origin, t_plan, q_plan, _move = node._plan
             s = (t0 + k * 1_000_000 - origin) * 1e-9
             q = np.array([np.interp(s, t_plan, q_plan[:, j]) for j in range(7)])
         node._on_joint_state(_state(t0 + k * 1_000_000, q))
