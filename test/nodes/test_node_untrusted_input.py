@@ -139,7 +139,8 @@ class Identifier:
             for k in range(len(t)):
                 log.append(t[k], q[k], dq[k], self.torques[k])
             node.log = log
-            node._plan = (0, np.asarray(t, dtype=float), np.asarray(q, dtype=float))  # the recording played the plan
+            # the recording played the plan, which is the excitation alone (no move in)
+            node._plan = (0, np.asarray(t, dtype=float), np.asarray(q, dtype=float), 0.0)
             node._done = Future()
             node._done.set_result(False)
             return float(t[-1])
