@@ -74,6 +74,8 @@ class PayloadIdentifierNode(Node):
         from idyn_ros.srv import IdentifyPayload
 
         super().__init__(name, **kwargs)
+        self._designer: threading.Thread | None = None  # the start-up design, when there is one
+        self._closing = threading.Event()  # set by destroy_node: the design stops at its next progress report
         self._loaded: tuple[str, list] | None = None  # (path, its recordings) checked by _baseline_problem
         self.params, self.spec, self.robot = declare_and_load(self, PayloadIdentifierParams, check=self._check)
         self.params.on_change.append(self._on_params)
@@ -108,7 +110,8 @@ class PayloadIdentifierNode(Node):
             self.workspace = read_workspace(v.excitation_path)
         else:  # designing takes design_budget s: in the background, the service waits for it
             self._design_until = time.monotonic() + v.design_budget
-            threading.Thread(target=self._design, args=(v.design_budget,), daemon=True).start()
+            self._designer = threading.Thread(target=self._design, args=(v.design_budget,), daemon=True)
+            self._designer.start()
         self.traj_pub = self.create_publisher(JointTrajectory, f"{v.reference_node.rstrip('/')}/joint_trajectory",
                                               MONITOR)
         hot_loop.subscribe_joint_states(self, v.joint_states_topic, self._on_joint_state)
@@ -169,11 +172,15 @@ class PayloadIdentifierNode(Node):
                                f"({sum(rec.n_samples for rec in self.baseline)} samples)")
 
     def _design(self, budget: float) -> None:
+        def still_wanted(_elapsed: float, _cond: float) -> None:  # the optimiser's progress hook, every 0.5 s
+            if self._closing.is_set():
+                raise IdynError("the node was destroyed while designing")
+
         try:
             v = self.params.value
             space = workspace_of(v)
-            self.excitation = cp.design_excitation(self.robot.copy(), time_budget_s=budget,
-                                                   workspace=space).trajectory
+            self.excitation = cp.design_excitation(self.robot.copy(), time_budget_s=budget, workspace=space,
+                                                   progress=still_wanted).trajectory
             self.workspace = space
             self.get_logger().info("designed the payload excitation in the " + (
                 space.describe() if space is not None else "joint limits only (workspace_check false)"))
@@ -181,6 +188,13 @@ class PayloadIdentifierNode(Node):
         except Exception as exc:  # reported by the next call; the node stays up
             self.excitation_error = f"designing the payload excitation failed: {type(exc).__name__}: {exc}"
             self.diag.set(Diagnostics.ERROR, self.excitation_error)
+
+    def destroy_node(self) -> None:
+        """Stop a start-up design still running first: it would keep an optimiser and the GIL busy for its budget."""
+        self._closing.set()
+        if self._designer is not None:
+            self._designer.join(timeout=5.0)
+        super().destroy_node()
 
     # ------------------------------------------------------------------ recording
     def _on_joint_state(self, msg: Any, source: object = None) -> None:

@@ -385,3 +385,21 @@ def test_a_call_during_the_start_up_design_says_how_long_to_wait(rclpy_context, 
         exe.shutdown()
         node.destroy_node()
         peer.destroy_node()
+
+
+def test_destroying_the_node_stops_its_start_up_design(rclpy_context):
+    """A node destroyed during its start-up design left the optimiser running for the whole design_budget (a
+    daemon thread): in a test suite, or a launch restarting the node, that burned a core and the GIL meanwhile."""
+    import time
+
+    from rclpy.parameter import Parameter
+
+    from idyn_ros.nodes.payload_identifier import PayloadIdentifierNode
+
+    node = PayloadIdentifierNode(context=rclpy_context, parameter_overrides=[Parameter("design_budget", value=60.0)])
+    designer = node._designer
+    time.sleep(0.5)
+    assert designer is not None and designer.is_alive()
+    started = time.monotonic()
+    node.destroy_node()
+    assert not designer.is_alive() and time.monotonic() - started < 5.0
