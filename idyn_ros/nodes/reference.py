@@ -35,7 +35,15 @@ from idyn_ros.control import reference as ref
 from idyn_ros.control import state_estimation as se
 from idyn_ros.data.limits import planning_acceleration_limits, vendor_acceleration_limits
 from idyn_ros.data.trajectories import joint_line
-from idyn_ros.data.workspace import Workspace, WorkspaceGuard, move_problem, problem, read_workspace, workspace_of
+from idyn_ros.data.workspace import (
+    Workspace,
+    WorkspaceGuard,
+    line_problem,
+    move_problem,
+    problem,
+    read_workspace,
+    workspace_of,
+)
 from idyn_ros.errors import IdynError
 from idyn_ros.nodes import hot_loop
 from idyn_ros.nodes.common import (
@@ -270,7 +278,7 @@ class ReferenceNode(Node):
                 raise IdynError(f"reference: {v.npz_path}: {fast}; refused, holding the current pose")
             space = read_workspace(v.npz_path)  # what `idyn excite` designed it in: the move-in must stay there too
             if space is not None:
-                outside = move_problem(WorkspaceGuard(self.robot, space), joint_line(q_start, traj.q[0], LINE_SAMPLES))
+                outside = line_problem(WorkspaceGuard(self.robot, space), q_start, traj.q[0], LINE_SAMPLES)
                 if outside:
                     raise IdynError(f"reference: the move from the current pose to the start of {v.npz_path} would "
                                     f"leave the workspace the trajectory was designed in ({outside}); bring the arm "
