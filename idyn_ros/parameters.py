@@ -232,6 +232,10 @@ PAPER_PRESETS = {"soft": (1.0, 1.0), "medium": (50.0, 50.0), "stiff": (400.0, 20
 
 @dataclass(frozen=True)
 class ControllerParams(CommonParams):
+    position_command_topic: str = param(
+        "", "joint positions sent with every torque (std_msgs/Float64MultiArray of the measured positions, robot "
+        "order), for a torque mode that takes a position in the same cycle (lbr_fri_ros2_stack's FRI torque mode); "
+        "'' = none (the launch sets /position_controller/commands for the iiwa14 on hardware)", read_only=True)
     feedforward_source: str = param(
         "embedded", "embedded: evaluate the model inside the controller (one hop, default); topic: use the "
         "feedforward node's FeedforwardTorque (feedforward_timeout applies)", choices=("embedded", "topic"),

@@ -22,7 +22,8 @@ What starts:
   hardware | mock   robot_state_publisher, ros2_control_node (config/<robot>_controllers.yaml) and the spawners of
                     joint_state_broadcaster and the effort controller (a forward command controller on the effort
                     interface: the UR driver's forward_effort_controller, here named effort_controller like the
-                    other arms'); with observer_only nothing on hardware, and no effort controller in mock
+                    other arms'), on hardware the iiwa14's position controller too; with observer_only nothing on
+                    hardware, and no effort controller in mock
   gazebo            Gazebo (ros_gz_sim) with gz_ros2_control, the /clock bridge, robot_state_publisher, spawners
   mujoco            the embedded MuJoCo plant node behind the same topics (no other package needed)
   ours              joint_state_buffer, feedforward, controller, doomed, wrench_observer, reference, or what nodes
@@ -32,10 +33,13 @@ On hardware the reference node holds the pose the arm is found in: config/<robot
 the simulators only. Motion is asked for: a reference mode in your parameter file (e.g. mode: npz, npz_path: an
 excitation from `idyn excite`), or at run time `ros2 param set /reference mode setpoints` after setting its setpoints.
 
-Torque control on hardware runs on the Panda only. The iiwa14 and the UR5 are refused with the reason unless
-observer_only:=true (RobotSpec.hardware_torque_unsupported): lbr_fri_ros2_stack's FRI torque mode takes a torque only
-with a joint position in the same cycle, which our effort controller does not send, so the torques would be dropped
-without a word; the UR5 preset is a CB3, whose driver refuses the effort interface.
+Torque control on hardware runs on the Panda and the iiwa14. lbr_fri_ros2_stack's FRI torque mode takes a torque only
+with a joint position in the same cycle: on the iiwa14 the launch also spawns position_controller (a forward position
+controller, config/iiwa14_controllers.yaml) and the controller sends it the measured positions with every torque
+(position_command_topic), as the stack's torque demos do; the controller manager and our nodes run at 500 Hz there
+(set the FRI send period to 2 ms on the smartPAD, client command mode TORQUE, control mode JOINT_IMPEDANCE_CONTROL). The
+UR5 preset is refused with the reason unless observer_only:=true (RobotSpec.hardware_torque_unsupported): it is a CB3,
+whose driver refuses the effort interface.
 UR hardware, for an e-Series robot description of your own (ur_robot_driver >= 4.3, URPositionHardwareInterface):
 torque commands run through URScript direct_torque, which needs PolyScope >= 5.23 (the driver's
 forward_effort_controller is documented from 5.25.1) and an update rate of at most 500 Hz; the robot adds its own
@@ -361,7 +365,9 @@ def generate(robot):
         xacro_defaults[CURRENTS] = ""
     description = ParameterValue(RobotDescription(robot, xacro_defaults), value_type=str)
     env = {"IDYN_EXIT_WITH_PARENT": str(os.getpid())}  # our nodes end if this launch process is killed
-    # the robot side torques go through (ExitWatch stops the launch when one of these fails)
+    # the robot side torques go through (ExitWatch stops the launch when one of these fails); each spawner starts only
+    # where graph.GraphSettings.robot_side names its controller (the position controller: on hardware)
+    spawnable = ("joint_state_broadcaster", spec.effort_controller, *filter(None, [spec.position_controller]))
     robot_side = {
         "ros2_control_node": Node(package="controller_manager", executable="ros2_control_node", output="screen",
                                   parameters=[{"robot_description": description}, ControllersFile(robot)],
@@ -369,7 +375,7 @@ def generate(robot):
         **{f"the spawner of {name}": Node(package="controller_manager", executable="spawner", output="screen",
                                           arguments=[name, "--controller-manager", "/controller_manager"],
                                           condition=_starts(robot, name))
-           for name in ("joint_state_broadcaster", spec.effort_controller)},
+           for name in spawnable},
     }
     actions = [
         DeclareLaunchArgument("mode", default_value="mock", choices=list(graph.MODES),
@@ -409,7 +415,7 @@ def generate(robot):
              arguments=["-topic", "robot_description", "-name", robot]),
         Node(package="ros_gz_bridge", executable="parameter_bridge", output="screen", condition=_mode_is("gazebo"),
              arguments=["/clock@rosgraph_msgs/msg/Clock[gz.msgs.Clock"]),
-        *[robot_side[f"the spawner of {name}"] for name in ("joint_state_broadcaster", spec.effort_controller)],
+        *[robot_side[f"the spawner of {name}"] for name in spawnable],
     ]
     ours = [
         Node(package=PACKAGE, executable="plant", name="plant", namespace="", output="screen",

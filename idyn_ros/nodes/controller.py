@@ -99,6 +99,7 @@ class ControllerNode(LifecycleNode):
         self.add_on_set_parameters_callback(self._refuse_clock_change)
         self._subs: list[Any] = []
         self._pubs: list[Any] = []
+        self.position_pub: Any = None  # position_command_topic's publisher, when set
         self._timers: list[Any] = []
         self.diag: Diagnostics | None = None
         self.deadline_misses = 0
@@ -111,7 +112,7 @@ class ControllerNode(LifecycleNode):
         self._second_source_noted = False  # and the one on a second publisher of the robot's joints
         self._rivals_said: list[str] = []  # other publishers on the command topic, as last said
         self._unheard_since: float | None = None  # monotonic s since which nothing subscribes to the command topic
-        self._unheard_said = False  # ... and that was said (once per episode)
+        self._unheard_said = ""  # ... and the topic it was said of (once per episode)
         self._clipped_seen = 0  # core.reference_clipped at the last diagnostics report
         self._payload: Any = None  # the last payload accepted by ~/set_payload: re-applied at every configure
         # the hot loop's tick and the executor's stop / watchdog timer never interleave: a tick that read "active"
@@ -151,6 +152,8 @@ class ControllerNode(LifecycleNode):
         self._dim = MultiArrayDimension(label="", size=n, stride=n)
         self.cmd.layout.dim = [self._dim]
         self._cmd_data = field_view(self.cmd, "data", n)
+        self.position_cmd = Float64MultiArray()  # the measured positions sent with each torque (position_command_topic)
+        self._position_data = field_view(self.position_cmd, "data", n)
         self.state_msg = ControllerState(joint_names=list(core.joint_names), model_id=ff.model_id)
         self._state_fields = {name: field_view(self.state_msg, name, n) for name in (  # written each publish
             "position_error", "velocity_error", "tau_feedforward", "tau_offset", "tau_feedback", "tau_command",
@@ -163,7 +166,9 @@ class ControllerNode(LifecycleNode):
                       model_id=ff.model_id, command_topic=self.cmd_topic)
         self.get_logger().info(
             f"configured for {p.robot} ({n} joints), feedforward {ff.model_id} ({p.feedforward_source}), gains "
-            f"{p.gain_preset}, commands on {self.cmd_topic}, clock {'sim' if use_sim_time else 'monotonic'}"
+            f"{p.gain_preset}, commands on {self.cmd_topic}"
+            + (f" with the measured positions on {p.position_command_topic}" if p.position_command_topic else "")
+            + f", clock {'sim' if use_sim_time else 'monotonic'}"
             + (", subtracting g(q) (the robot adds it)" if p.subtract_gravity else "")
             + (f", feedback armature +{list(p.feedback_armature)} kg m^2" if p.feedback_armature else ""))
         return TransitionCallbackReturn.SUCCESS
@@ -175,7 +180,9 @@ class ControllerNode(LifecycleNode):
 
         self.cmd_pub = self.create_publisher(Float64MultiArray, self.cmd_topic, COMMAND_OUT)
         self.state_pub = self.create_publisher(ControllerState, p.controller_state_topic, MONITOR)
-        self._pubs = [self.cmd_pub, self.state_pub]
+        self.position_pub = (self.create_publisher(Float64MultiArray, p.position_command_topic, COMMAND_OUT)
+                             if p.position_command_topic else None)
+        self._pubs = [self.cmd_pub, self.state_pub, *([self.position_pub] if self.position_pub else [])]
         self._subs = [  # the 1 kHz inputs: on the process's hot loop when run as a node (see nodes.hot_loop)
             hot_loop.subscribe_joint_states(self, p.joint_states_topic, self._on_joint_state, urgent=True),
             hot_loop.subscribe(self, JointReference, p.reference_topic, self._on_reference, HOT_IN),
@@ -231,6 +238,8 @@ class ControllerNode(LifecycleNode):
             from rclpy.duration import Duration
 
             self.cmd_pub.wait_for_all_acked(Duration(seconds=0.5))  # delivered before the process may end
+            if self.position_pub is not None:
+                self.position_pub.wait_for_all_acked(Duration(seconds=0.5))
 
     def _destroy_io(self) -> None:
         for t in self._timers:
@@ -242,6 +251,7 @@ class ControllerNode(LifecycleNode):
         for p in self._pubs:
             self.destroy_publisher(p)
         self._timers, self._subs, self._pubs = [], [], []
+        self.position_pub = None
         if self.diag is not None:
             self.diag.destroy()
             self.diag = None
@@ -362,6 +372,9 @@ class ControllerNode(LifecycleNode):
         self._report_new_fault()
 
     def _publish_command(self, tau: Any, stamp_ns: int) -> None:
+        if self.position_pub is not None and self.core.filter.samples:  # first: the arm's stack reads both in one
+            self._position_data[:] = self.core.filter.q  # cycle; never a position before one was measured
+            self.position_pub.publish(self.position_cmd)
         self._dim.label = f"{STAMP_LABEL}{stamp_ns}"
         self._cmd_data[:] = tau
         self.cmd_pub.publish(self.cmd)
@@ -412,37 +425,49 @@ class ControllerNode(LifecycleNode):
             self._report_new_fault()
 
     def _check_listener(self, core: Controller, diag: Diagnostics) -> None:
-        """ERROR while the torques go to a topic nothing but our own nodes subscribes to (the robot's effort controller
-        not loaded, under another name, or the vendor's own launch beside ``idyn bringup``): said once per episode."""
+        """ERROR while the torques (or the positions that must come with them) go to a topic nothing but our own nodes
+        subscribes to (the robot's controller not loaded, under another name, or the vendor's own launch beside
+        ``idyn bringup``): said once per episode."""
         commanding = core.active and core.filter.samples > 0
-        if not commanding or self._executors():
+        unheard = self._unheard_topics() if commanding else []
+        if not unheard:
             if self._unheard_said:
-                self.get_logger().warning(f"{self.cmd_topic} has a subscriber again: the torques reach it")
-            self._unheard_since, self._unheard_said = None, False
+                self.get_logger().warning(f"{self._unheard_said} has a subscriber again: the commands reach it")
+            self._unheard_since, self._unheard_said = None, ""
             return
         now = time.monotonic()
         if self._unheard_since is None:
             self._unheard_since = now
         if now - self._unheard_since < NO_LISTENER_S:
             return
-        what = (f"nothing subscribes to {self.cmd_topic} that could execute it (only our own nodes, if any): the "
-                "torques reach no robot (on hardware: is the robot's effort controller loaded and active? "
-                "`ros2 control list_controllers`; beside the vendor's own launch, load a forward effort controller "
-                "there or set command_topic to its topic)")
+        topic = unheard[0]
+        if topic == self.cmd_topic:
+            what = (f"nothing subscribes to {topic} that could execute it (only our own nodes, if any): the torques "
+                    "reach no robot (on hardware: is the robot's effort controller loaded and active? "
+                    "`ros2 control list_controllers`; beside the vendor's own launch, load a forward effort "
+                    "controller there or set command_topic to its topic)")
+        else:
+            what = (f"nothing subscribes to {topic} (position_command_topic) that could execute it: the arm's torque "
+                    "mode drops torques that come without a position (on hardware: is the position controller loaded "
+                    "and active? `ros2 control list_controllers`)")
         diag.set(Diagnostics.ERROR, what)
-        if not self._unheard_said:
+        if self._unheard_said != topic:
             self.get_logger().error(what)
-            self._unheard_said = True
+            self._unheard_said = topic
 
-    def _executors(self) -> list[str]:
-        """The nodes subscribed to our command topic that may execute it: not our own (the wrench observer reads the
-        command in the simulators, through its process's hidden hot-loop node; a recorder records it; neither moves an
-        arm)."""
+    def _unheard_topics(self) -> list[str]:
+        """Our command topics (torques, then positions when sent) that no node which may execute them subscribes to."""
+        topics = [self.cmd_topic, *([self.position_pub.topic_name] if self.position_pub is not None else [])]
+        return [t for t in topics if not self._executors(t)]
+
+    def _executors(self, topic: str) -> list[str]:
+        """The nodes subscribed to ``topic`` that may execute it: not our own (the wrench observer reads the command in
+        the simulators, through its process's hidden hot-loop node; a recorder records it; neither moves an arm)."""
         from idyn_ros.nodes.graph import OPTIONAL_NODES, OUR_NODES
 
         ours = {*OUR_NODES, *OPTIONAL_NODES, "recorder", "composed"}
         return sorted(f"{i.node_namespace.rstrip('/')}/{i.node_name}"
-                      for i in self.get_subscriptions_info_by_topic(self.cmd_topic)
+                      for i in self.get_subscriptions_info_by_topic(topic)
                       if i.node_name not in ours and not i.node_name.startswith(hot_loop.NODE_PREFIX))
 
     def _other_commanders(self) -> list[str]:

@@ -26,7 +26,12 @@ Decisions (one line each):
   xacro's default: motor currents [A] on a UR);
 - state rate on hardware: ``rate_hz`` is the rate the driver publishes /joint_states at by default where it is not
   1 kHz (the UR5 preset, a CB3: 125 Hz; the iiwa14 on lbr_fri_ros2_stack: 100 Hz; ``RobotSpec.hardware_state_rate_hz``),
-  unless the user's files or ``--set`` give one;
+  unless the user's files or ``--set`` give one; torque control through our own ros2_control_node runs at
+  ``RobotSpec.hardware_torque_rate_hz`` where the arm's stack asks for another rate than 1 kHz (iiwa14: 500 Hz), in
+  the controllers file and the nodes alike;
+- a position with each torque: an arm whose torque mode takes one (``RobotSpec.position_controller``: the iiwa14) gets
+  that forward position controller spawned on hardware, and the controller node sends it the measured positions
+  (``position_command_topic``; a file or ``--set`` may name another topic, not none);
 - what the mode decides (``MODE_SET``: the gravity subtraction, the observer's torque source, sim time) a parameter
   file cannot change: a file setting another value is refused (a silent override hid it), as is a section or a
   parameter name no node of ours has (rclpy drops those without a word).
@@ -160,6 +165,14 @@ class GraphSettings:
                 if unknown:
                     problems.append(f"{path}: section {key!r}: no {'node' if known is anyone else target} has "
                                     f"parameter(s) {unknown} (see docs/parameters.md)")
+        from idyn_ros.robots import get_robot
+
+        if self.torque_on_hardware and get_robot(self.robot).position_controller and "controller" in self.active_nodes:
+            mine = {**file_values(list(self.params_files), "controller"), **self.overrides}
+            if mine.get("position_command_topic") == "":
+                problems.append(f"position_command_topic is empty, but the {self.robot}'s torque mode drops torques "
+                                "that come without a joint position (module docstring): leave it unset (the "
+                                f"launch's /{get_robot(self.robot).position_controller}/commands) or name your topic")
         for node in self.active_nodes:
             forced = node_overrides(self, node, mode_only=True)
             given = file_values(list(self.params_files), node)
@@ -194,9 +207,25 @@ class GraphSettings:
             return []
         from idyn_ros.robots import get_robot
 
-        effort = [] if self.observer_only else [get_robot(self.robot).effort_controller]
-        spawned = ["joint_state_broadcaster", *effort]
+        spec = get_robot(self.robot)
+        effort = [] if self.observer_only else [spec.effort_controller]
+        position = [spec.position_controller] if self.torque_on_hardware and spec.position_controller else []
+        spawned = ["joint_state_broadcaster", *effort, *position]
         return ["robot_state_publisher"] + (["ros2_control_node"] if self.mode != "gazebo" else []) + spawned
+
+    @property
+    def torque_on_hardware(self) -> bool:
+        """Our controller commands a real arm's torques through our own ros2_control_node."""
+        return self.mode == "hardware" and not self.observer_only
+
+    def hardware_rate(self) -> float:
+        """The rate the nodes run at on hardware when it is not 1 kHz (0 = it is): see the module docstring."""
+        from idyn_ros.robots import get_robot
+
+        spec = get_robot(self.robot)
+        if self.torque_on_hardware and spec.hardware_torque_rate_hz:
+            return spec.hardware_torque_rate_hz
+        return spec.hardware_state_rate_hz if self.mode == "hardware" else 0.0
 
     def clock_mode(self) -> str:
         """The embedded plant's clock: the launch argument, else what the files say."""
@@ -271,7 +300,10 @@ def node_overrides(s: GraphSettings, node: str, mode_only: bool = False) -> dict
                 out["mode"] = "hold"  # the robot files' demonstration move is for the simulators
             from idyn_ros.robots import get_robot
 
-            rate = get_robot(s.robot).hardware_state_rate_hz
+            position = get_robot(s.robot).position_controller
+            if node == "controller" and s.torque_on_hardware and position and "position_command_topic" not in mine:
+                out["position_command_topic"] = f"/{position}/commands"
+            rate = s.hardware_rate()
             if rate and "rate_hz" not in mine:
                 out["rate_hz"] = rate  # the driver's state rate (a CB3 UR: 125 Hz), not the nodes' 1 kHz
                 files = file_values(list(s.files), node)
@@ -350,16 +382,19 @@ def controllers_file(s: GraphSettings, folder: Path | None = None) -> Path:
     from idyn_ros.robots import get_robot
 
     path = config_dir() / f"{s.robot}_controllers.yaml"
-    if not s.prefix:
+    rate = get_robot(s.robot).hardware_torque_rate_hz if s.torque_on_hardware else 0.0
+    if not s.prefix and not rate:
         return path
     rename = dict(zip(get_robot(s.robot).joint_names, get_robot(s.robot).with_prefix(s.prefix).joint_names,
                       strict=True))
     data = yaml.safe_load(path.read_text())
+    if rate:  # the arm's stack asks for this rate in torque mode (module docstring); the nodes get it as rate_hz
+        data["controller_manager"]["ros__parameters"]["update_rate"] = int(rate)
     for body in data.values():
         params = body.get("ros__parameters", {}) if isinstance(body, dict) else {}
         if isinstance(params.get("joints"), list):
             params["joints"] = [rename.get(j, j) for j in params["joints"]]
-    out = Path(folder or tempfile.gettempdir()) / f"idyn_{s.robot}_{s.prefix.strip('/')}controllers.yaml"
+    out = Path(folder or tempfile.gettempdir()) / f"idyn_{s.robot}_{s.prefix.strip('/')}{s.mode}_controllers.yaml"
     atomic_write_text(out, yaml.safe_dump(data, sort_keys=False))
     return out
 

@@ -55,6 +55,12 @@ class RobotSpec:
         hardware_state_rate_hz: the rate the vendor's driver publishes /joint_states at on hardware by default, when
             it is not the nodes' 1 kHz (0 = it is): the launch sets the nodes' ``rate_hz`` to it there (CB3 UR:
             125 Hz; lbr_fri_ros2_stack: 100 Hz, its FRI send period of 10 ms).
+        position_controller: a ros2_control forward position controller the arm's torque mode needs beside the
+            effort controller ("" = none): the controller sends it the measured joint positions with every torque
+            (lbr_fri_ros2_stack: FRI torque mode takes a torque only with a joint position in the same cycle).
+        hardware_torque_rate_hz: the controller manager's update rate for torque control through our own hardware
+            launch, when not the controllers file's 1 kHz (0 = that): the launch renders it into the controllers
+            file and sets the nodes' ``rate_hz`` to it (iiwa14: 500 Hz, the lbr stack's torque setup).
     """
 
     name: str
@@ -71,6 +77,8 @@ class RobotSpec:
     recorded_prefixes: tuple[str, ...] = ()
     hardware_torque_unsupported: str = ""
     hardware_state_rate_hz: float = 0.0
+    position_controller: str = ""
+    hardware_torque_rate_hz: float = 0.0
 
     @property
     def dof(self) -> int:
@@ -229,13 +237,15 @@ def _iiwa14() -> RobotSpec:
         xacro_path=urdf_dir() / "iiwa14.urdf.xacro",
         default_prefix="lbr_",
         hardware_adds_gravity=True,  # FRI torque mode: torque is superposed on KUKA's gravity compensation
-        hardware_torque_unsupported=(
-            "lbr_fri_ros2_stack's FRI torque mode takes a torque only with a joint position command in the same "
-            "cycle (lbr_fri_ros2 interfaces/torque_command.cpp: a NaN position keeps the start command, zero "
-            "torque), and our effort controller sends torques alone: they would be dropped without a word"),
         # lbr_fri_ros2_stack's controller manager runs at 100 Hz (lbr_description/ros2_control/lbr_controllers.yaml
-        # update_rate), matching the FRI send period of 10 ms its lbr_bringup docs select on the smartPAD
+        # update_rate), matching the FRI send period of 10 ms its lbr_bringup docs select on the smartPAD: the rate
+        # beside the stack's own launch (observer_only)
         hardware_state_rate_hz=100.0,
+        # FRI torque mode uses a torque only with a joint position in the same cycle (lbr_fri_ros2
+        # interfaces/torque_command.cpp: a NaN position keeps the last command); the stack's torque demos send the
+        # measured position, with a FRI send period of 2 ms and update_rate 500 (lbr_demos docs)
+        position_controller="position_controller",
+        hardware_torque_rate_hz=500.0,
         source=(
             "shared/reference/iiwa14_params.yaml = lbr-stack/lbr_fri_ros2_stack@218d723 "
             "lbr_description iiwa14 (CAD inertials normalised to 29.9 kg, limits from "

@@ -598,3 +598,55 @@ def test_a_state_before_the_first_clock_is_not_the_start_of_a_long_silence(rclpy
         assert node.core.longest_silence_ns <= 2_000_000, node.core.longest_silence_ns
     finally:
         node.destroy_node()
+
+
+def test_the_measured_positions_go_with_every_torque_where_the_arm_needs_them(rclpy_context, monkeypatch):
+    """lbr_fri_ros2_stack's FRI torque mode drops a torque that comes without a joint position: the iiwa14's torque
+    control was refused on hardware. With position_command_topic the controller sends the measured positions with
+    every command (the safe torque too), never before a position was measured, and says so when nothing listens."""
+    import rclpy
+    from std_msgs.msg import Float64MultiArray
+
+    from idyn_ros.nodes import controller as controller_module
+    from idyn_ros.nodes.common import COMMAND_OUT
+
+    monkeypatch.setattr(controller_module, "NO_LISTENER_S", 0.0, raising=False)
+    topic = "/idyn_test_positions/commands"  # a topic of its own: no other test's node listens there
+    rig = Rig(rclpy_context, {"position_command_topic": topic})
+    try:
+        errors = []
+        rig.ctrl.get_logger().error = errors.append
+        rig.ctrl._check_listener(rig.ctrl.core, rig.ctrl.diag)
+        rig.ctrl._publish_command(np.zeros(7), -1)  # a safe torque before any state: no position to send
+        positions = []
+        listener = rclpy.create_node("position_controller", context=rclpy_context)
+        listener.create_subscription(Float64MultiArray, topic, lambda m: positions.append(np.array(m.data)),
+                                     COMMAND_OUT)
+        rig.exe.add_node(listener)
+        rig.spin(0.3)
+        rig.warm()
+        moved = np.array(Q0) + 0.01
+        assert rig.tick(q=moved) is not None
+        rig.spin(0.1)
+        assert positions and all(np.all(np.isfinite(p)) for p in positions)
+        np.testing.assert_allclose(positions[-1], moved)  # the measured positions of the state answered
+        bad = moved.copy()
+        bad[2] = np.nan
+        sent = len(positions)
+        assert rig.tick(q=bad) is not None  # a NaN state: answered with the safe torque ...
+        rig.spin(0.1)
+        assert "non-finite position" in rig.ctrl.core.watchdog.reason and len(positions) > sent
+        np.testing.assert_allclose(positions[-1], moved)  # ... and the last measured positions, never the NaN
+        rig.ctrl._check_listener(rig.ctrl.core, rig.ctrl.diag)
+        assert not [e for e in errors if "position_command_topic" in e]
+        rig.exe.remove_node(listener)
+        listener.destroy_node()
+        deadline = time.monotonic() + 5.0
+        while rig.ctrl._executors(topic) and time.monotonic() < deadline:
+            rig.spin(0.05)
+        rig.ctrl._check_listener(rig.ctrl.core, rig.ctrl.diag)
+        said = [e for e in errors if f"nothing subscribes to {topic} (position_command_topic)" in e]
+        assert len(said) == 1 and "drops torques" in said[0], errors
+    finally:
+        rig.ctrl.destroy_node()
+        rig.node.destroy_node()

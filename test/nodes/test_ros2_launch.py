@@ -180,7 +180,7 @@ def _perform(part, context):
 
 
 @needs_launch
-@pytest.mark.parametrize("robot", ["panda"])  # the iiwa14 and the UR5 preset: refused (test_graph_observer_only)
+@pytest.mark.parametrize("robot", ["panda", "iiwa14"])  # the UR5 preset: refused (test_graph_observer_only)
 def test_hardware_mode_renders_gravity_subtraction_and_the_vendor_control_stack(robot):
     from idyn_ros.robots import get_robot
 
@@ -196,8 +196,13 @@ def test_hardware_mode_renders_gravity_subtraction_and_the_vendor_control_stack(
     controllers = yaml.safe_load(Path(nodes["ros2_control_node"][0]["files"][1]).read_text())
     assert controllers[get_robot(robot).effort_controller]["ros__parameters"]["joints"] == \
         list(get_robot(robot).joint_names)
-    spawned = [c["cmd"] for c in nodes["spawner"]]
-    assert len(spawned) == 2
+    spawned = [c["args"][0] for c in nodes["spawner"]]
+    position = get_robot(robot).position_controller  # the iiwa14's FRI torque mode takes a position with each torque
+    assert spawned == ["joint_state_broadcaster", get_robot(robot).effort_controller, *filter(None, [position])]
+    if position:
+        assert ctrl["position_command_topic"] == f"/{position}/commands"
+        assert controllers[position]["ros__parameters"]["interface_name"] == "position"
+        assert controllers["controller_manager"]["ros__parameters"]["update_rate"] == ctrl["rate_hz"] == 500
     # a real arm holds where it is: config/<robot>.yaml's demonstration move (mode setpoints) is for the simulators
     assert nodes["reference"][0]["params"][0]["/reference"]["ros__parameters"]["mode"] == "hold"
 
