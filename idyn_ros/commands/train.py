@@ -357,22 +357,46 @@ def _train(args: argparse.Namespace) -> int:
         print(f"{split} RMSE per joint: " + " ".join(f"{v:.3f}" for v in m["rmse_current_a"]) + " A = "
               + " ".join(f"{v:.2f}" for v in m["rmse_nm"]) + " Nm")
     print(f"wrote {args.out}/model.onnx (id {metrics.get('model_id')}) and {args.out}/metrics.json")
-    _warn_if_bound_to_another_rate(Path(args.out) / "model.onnx", rate)
+    _warn_if_bound_to_another_rate(Path(args.out) / "model.onnx", rate, args.robot)
     return 0
 
 
-def _warn_if_bound_to_another_rate(model: Path, rate: float) -> None:
-    """A model with state from tick to tick runs at its data's rate only, and the nodes run at 1 kHz unless told:
-    say so here, not first when the controller refuses it."""
+def _warn_if_bound_to_another_rate(model: Path, rate: float, robot: str) -> None:
+    """A model with state from tick to tick runs at its data's rate only: say where the nodes run at that rate (the
+    simulators at 1 kHz, a preset's hardware at its driver's rate), or warn that nowhere does unless told, here rather
+    than first when the controller refuses it."""
     from idyn_ros.models.artifact import read_metadata, same_rate
     from idyn_ros.parameters import CommonParams
 
     control = CommonParams.__dataclass_fields__["rate_hz"].default
-    if read_metadata(model).get("state") and not same_rate(control, rate):
-        warnings.warn(f"{model} carries state from tick to tick (an LSTM or the r feature), so it runs at "
-                      f"{rate:.4g} Hz only, the rate of its data; the nodes run at rate_hz {control:g} Hz unless "
-                      f"told: set rate_hz {rate:.4g} where the arm publishes at that rate, record at the rate the "
-                      "controller runs at, or train --model rbd-friction (no state: any rate)", stacklevel=1)
+    if not read_metadata(model).get("state") or same_rate(control, rate):
+        return
+    where = {control: "in the simulators and mode mock"}
+    try:
+        from idyn_ros.robots import get_robot
+
+        spec = get_robot(robot)
+    except KeyError:  # a URDF, not a preset: only the nodes' default is known
+        spec = None
+    if spec is not None:  # the rates graph.GraphSettings.hardware_rate gives the nodes on this arm's hardware
+        observer = spec.hardware_state_rate_hz or control
+        torque = spec.hardware_torque_rate_hz or observer
+        if not spec.hardware_torque_unsupported:
+            where.setdefault(torque, "")
+            where[torque] = " and ".join(filter(None, [where[torque], "in mode hardware"]))
+        if not same_rate(observer, torque) or spec.hardware_torque_unsupported:
+            where.setdefault(observer, "")
+            where[observer] = " and ".join(filter(None, [where[observer], "in mode hardware with observer_only"]))
+    runs = [f"{how} ({r:g} Hz)" for r, how in where.items() if same_rate(r, rate)]
+    if runs:
+        print(f"idyn train: {model} carries state from tick to tick (an LSTM or the r feature): it runs at "
+              f"{rate:.4g} Hz only, where the nodes run at that rate: {'; '.join(runs)}")
+        return
+    known = "; ".join(f"{r:g} Hz {how}" for r, how in where.items())
+    warnings.warn(f"{model} carries state from tick to tick (an LSTM or the r feature), so it runs at "
+                  f"{rate:.4g} Hz only, the rate of its data; the nodes run at rate_hz {known} unless told: set "
+                  f"rate_hz {rate:.4g} where the arm publishes at that rate, record at the rate the controller runs "
+                  "at, or train --model rbd-friction (no state: any rate)", stacklevel=1)
 
 
 def _refuse_options_of_other_kinds(args: argparse.Namespace) -> None:

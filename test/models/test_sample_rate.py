@@ -121,3 +121,22 @@ def test_a_model_with_state_trained_off_the_control_rate_is_called_so(files, tmp
     main(["train", "--robot", "iiwa14", "--data", files["train"], "--val", files["val"], "--model", "rbd-friction",
           "--out", str(tmp_path / "physics"), "--no-progress"])
     assert "carries state" not in capsys.readouterr().err  # physics runs at any rate
+
+
+def test_a_model_with_state_at_a_preset_s_hardware_rate_says_where_it_runs(tmp_path, capsys):
+    """A UR5 user's 125 Hz model (a CB3's rate, which mode hardware sets) was told to set rate_hz 125 by hand."""
+    from unittest import mock
+
+    from idyn_ros.commands.train import _warn_if_bound_to_another_rate
+
+    with mock.patch("idyn_ros.models.artifact.read_metadata", return_value={"state": True}):
+        _warn_if_bound_to_another_rate(tmp_path / "m.onnx", 125.0, "ur5")
+        out = capsys.readouterr()
+        assert "runs at 125 Hz only" in out.out and "mode hardware with observer_only (125 Hz)" in out.out
+        assert not out.err
+        _warn_if_bound_to_another_rate(tmp_path / "m.onnx", 500.0, "iiwa14")  # the iiwa14's torque mode
+        assert "in mode hardware (500 Hz)" in capsys.readouterr().out
+        with pytest.warns(UserWarning, match=r"runs at 200 Hz only.*500 Hz in mode hardware.*set rate_hz 200"):
+            _warn_if_bound_to_another_rate(tmp_path / "m.onnx", 200.0, "iiwa14")
+        _warn_if_bound_to_another_rate(tmp_path / "m.onnx", 1000.0, "panda")  # the nodes' own rate: nothing to say
+        assert not capsys.readouterr().out
