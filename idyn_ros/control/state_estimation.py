@@ -265,6 +265,7 @@ class JointStateFilter:
         self.dropped = 0  # DUPLICATE samples since reset: re-sent, or late (reordered)
         self.foreign = 0  # FOREIGN samples since reset (foreign_note says what they were)
         self.mean_interval_s = 0.0  # of the accepted samples that were not restarts (0: none yet)
+        self.one_period_share = 0.0  # of those intervals, the share about one period long (same smoothing)
         self.foreign_names: tuple[str, ...] = ()  # the first one's names
         self.source: object = None  # the publisher the state comes from (module doc); None: none heard yet
         self.second_source = 0  # SECOND_SOURCE samples since reset
@@ -411,6 +412,9 @@ class JointStateFilter:
         if not restart:  # the rate states really come at (rate_problem): a mean over the last few hundred intervals
             mean = self.mean_interval_s
             self.mean_interval_s = mean + (dt - mean) * INTERVAL_SMOOTHING if mean else dt
+            one = 1.0 if 1 / RATE_TOLERANCE < dt * self.rate_hz < RATE_TOLERANCE else 0.0  # lost states: 2, 3.. periods
+            share = self.one_period_share
+            self.one_period_share = share + (one - share) * INTERVAL_SMOOTHING if mean else one
         self._q_prev[:] = self.q
         if self.estimate_acceleration:
             self._dq_prev[:] = self.dq
@@ -471,6 +475,11 @@ class JointStateFilter:
                     f"the previous one: /joint_states arrives slower than rate_hz={self.rate_hz:g}; {hint}")
         ratio = self.mean_interval_s * self.rate_hz
         if self.samples >= RATE_SAMPLES and ratio and not 1 / RATE_TOLERANCE < ratio < RATE_TOLERANCE:
+            if ratio > 1 and self.one_period_share >= 0.5:  # most intervals are one period: the source runs at rate_hz
+                return (f"/joint_states arrives at about {1 / self.mean_interval_s:.0f} Hz on average, but most states "
+                        f"come one period of rate_hz={self.rate_hz:g} apart: states are lost before this node takes "
+                        "them (a loaded machine or network), not published at another rate; keep rate_hz, and give "
+                        "the nodes CPU (composed, fewer processes) or a better link")
             return (f"/joint_states arrives at about {1 / self.mean_interval_s:.0f} Hz, not rate_hz="
                     f"{self.rate_hz:g}; {hint}")
         return ""
