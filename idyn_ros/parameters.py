@@ -593,11 +593,21 @@ def params_class(node: str) -> type[NodeParams]:
 
 
 # ------------------------------------------------------------------------------------------ files
-def _matches(key: str, node_name: str) -> bool:
-    """Does a parameter-file section ``key`` address node ``node_name`` (no namespace)? ROS wildcards:
-    ``/**`` any node, ``/**/name`` and ``/name`` (or ``name``) this one."""
-    key = key if key.startswith("/") else "/" + key
-    return key == "/**" or key in (f"/**/{node_name}", f"/{node_name}")
+def section_matches(key: str, node_name: str) -> bool:
+    """Does a parameter-file section ``key`` address node ``node_name`` (root namespace, as ours run)? rcl's rule:
+    the key's names between slashes (the leading slash optional) against the node's full name, ``*`` one name,
+    ``**`` any number: ``/**``, ``/*``, ``/**/name`` and ``/name`` reach it; ``/ns/name`` and ``/*/name`` do not
+    (checked against rclpy in test/nodes/test_graph_parameters.py)."""
+    return _names_match(key.strip("/").split("/"), [node_name])
+
+
+def _names_match(pattern: list[str], names: list[str]) -> bool:
+    if not pattern:
+        return not names
+    head, rest = pattern[0], pattern[1:]
+    if head == "**":
+        return any(_names_match(rest, names[i:]) for i in range(len(names) + 1))
+    return bool(names) and head in ("*", names[0]) and _names_match(rest, names[1:])
 
 
 def _flatten(prefix: str, node: Any, out: dict[str, Any]) -> dict[str, Any]:
@@ -644,7 +654,7 @@ def file_values(files: Sequence[str | Path], node_name: str) -> dict[str, Any]:
             sections.setdefault(key, {}).update(params)
     out: dict[str, Any] = {}
     for key, params in sections.items():
-        if _matches(key, node_name):
+        if section_matches(key, node_name):
             out.update(params)
     return out
 

@@ -45,7 +45,7 @@ from pathlib import Path
 from typing import Any
 
 from idyn_ros.errors import ParameterError
-from idyn_ros.parameters import PRESET_NAMES, file_values, params_class, robot_file
+from idyn_ros.parameters import PRESET_NAMES, file_values, params_class, robot_file, section_matches
 
 OUR_NODES: tuple[str, ...] = ("joint_state_buffer", "feedforward", "controller", "doomed", "wrench_observer",
                               "reference")
@@ -153,17 +153,15 @@ class GraphSettings:
         anyone = set().union(*declared.values())
         for path in self.params_files:
             for key, params in read_parameter_file(path).items():
-                target = key.rstrip("/").rsplit("/", 1)[-1]
-                if "*" in target:  # /**, /*/...: every node it reaches
-                    known = anyone
-                elif target in declared:
-                    known = declared[target]
-                else:
-                    problems.append(f"{path}: section {key!r} names no node of ours ({', '.join(ours)})")
+                reached = [node for node in ours if section_matches(key, node)]  # as rcl matches it (no namespace)
+                if not reached:
+                    problems.append(f"{path}: section {key!r} names no node of ours ({', '.join(ours)}; they run "
+                                    "in no namespace: /<node>, /**/<node>, or /** for all)")
                     continue
+                known = anyone if len(reached) > 1 else declared[reached[0]]
                 unknown = sorted(set(params) - known)
                 if unknown:
-                    problems.append(f"{path}: section {key!r}: no {'node' if known is anyone else target} has "
+                    problems.append(f"{path}: section {key!r}: no {'node' if known is anyone else reached[0]} has "
                                     f"parameter(s) {unknown} (see docs/parameters.md)")
         from idyn_ros.robots import get_robot
 
