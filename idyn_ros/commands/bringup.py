@@ -70,7 +70,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--log-dir", default=None, help="write each process's output to DIR/<name>.log")
     parser.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
                         help="parameter for every node that declares it (repeatable), e.g. use_feedforward=false; "
-                             "an unknown name is refused")
+                             "a name no node started here reads, or a value another option sets otherwise (--gains "
+                             "and gain_preset, --model and model_path, ...), is refused")
 
 
 def _parse_value(text: str) -> object:

@@ -125,6 +125,11 @@ class GraphSettings:
                             f"{' or '.join(OBSERVER_MODES)}, not {self.mode} (its simulated joints take only torques)")
         if self.observer_only and not self.active_nodes:
             problems.append(f"observer_only:=true runs {list(OBSERVER_NODES)}, but nodes={list(self.nodes)} has none")
+        elif self.observer_only and (dropped := [n for n in (  # the nodes named, not the six select_nodes adds
+                self.nodes[len(OUR_NODES):] if tuple(self.nodes[:len(OUR_NODES)]) == OUR_NODES else self.nodes)
+                if n not in OBSERVER_NODES]):
+            problems.append(f"observer_only:=true runs only {list(OBSERVER_NODES)}: {dropped} named in nodes would "
+                            "not start")
         if self.effort_unit not in ("", "torque", "current"):
             problems.append(f"effort_unit {self.effort_unit!r} is not torque or current")
         elif self.effort_unit and self.mode != "hardware":
@@ -139,9 +144,38 @@ class GraphSettings:
         if undeclared:
             problems.append(f"no node has parameter(s) {undeclared} (see docs/parameters.md)")
         if not problems:  # the files are read for the nodes named, once those are known to exist
-            problems += self._file_problems()
+            problems += self._override_problems() + self._file_problems()
         if problems:
             raise ParameterError("; ".join(problems))
+
+    def _override_problems(self) -> list[str]:
+        """What ``overrides`` (``idyn bringup --set``) set that no process starting here reads, or that an option
+        given with it sets otherwise (the option lost without a word)."""
+        problems: list[str] = []
+        reads = set().union(*(_reads(node) for node in self.started))
+        unread = sorted(set(self.overrides) - reads)
+        if unread:
+            problems.append(f"no process started here ({', '.join(self.processes) or 'none'}) reads {unread}: the "
+                            f"node(s) declaring it do not start (--nodes, --mode, --no-plant)")
+        model = "" if self.model in ("", NO_MODEL) else str(Path(self.model).resolve())
+        options = {"robot": (self.robot, self.robot), "gain_preset": (self.gains, self.gains),
+                   "prefix": (self.prefix, self.prefix), "clock_mode": (self.clock, self.clock),
+                   "effort_unit": (self.effort_unit, self.effort_unit), "model_path": (self.model, model)}
+        for name, (option, chosen) in options.items():
+            if not option or name not in self.overrides:
+                continue
+            given = self.overrides[name]
+            if name == "model_path" and given:
+                given = str(Path(str(given)).resolve())
+            if given != chosen:
+                problems.append(f"{name}={self.overrides[name]!r} contradicts the option that sets it to {chosen!r}; "
+                                "give it once")
+        return problems
+
+    @property
+    def started(self) -> tuple[str, ...]:
+        """The nodes whose parameters this graph sets: the active ones and the embedded plant when it starts."""
+        return ("plant",) * ("plant" in self.processes) + self.active_nodes
 
     def _file_problems(self) -> list[str]:
         """What the user's parameter files set that nothing would read, or that the mode decides otherwise."""
@@ -178,6 +212,12 @@ class GraphSettings:
                 if name in given and given[name] != value:
                     problems.append(f"a parameter file sets {node}.{name}: {given[name]!r}, but mode {self.mode} "
                                     f"sets {value!r} ({MODE_SET[name]}); remove it from the file")
+        robots = {node: r for node in self.started
+                  if (r := file_values(list(self.params_files), node).get("robot", self.robot)) != self.robot}
+        if robots:  # the nodes would run another arm than the URDF, the controllers file and the plant's profile
+            problems.append(f"a parameter file sets robot {sorted(set(robots.values()))} for {sorted(robots)} in a "
+                            f"graph for the {self.robot}; remove it from the file (the launch file or --robot chooses "
+                            "the robot)")
         return problems
 
     @property
@@ -229,6 +269,8 @@ class GraphSettings:
         """The embedded plant's clock: the launch argument, else what the files say."""
         if self.clock:
             return self.clock
+        if "clock_mode" in self.overrides:  # --set clock_mode=...: the plant takes it, so do our nodes' clocks
+            return str(self.overrides["clock_mode"])
         return str(file_values(self.files, "plant").get("clock_mode", "lockstep"))
 
     def sim_time(self) -> bool:
@@ -270,6 +312,12 @@ def declared_parameters() -> dict[str, set[str]]:
     """{node: the ROS parameter names it declares} for every node the graph can start (with rclpy's own)."""
     return {n: {p.name for p in params_class(n).table()} | set(RCLPY_PARAMETERS)
             for n in (*OUR_NODES, *OPTIONAL_NODES, "plant")}
+
+
+def _reads(node: str) -> set[str]:
+    """The names ``node_overrides`` passes on to ``node``: its declared parameters, and use_sim_time but on the
+    plant (its clock is its own)."""
+    return {p.name for p in params_class(node).table()} | ({"use_sim_time"} if node != "plant" else set())
 
 
 def node_overrides(s: GraphSettings, node: str, mode_only: bool = False) -> dict[str, Any]:

@@ -8,7 +8,7 @@ import re
 import pytest
 
 from idyn_ros.errors import ParameterError
-from idyn_ros.nodes.graph import GraphSettings, node_overrides
+from idyn_ros.nodes.graph import GraphSettings, node_overrides, select_nodes
 from idyn_ros.parameters import section_matches
 
 #: parameter-file section keys and whether rcl applies them to a node named controller in no namespace
@@ -63,3 +63,62 @@ def test_a_section_for_every_node_is_read_like_any_other(tmp_path):
     moving = _file(tmp_path, "/*:\n  ros__parameters:\n    mode: trajectory\n")
     assert "mode" not in node_overrides(GraphSettings("panda", "hardware", params_files=(moving,)), "reference")
     assert node_overrides(GraphSettings("panda", "hardware"), "reference")["mode"] == "hold"
+
+
+def test_a_file_setting_another_robot_is_refused(tmp_path):
+    """The nodes would run the UR5 beside the Panda's URDF, controllers file and plant profile."""
+    other = _file(tmp_path, "/**:\n  ros__parameters:\n    robot: ur5\n")
+    with pytest.raises(ParameterError, match=r"sets robot \['ur5'\].*graph for the panda"):
+        GraphSettings("panda", "mujoco", params_files=(other,))
+    same = _file(tmp_path, "/**:\n  ros__parameters:\n    robot: panda\n")
+    assert GraphSettings("panda", "mujoco", params_files=(same,))
+
+
+@pytest.mark.parametrize(("kwargs", "name"), [
+    ({"mode": "mujoco", "overrides": {"design_budget": 5.0}}, "design_budget"),  # payload_identifier not started
+    ({"mode": "mock", "overrides": {"physics_rate": 2000.0}}, "physics_rate"),  # no plant in mode mock
+    ({"mode": "mujoco", "plant": False, "overrides": {"profile": "ideal"}}, "profile"),  # the plant runs already
+    ({"mode": "mujoco", "overrides": {"start_type_description_service": False}}, "start_type_description_service"),
+])
+def test_a_set_parameter_no_started_process_reads_is_refused(kwargs, name):
+    with pytest.raises(ParameterError, match=rf"no process started here .* reads \['{name}'\]"):
+        GraphSettings("panda", **kwargs)
+
+
+def test_a_set_parameter_that_a_started_process_reads_is_accepted():
+    s = GraphSettings("panda", "mujoco", nodes=select_nodes(["payload_identifier"]),
+                      overrides={"design_budget": 5.0, "physics_rate": 2000.0, "use_sim_time": True})
+    assert node_overrides(s, "payload_identifier")["design_budget"] == 5.0
+    assert node_overrides(s, "plant")["physics_rate"] == 2000.0
+
+
+def test_a_set_parameter_contradicting_an_option_is_refused(tmp_path):
+    """--set won over --gains, --model, --robot, ... without a word."""
+    model = tmp_path / "m.onnx"
+    model.write_bytes(b"")
+    cases = [({"gains": "soft"}, {"gain_preset": "stiff"}, "gain_preset='stiff' contradicts"),
+             ({"model": "none"}, {"model_path": str(model)}, "model_path=.* contradicts the option that sets it to ''"),
+             ({}, {"robot": "ur5"}, "robot='ur5' contradicts"),
+             ({"clock": "lockstep"}, {"clock_mode": "realtime"}, "clock_mode='realtime' contradicts")]
+    for options, overrides, said in cases:
+        with pytest.raises(ParameterError, match=said):
+            GraphSettings("panda", "mujoco", overrides=overrides, **options)
+    same = GraphSettings("panda", "mujoco", gains="soft", model=str(model), overrides={
+        "gain_preset": "soft", "model_path": str(model)})
+    assert node_overrides(same, "controller")["gain_preset"] == "soft"
+
+
+def test_set_clock_mode_moves_the_nodes_to_the_plants_clock():
+    """--set clock_mode=realtime ran the plant on the wall clock while our nodes waited for a /clock it never sent."""
+    s = GraphSettings("panda", "mujoco", overrides={"clock_mode": "realtime"})
+    assert node_overrides(s, "plant")["clock_mode"] == "realtime"
+    assert s.sim_time() is False and node_overrides(s, "controller")["use_sim_time"] is False
+
+
+def test_observer_only_refuses_the_nodes_named_that_it_would_not_start():
+    """They were dropped without a word (the payload identifier, a controller named beside the observer)."""
+    for nodes, dropped in ((select_nodes(["payload_identifier"]), r"\['payload_identifier'\]"),
+                           (("joint_state_buffer", "wrench_observer", "controller"), r"\['controller'\]")):
+        with pytest.raises(ParameterError, match=rf"observer_only:=true runs only .*: {dropped} named in nodes"):
+            GraphSettings("ur5", "mock", observer_only=True, nodes=nodes)
+    assert GraphSettings("ur5", "mock", observer_only=True).active_nodes == ("joint_state_buffer", "wrench_observer")
