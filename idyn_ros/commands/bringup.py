@@ -92,6 +92,9 @@ def run(args: argparse.Namespace) -> int:
 
     if not args.duration >= 0.0:  # also NaN
         raise ParameterError(f"--duration must be >= 0 s (0: until Ctrl-C or SIGTERM), got {args.duration:g}")
+    if args.executor != "single" and not args.composed:  # each node process runs its own: the option reached none
+        raise ParameterError(f"--executor {args.executor} applies to --composed only (one process per node runs "
+                             "each node's own executor)")
     if args.log_dir:  # before any process starts
         from idyn_ros.commands import writable_output
 

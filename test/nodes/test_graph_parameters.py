@@ -122,3 +122,16 @@ def test_observer_only_refuses_the_nodes_named_that_it_would_not_start():
         with pytest.raises(ParameterError, match=rf"observer_only:=true runs only .*: {dropped} named in nodes"):
             GraphSettings("ur5", "mock", observer_only=True, nodes=nodes)
     assert GraphSettings("ur5", "mock", observer_only=True).active_nodes == ("joint_state_buffer", "wrench_observer")
+
+
+def test_bringup_refuses_an_executor_with_separate_processes(capsys, monkeypatch):
+    """--executor events reached no process without --composed (each node process runs its own)."""
+    from idyn_ros.cli import main
+    from idyn_ros.nodes.launcher import Launcher
+
+    def never(*args, **kwargs):
+        raise AssertionError("started before checking --executor")
+
+    monkeypatch.setattr(Launcher, "__init__", never)
+    assert main(["bringup", "--robot", "panda", "--executor", "events"]) == 2
+    assert "--executor events applies to --composed only" in capsys.readouterr().err
