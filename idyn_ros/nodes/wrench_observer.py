@@ -80,8 +80,12 @@ class WrenchObserverNode(Node):
         n = self.n = self.robot.n
         self.diag = Diagnostics(self, f"idyn: {self.get_name()}", v.robot)
         model = None
-        if v.model_path:
-            model = FeedforwardComputer(self.robot, v.model_path, "rbd", v.rate_hz, v.warmup_ticks)
+        if v.model_path or v.fallback == "none":
+            # fallback none refuses to start without a usable model, as in the controller and doomed (on hardware the
+            # graph sets it with model:=); rbd and gravity: the observers run on the nominal URDF (g(q) alone would
+            # read every motion as contact)
+            model = FeedforwardComputer(self.robot, v.model_path or None, "none" if v.fallback == "none" else "rbd",
+                                        v.rate_hz, v.warmup_ticks)
             if model.fallback:
                 self.get_logger().error(f"wrench observer model: {model.fallback_reason}")
                 self.diag.set(Diagnostics.ERROR, model.fallback_reason, publish=True)

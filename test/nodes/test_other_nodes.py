@@ -245,6 +245,26 @@ def test_buffer_filter_settings_are_refused_at_run_time(rclpy_context):
         node.destroy_node()
 
 
+def test_wrench_observer_with_fallback_none_refuses_to_start_without_a_usable_model(rclpy_context, tmp_path):
+    """fallback none (what the graph sets on hardware with model:=) was ignored by the observer: a rejected model ran
+    the estimate on the nominal URDF, an ERROR line, while the controller and doomed refused to start."""
+    from rclpy.parameter import Parameter
+
+    from idyn_ros.errors import ModelArtifactError
+    from idyn_ros.nodes.wrench_observer import WrenchObserverNode
+
+    bad = tmp_path / "truncated.onnx"
+    bad.write_bytes(b"\x08\x07" + b"\x00" * 100)
+    for given in ([Parameter("model_path", value=str(bad))], []):
+        with pytest.raises(ModelArtifactError, match="fallback is 'none'"):
+            WrenchObserverNode(context=rclpy_context, parameter_overrides=[*given, Parameter("fallback", value="none")])
+    node = WrenchObserverNode(context=rclpy_context, parameter_overrides=[Parameter("model_path", value=str(bad))])
+    try:  # fallback rbd: the nominal URDF, said
+        assert node.observer.model is None and "truncated.onnx rejected" in node.diag.message
+    finally:
+        node.destroy_node()
+
+
 def test_payload_identifier_loads_a_baseline_path_set_at_run_time(rclpy_context, tmp_path):
     """baseline_path set at run time: an existing bare-arm recording becomes the reference; a file that is not one
     is refused with the reason (it used to be read at start-up only)."""
