@@ -87,8 +87,10 @@ class NodeParameters(Generic[P]):
                 return SetParametersResult(successful=False, reason=(
                     f"{param.name} is read-only at run time: it takes effect at configure time (lifecycle nodes: "
                     "deactivate + cleanup, set it, configure; other nodes: restart with the new value)"))
-            if param.value is None:
-                continue
+            if param.value is None:  # `ros2 param delete`: rclpy would undeclare it, and the next read() raised
+                return SetParametersResult(successful=False, reason=(
+                    f"{param.name} cannot be deleted: every idyn parameter stays declared (set a value instead; "
+                    f"docs/parameters.md gives its default)"))
             message = check(spec, param.value, self._joints(), ctx)
             if message:
                 return SetParametersResult(successful=False, reason=message)

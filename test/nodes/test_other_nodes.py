@@ -265,6 +265,26 @@ def test_wrench_observer_with_fallback_none_refuses_to_start_without_a_usable_mo
         node.destroy_node()
 
 
+def test_deleting_a_parameter_is_refused_and_leaves_it_as_it_was(rclpy_context):
+    """`ros2 param delete /joint_state_buffer stale_timeout` undeclared it, and the node's next read of its parameters
+    raised ParameterNotDeclaredException inside the parameter service (nodes with a cross-field check refused it as
+    "must be a number, got None")."""
+    from rclpy.parameter import Parameter
+
+    from idyn_ros.nodes.feedforward import FeedforwardNode
+    from idyn_ros.nodes.joint_state_buffer import JointStateBufferNode
+
+    for make, name in ((JointStateBufferNode, "stale_timeout"), (FeedforwardNode, "publish_parts")):
+        node = make(context=rclpy_context)
+        try:
+            before = node.get_parameter(name).value
+            result = node.set_parameters([Parameter(name)])[0]  # what `ros2 param delete` sends: no value
+            assert not result.successful and f"{name} cannot be deleted" in result.reason
+            assert node.has_parameter(name) and node.get_parameter(name).value == before
+        finally:
+            node.destroy_node()
+
+
 def test_payload_identifier_loads_a_baseline_path_set_at_run_time(rclpy_context, tmp_path):
     """baseline_path set at run time: an existing bare-arm recording becomes the reference; a file that is not one
     is refused with the reason (it used to be read at start-up only)."""
