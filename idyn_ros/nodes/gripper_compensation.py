@@ -30,6 +30,20 @@ from idyn_ros.parameters import GripperCompensationParams
 STALE_READING_S = 0.1  # s without a new F/T reading: the compensation stops instead of reusing the last one
 
 
+def _settings_problem(v: GripperCompensationParams) -> str | None:
+    """The two forms take different parameters: one given for the form not in use would be ignored, so it is
+    refused."""
+    if v.arm_model_path and not v.gripper_model_path:
+        return ("arm_model_path is subtracted from gripper_model_path's prediction, but gripper_model_path is empty "
+                "(the RBD-only form from gripper_mass/com/inertia runs then): set both, or neither")
+    nominal = [name for name, given in (("gripper_mass", v.gripper_mass), ("gripper_com", any(v.gripper_com)),
+                                        ("gripper_inertia", any(v.gripper_inertia))) if given]
+    if v.gripper_model_path and nominal:
+        return (f"{nominal} describe the RBD-only form, which gripper_model_path replaces: leave them at 0, or "
+                "gripper_model_path empty")
+    return None
+
+
 class GripperCompensationNode(Node):
     def __init__(self, name: str = "gripper_compensation", **kwargs: Any) -> None:
         from geometry_msgs.msg import WrenchStamped
@@ -38,7 +52,8 @@ class GripperCompensationNode(Node):
         from idyn_ros.robots.spec import Payload
 
         super().__init__(name, **kwargs)
-        self.params, self.spec, self.robot = declare_and_load(self, GripperCompensationParams)
+        self.params, self.spec, self.robot = declare_and_load(self, GripperCompensationParams,
+                                                                check=_settings_problem)
         v = self.params.value
         self.diag = Diagnostics(self, f"idyn: {self.get_name()}", v.robot)
         gripper_model = arm_model = gripper = None

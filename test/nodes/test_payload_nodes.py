@@ -150,6 +150,23 @@ def test_gripper_compensation_node_publishes_reading_minus_gripper(rclpy_context
     peer.destroy_node()
 
 
+def test_gripper_compensation_refuses_a_parameter_of_the_form_not_in_use(rclpy_context, tmp_path):
+    """arm_model_path without gripper_model_path, and gripper_mass/com/inertia beside a gripper model, were ignored."""
+    from rclpy.parameter import Parameter
+
+    from idyn_ros.errors import ParameterError
+    from idyn_ros.nodes.gripper_compensation import GripperCompensationNode
+
+    arm = tmp_path / "arm.onnx"
+    arm.write_bytes(b"")
+    with pytest.raises(ParameterError, match="arm_model_path is subtracted from gripper_model_path"):
+        GripperCompensationNode(context=rclpy_context, parameter_overrides=[
+            Parameter("arm_model_path", value=str(arm))])
+    with pytest.raises(ParameterError, match=r"\['gripper_mass'\] describe the RBD-only form"):
+        GripperCompensationNode(context=rclpy_context, parameter_overrides=[
+            Parameter("gripper_model_path", value=str(arm)), Parameter("gripper_mass", value=1.0)])
+
+
 def test_gripper_compensation_drops_a_nan_reading_and_stops_on_a_silent_sensor(rclpy_context):
     """One NaN F/T sample stayed in the low-pass and made every later output NaN; a sensor that stopped was
     compensated from its last reading for good."""
