@@ -16,7 +16,8 @@ Arguments (``ros2 launch idyn_ros panda.launch.py --show-args``):
                                        through ~/set_payload (or payload_identifier); where no URDF is read (mode
                                        mujoco, observer_only on hardware) a xacro argument set to anything but its
                                        default is refused, and so are payload_* in modes hardware and mock (nothing
-                                       there reads the URDF's inertia)
+                                       there reads the URDF's inertia) and one the mode's URDF has no place for
+                                       (robot_ip in mock: the vendor's hardware interface reads it on hardware only)
 
 What starts:
   hardware | mock   robot_state_publisher, ros2_control_node (config/<robot>_controllers.yaml) and the spawners of
@@ -196,6 +197,10 @@ def _check_arguments(robot, declared, xacro_defaults):
                 f"xacro argument(s) {payload} put a payload into the URDF, which in mode {settings.mode} only "
                 f"robot_state_publisher and ros2_control read, neither for inertia: our nodes would run without it; "
                 f"{PAYLOAD_ADVICE}")
+        inert = _unrendered(settings, {k: given[k] for k in changed if not k.startswith("payload_")}, xacro_defaults)
+        if inert:  # e.g. robot_ip in mode mock: the mock hardware's URDF has no place for it
+            raise ParameterError(f"xacro argument(s) {inert} leave the URDF of mode {settings.mode} unchanged: nothing "
+                                 "would read them (the vendor's hardware interface takes its own in mode hardware)")
         missing = _missing_packages(settings)
         driver = hardware_plugin_package(settings.robot) if settings.mode == "hardware" else None
         if missing and missing == [driver]:  # ros2_control is there, the arm's driver is not
@@ -214,6 +219,16 @@ def _check_arguments(robot, declared, xacro_defaults):
         return []
 
     return OpaqueFunction(function=check)
+
+
+def _unrendered(settings, changed, xacro_defaults):
+    """The xacro arguments in ``changed`` (name: value given) whose value does not change the URDF of
+    ``settings.mode``: each rendered alone against the defaults."""
+    if not changed:
+        return []
+    defaults = _xacro_args(dict(xacro_defaults))
+    plain = graph.robot_description(settings, defaults)
+    return sorted(k for k, v in changed.items() if graph.robot_description(settings, {**defaults, k: v}) == plain)
 
 
 def _starts(robot, name):

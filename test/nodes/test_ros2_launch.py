@@ -546,6 +546,17 @@ def test_a_misspelled_argument_or_a_xacro_argument_nothing_reads_stops_the_launc
         _render("ur5", mode="hardware", observer_only="true", gains="stiff")
 
 
+def test_a_xacro_argument_the_modes_urdf_has_no_place_for_stops_the_launch():
+    """robot_ip:= in mode mock (the mock hardware reads no address) was accepted and went nowhere."""
+    pytest.importorskip("launch_ros")
+    with pytest.raises(Exception, match=r"\['robot_ip'\] leave the URDF of mode mock unchanged"):
+        _render("panda", mode="mock", robot_ip="10.0.0.2")
+    with pytest.raises(Exception, match=r"\['port_id'\] leave the URDF of mode gazebo unchanged"):
+        _render("iiwa14", mode="gazebo", port_id="31111")
+    assert _render("panda", mode="hardware", robot_ip="10.0.0.2")  # the driver's
+    assert _render("panda", mode="mock", hand="false")  # the URDF's own
+
+
 def test_a_parameter_file_with_a_name_no_node_has_or_a_value_the_mode_decides_stops_the_launch(tmp_path):
     pytest.importorskip("launch_ros")
     typo = tmp_path / "typo.yaml"
