@@ -34,7 +34,9 @@ Decisions (one line each):
   (``position_command_topic``; a file or ``--set`` may name another topic, not none);
 - what the mode decides (``MODE_SET``: the gravity subtraction, the observer's torque source, sim time) a parameter
   file cannot change: a file setting another value is refused (a silent override hid it), as is a section or a
-  parameter name no node of ours has (rclpy drops those without a word).
+  parameter name no node of ours has (rclpy drops those without a word);
+- what nobody would read is refused, not dropped: a file's or ``--set``'s parameter no node started here declares,
+  a ``--set`` contradicting the option that sets the same parameter, a file's robot other than the graph's.
 """
 
 from __future__ import annotations
@@ -197,6 +199,12 @@ class GraphSettings:
                 if unknown:
                     problems.append(f"{path}: section {key!r}: no {'node' if known is anyone else reached[0]} has "
                                     f"parameter(s) {unknown} (see docs/parameters.md)")
+                    continue
+                unread = sorted(set(params) - set().union(*(declared[n] for n in reached if n in self.started)))
+                if unread:  # as gains:= without a controller: the node(s) declaring them do not start here
+                    started = ", ".join(self.processes) or "none"
+                    problems.append(f"{path}: section {key!r}: no process started here ({started}) reads {unread} "
+                                    "(nodes:=, mode:=)")
         from idyn_ros.robots import get_robot
 
         if self.torque_on_hardware and get_robot(self.robot).position_controller and "controller" in self.active_nodes:

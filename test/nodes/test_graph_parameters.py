@@ -65,6 +65,20 @@ def test_a_section_for_every_node_is_read_like_any_other(tmp_path):
     assert node_overrides(GraphSettings("panda", "hardware"), "reference")["mode"] == "hold"
 
 
+def test_a_section_no_started_node_reads_is_refused(tmp_path):
+    """A section for the payload identifier without it, the plant's parameters in mode mock: as gains:= without a
+    controller, nothing would read them."""
+    ident = _file(tmp_path, "/payload_identifier:\n  ros__parameters:\n    design_budget: 5.0\n")
+    with pytest.raises(ParameterError, match=r"section '/payload_identifier': no process started here .* reads "
+                                             r"\['design_budget'\]"):
+        GraphSettings("panda", "mujoco", params_files=(ident,))
+    assert GraphSettings("panda", "mujoco", nodes=select_nodes(["payload_identifier"]), params_files=(ident,))
+    plant = _file(tmp_path, "/**:\n  ros__parameters:\n    profile: ideal\n    gain_preset: soft\n")
+    with pytest.raises(ParameterError, match=r"section '/\*\*': no process started here .* reads \['profile'\]"):
+        GraphSettings("panda", "mock", params_files=(plant,))
+    assert GraphSettings("panda", "mujoco", params_files=(plant,))
+
+
 def test_a_file_setting_another_robot_is_refused(tmp_path):
     """The nodes would run the UR5 beside the Panda's URDF, controllers file and plant profile."""
     other = _file(tmp_path, "/**:\n  ros__parameters:\n    robot: ur5\n")
