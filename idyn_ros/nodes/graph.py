@@ -145,6 +145,9 @@ class GraphSettings:
         undeclared = sorted(set(self.overrides) - set().union(*declared_parameters().values()))
         if undeclared:
             problems.append(f"no node has parameter(s) {undeclared} (see docs/parameters.md)")
+        if empty := sorted(k for k, v in self.overrides.items() if v is None):  # `--set npz_path=`
+            problems.append(f"no value for {empty} (YAML null, which a node would read as the string 'null'); an "
+                            "empty string is NAME=''")
         if not problems:  # the files are read for the nodes named, once those are known to exist
             problems += self._override_problems() + self._file_problems()
         if problems:
@@ -194,6 +197,9 @@ class GraphSettings:
                     problems.append(f"{path}: section {key!r} names no node of ours ({', '.join(ours)}; they run "
                                     "in no namespace: /<node>, /**/<node>, or /** for all)")
                     continue
+                if empty := sorted(name for name, value in params.items() if value is None):
+                    problems.append(f"{path}: section {key!r}: no value for {empty} (rcl refuses such a file; merged "
+                                    "into the launch's, it would be the string 'null'); an empty string is ''")
                 known = anyone if len(reached) > 1 else declared[reached[0]]
                 unknown = sorted(set(params) - known)
                 if unknown:

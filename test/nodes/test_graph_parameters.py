@@ -122,6 +122,20 @@ def test_a_set_parameter_contradicting_an_option_is_refused(tmp_path):
     assert node_overrides(same, "controller")["gain_preset"] == "soft"
 
 
+def test_a_set_parameter_without_a_value_is_refused():
+    """`--set npz_path=` (YAML null) reached the node as the string 'null' (rcl's reading of null)."""
+    with pytest.raises(ParameterError, match=r"no value for \['npz_path'\].*NAME=''"):
+        GraphSettings("panda", "mujoco", overrides={"npz_path": None})
+    assert node_overrides(GraphSettings("panda", "mujoco", overrides={"npz_path": ""}), "reference")["npz_path"] == ""
+
+
+def test_a_file_parameter_without_a_value_is_refused(tmp_path):
+    """rcl refuses `npz_path:` with no value; merged into the launch's file it became npz_path: null, the string."""
+    path = _file(tmp_path, "/reference:\n  ros__parameters:\n    npz_path:\n    start_delay: 2.0\n")
+    with pytest.raises(ParameterError, match=r"section '/reference': no value for \['npz_path'\]"):
+        GraphSettings("panda", "mujoco", params_files=(path,))
+
+
 def test_set_clock_mode_moves_the_nodes_to_the_plants_clock():
     """--set clock_mode=realtime ran the plant on the wall clock while our nodes waited for a /clock it never sent."""
     s = GraphSettings("panda", "mujoco", overrides={"clock_mode": "realtime"})
