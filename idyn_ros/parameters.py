@@ -620,13 +620,28 @@ def _flatten(prefix: str, node: Any, out: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def _rcl_loader() -> Any:
+    """A YAML loader that reads numbers as rcl does: ``5e-2`` is a float (PyYAML's YAML 1.1 wants ``5.0e-2`` and
+    reads a string, which the in-process loader then refused and the graph's checks compared as text)."""
+    import re
+
+    import yaml
+
+    class RclLoader(yaml.SafeLoader):
+        pass
+
+    RclLoader.add_implicit_resolver("tag:yaml.org,2002:float", re.compile(r"^[-+]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)"
+                                                                          r"[eE][-+]?[0-9]+$"), list("-+0123456789."))
+    return RclLoader
+
+
 def read_parameter_file(path: str | Path) -> dict[str, dict[str, Any]]:
     """{section key: {ROS name: value}} of a ROS parameter file, nested names flattened; ParameterError if broken."""
     import yaml
 
     path = Path(path)
     try:
-        data = yaml.safe_load(path.read_text()) or {}
+        data = yaml.load(path.read_text(), Loader=_rcl_loader()) or {}  # a SafeLoader
     except (OSError, yaml.YAMLError) as exc:
         raise ParameterError(f"cannot read parameter file {path}: {exc}") from None
     if not isinstance(data, dict):

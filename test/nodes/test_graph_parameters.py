@@ -9,7 +9,7 @@ import pytest
 
 from idyn_ros.errors import ParameterError
 from idyn_ros.nodes.graph import GraphSettings, node_overrides, select_nodes
-from idyn_ros.parameters import section_matches
+from idyn_ros.parameters import load, robot_file, section_matches
 
 #: parameter-file section keys and whether rcl applies them to a node named controller in no namespace
 KEYS = {"/**": True, "/*": True, "*": True, "**": True, "/**/*": True, "/**/**": True, "/controller": True,
@@ -163,3 +163,11 @@ def test_bringup_refuses_an_executor_with_separate_processes(capsys, monkeypatch
     monkeypatch.setattr(Launcher, "__init__", never)
     assert main(["bringup", "--robot", "panda", "--executor", "events"]) == 2
     assert "--executor events applies to --composed only" in capsys.readouterr().err
+
+
+def test_a_number_in_exponent_form_is_a_number_as_rcl_reads_it(tmp_path):
+    """rcl reads max_stamp_age: 5e-2 as 0.05; the loader read the string '5e-2' (YAML 1.1) and refused it."""
+    path = _file(tmp_path, "/**/controller:\n  ros__parameters:\n    max_stamp_age: 5e-2\n"
+                           "    torque_rate_limit: 1E+3\n")
+    params = load("controller", "panda", files=[robot_file("panda"), path])
+    assert (params.max_stamp_age, params.torque_rate_limit) == (0.05, 1000.0)
