@@ -620,7 +620,7 @@ def _flatten(prefix: str, node: Any, out: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _rcl_loader() -> Any:
+def rcl_yaml_loader() -> Any:
     """A YAML loader that reads numbers as rcl does: ``5e-2`` is a float (PyYAML's YAML 1.1 wants ``5.0e-2`` and
     reads a string, which the in-process loader then refused and the graph's checks compared as text)."""
     import re
@@ -641,7 +641,7 @@ def read_parameter_file(path: str | Path) -> dict[str, dict[str, Any]]:
 
     path = Path(path)
     try:
-        data = yaml.load(path.read_text(), Loader=_rcl_loader()) or {}  # a SafeLoader
+        data = yaml.load(path.read_text(), Loader=rcl_yaml_loader()) or {}  # a SafeLoader
     except (OSError, yaml.YAMLError) as exc:
         raise ParameterError(f"cannot read parameter file {path}: {exc}") from None
     if not isinstance(data, dict):

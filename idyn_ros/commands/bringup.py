@@ -75,9 +75,12 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def _parse_value(text: str) -> object:
+    """NAME=VALUE's value as a parameter file's (YAML, numbers as rcl reads them)."""
     import yaml
 
-    return yaml.safe_load(text)
+    from idyn_ros.parameters import rcl_yaml_loader
+
+    return yaml.load(text, Loader=rcl_yaml_loader())  # a SafeLoader
 
 
 def run(args: argparse.Namespace) -> int:

@@ -171,3 +171,6 @@ def test_a_number_in_exponent_form_is_a_number_as_rcl_reads_it(tmp_path):
                            "    torque_rate_limit: 1E+3\n")
     params = load("controller", "panda", files=[robot_file("panda"), path])
     assert (params.max_stamp_age, params.torque_rate_limit) == (0.05, 1000.0)
+    from idyn_ros.commands.bringup import _parse_value  # --set NAME=VALUE: the same reading
+
+    assert _parse_value("5e-2") == 0.05 and _parse_value("[1, 2]") == [1, 2] and _parse_value("soft") == "soft"
