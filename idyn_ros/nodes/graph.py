@@ -175,6 +175,13 @@ class GraphSettings:
             if given != chosen:
                 problems.append(f"{name}={self.overrides[name]!r} contradicts the option that sets it to {chosen!r}; "
                                 "give it once")
+        forced: dict[str, tuple[Any, list[str]]] = {}  # what the mode decides, as a file may not change it (MODE_SET)
+        for node in self.active_nodes:
+            for name, value in node_overrides(self, node, mode_only=True).items():
+                if name in self.overrides and self.overrides[name] != value:
+                    forced.setdefault(name, (value, []))[1].append(node)
+        problems += [f"{name}={self.overrides[name]!r}, but mode {self.mode} sets {value!r} for {', '.join(nodes)} "
+                     f"({MODE_SET[name]})" for name, (value, nodes) in forced.items()]
         return problems
 
     @property

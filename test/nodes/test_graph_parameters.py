@@ -174,3 +174,16 @@ def test_a_number_in_exponent_form_is_a_number_as_rcl_reads_it(tmp_path):
     from idyn_ros.commands.bringup import _parse_value  # --set NAME=VALUE: the same reading
 
     assert _parse_value("5e-2") == 0.05 and _parse_value("[1, 2]") == [1, 2] and _parse_value("soft") == "soft"
+
+
+@pytest.mark.parametrize(("mode", "overrides"), [("hardware", {"subtract_gravity": False}),
+                                                 ("hardware", {"torque_source": "command"}),
+                                                 ("mujoco", {"use_sim_time": False})])
+def test_a_set_parameter_against_what_the_mode_decides_is_refused_as_in_a_file(mode, overrides):
+    """--set subtract_gravity=false on hardware won over the mode (the vendor adds g(q): the arm got it twice), where a
+    parameter file doing the same is refused; the value the mode sets itself is accepted."""
+    name = next(iter(overrides))
+    with pytest.raises(ParameterError, match=rf"{name}=.*but mode {mode} sets"):
+        GraphSettings("panda", mode, overrides=overrides)
+    same = {name: {"subtract_gravity": True, "torque_source": "effort", "use_sim_time": True}[name]}
+    assert GraphSettings("panda", mode, overrides=same).mode == mode
