@@ -235,6 +235,14 @@ class GraphSettings:
                                     f"sets {value!r} ({MODE_SET[name]}); remove it from the file")
         robots = {node: r for node in self.started
                   if (r := file_values(list(self.params_files), node).get("robot", self.robot)) != self.robot}
+        if self.robot_side():  # the URDF and the controllers file rendered here carry the prefix option's names
+            prefixes = {node: p for node in self.started
+                        if (p := {**file_values(list(self.params_files), node), **self.overrides}.get(
+                            "prefix", self.prefix)) != self.prefix}
+            if prefixes:
+                problems.append(f"prefix {sorted(set(prefixes.values()))} for {sorted(prefixes)}, but the URDF and "
+                                f"the controllers started here use {self.prefix or 'the vendor default'!r}: give it as "
+                                "the prefix option (prefix:= / --prefix), which reaches both")
         if robots:  # the nodes would run another arm than the URDF, the controllers file and the plant's profile
             problems.append(f"a parameter file sets robot {sorted(set(robots.values()))} for {sorted(robots)} in a "
                             f"graph for the {self.robot}; remove it from the file (the launch file or --robot chooses "

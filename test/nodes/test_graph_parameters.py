@@ -187,3 +187,14 @@ def test_a_set_parameter_against_what_the_mode_decides_is_refused_as_in_a_file(m
         GraphSettings("panda", mode, overrides=overrides)
     same = {name: {"subtract_gravity": True, "torque_source": "effort", "use_sim_time": True}[name]}
     assert GraphSettings("panda", mode, overrides=same).mode == mode
+
+
+def test_a_prefix_given_past_the_prefix_option_is_refused_where_a_urdf_is_rendered(tmp_path):
+    """A file's prefix reached our nodes only: the URDF and the controllers file of mode mock kept the vendor names,
+    and the nodes said "missing joint" at run time. Beside a driver's own launch (observer only) it is the user's."""
+    mine = tmp_path / "prefix.yaml"
+    mine.write_text("/**:\n  ros__parameters:\n    prefix: left_\n")
+    with pytest.raises(ParameterError, match="give it as the prefix option"):
+        GraphSettings("panda", "mock", params_files=(str(mine),))
+    assert GraphSettings("panda", "mock", prefix="left_", params_files=(str(mine),)).prefix == "left_"
+    assert GraphSettings("panda", "hardware", observer_only=True, params_files=(str(mine),)).robot_side() == []
