@@ -282,11 +282,11 @@ class JointStateLog:
         return Recording(t, q, dq, _ddq_from_dq(t, dq), tau, source)
 
 
-def from_time(rec: Any, t0: float) -> Any:
-    """``rec`` (a ``models.sources.Recording``) from time ``t0`` (s, its clock) on."""
+def from_time(rec: Any, t0: float, t1: float = math.inf) -> Any:
+    """``rec`` (a ``models.sources.Recording``) from time ``t0`` (s, its clock) on, up to ``t1`` (s) when given."""
     from idyn_ros.models.sources import _slice
 
-    return _slice(rec, slice(int(np.searchsorted(rec.t, t0)), None))
+    return _slice(rec, slice(int(np.searchsorted(rec.t, t0)), int(np.searchsorted(rec.t, t1, side="right"))))
 
 
 def rms_error(est: PayloadEstimate, truth: Any) -> dict[str, float]:
@@ -372,6 +372,22 @@ def move_in_s(q_now: np.ndarray, excitation: Any, limits: Any, move_speed: float
                                    move_speed * np.asarray(limits.acceleration)))
 
 
+def excitation_span(q_now: np.ndarray, excitation: Any, limits: Any, move_speed: float = 0.2,
+                    settle_s: float = 1.0) -> tuple[float, float]:
+    """(start, end) s from the origin of ``excitation_plan``'s plan where the excitation itself plays: what the node
+    identifies from. Decision: not the settle and end holds, where the arm rests and any torque inside its joints'
+    dry friction band holds it; which one depends on the motion that led there, and the baseline's call and the next
+    arrive from other poses (true Panda, 1.5 kg through the nodes' controller: CoM 8.9 mm off with the holds,
+    2.5 mm without)."""
+    start = move_in_s(q_now, excitation, limits, move_speed) + settle_s
+    return start, start + excitation_duration(excitation)
+
+
+def excitation_duration(excitation: Any) -> float:
+    """s the excitation plays (a sampled trajectory's ``duration``, a Fourier one's ``period``)."""
+    return float(getattr(excitation, "duration", None) or excitation.period)
+
+
 def excitation_plan(q_now: np.ndarray, excitation: Any, limits: Any, rate_hz: float, move_speed: float = 0.2,
                     settle_s: float = 1.0, end_hold_s: float = 0.5) -> tuple[np.ndarray, ...]:
     """What the payload_identifier node sends the reference node: a min-jerk move from ``q_now`` to the excitation's
@@ -384,7 +400,7 @@ def excitation_plan(q_now: np.ndarray, excitation: Any, limits: Any, rate_hz: fl
     from idyn_ros.data.trajectories import min_jerk
 
     sample = _sampler(excitation)
-    duration = float(getattr(excitation, "duration", None) or excitation.period)
+    duration = excitation_duration(excitation)
     q_start = sample(np.zeros(1))[0][0]
     move = move_in_s(q_now, excitation, limits, move_speed)
     total = move + settle_s + duration + end_hold_s

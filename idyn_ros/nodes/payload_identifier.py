@@ -90,7 +90,7 @@ class PayloadIdentifierNode(Node):
         self._until_ns = -1
         self._done: Future | None = None
         self._finish = threading.Lock()  # the joint states and a refusal on /rosout both end a recording
-        # (origin stamp ns, t, q, s of its move to the excitation's start) of the last plan sent
+        # (origin stamp ns, t, q, s from the origin to the excitation's start) of the last plan sent
         self._plan: tuple[int, np.ndarray, np.ndarray, float] | None = None
         self._reference_msg: Any = None  # the reference node's latest JointReference (read by _reference)
         self._controller_msg: Any = None  # the controller's latest ControllerState, if one was seen
@@ -272,7 +272,7 @@ class PayloadIdentifierNode(Node):
         self.log = cp.JointStateLog(self.robot.n, int((duration + 2 * RECORD_MARGIN_S + 1.0) * v.rate_hz * 1.2))
         self._done = Future()
         self._plan = (self.filter.stamp_ns, np.concatenate([[0.0], t]), np.vstack([start, q]),
-                      cp.move_in_s(start, self.excitation, self.limits, v.move_speed))
+                      cp.excitation_span(start, self.excitation, self.limits, v.move_speed, v.settle_s)[0])
         self._until_ns = self.filter.stamp_ns + int((duration + RECORD_MARGIN_S) * 1e9)
         self.traj_pub.publish(msg)
         return duration
@@ -372,15 +372,16 @@ class PayloadIdentifierNode(Node):
         if not np.all(np.isfinite(rec.tau)):
             raise IdynError(f"the joint states on {v.joint_states_topic} carry no effort (joint torque): nothing to "
                             "identify from")
-        origin_ns, t_plan, q_plan, move_s = self._plan
+        origin_ns, t_plan, q_plan, start_s = self._plan
         not_played = cp.excitation_problem(t_plan, q_plan, rec.t - origin_ns * 1e-9, rec.q)
         if not_played:
             what = "the bare-arm reference is unchanged" if baseline else "nothing identified or applied"
             raise IdynError(f"{not_played}; {what}")
-        # decision: from the end of the move in (the settle hold, the excitation, the end hold): the move differs
-        # between calls (the baseline's from where the arm was, the next from the excitation's end), and what the
-        # model lacks differs with the motion, which the reference mode would take for payload
-        return cp.from_time(rec, origin_ns * 1e-9 + move_s)
+        # decision: the excitation alone, not the move in (it differs between calls: the baseline's from where the
+        # arm was, the next from the excitation's end; what the model lacks differs with the motion, which the
+        # reference mode would take for payload), nor the holds around it (cp.excitation_span)
+        t0 = origin_ns * 1e-9 + start_s
+        return cp.from_time(rec, t0, t0 + cp.excitation_duration(self.excitation))
 
     def _keep_baseline(self, rec: Any, response: Any) -> None:
         """The bare-arm reference for later identifications, also written to baseline_path when set."""

@@ -187,22 +187,25 @@ def test_cli_excite_payload_writes_the_condition_number(tmp_path, capsys: pytest
         assert float(f["period"]) == 10.0
 
 
-def test_after_the_move_in_every_plan_of_an_excitation_is_the_same_motion() -> None:
-    """The node identifies from the end of the move in: the baseline's call and the next start from other poses, and
-    only what follows is one motion in both (the reference mode subtracts one from the other)."""
+def test_the_excitation_span_of_every_plan_is_the_excitation_alone() -> None:
+    """The node identifies from the excitation's span: the baseline's call and the next start from other poses, and
+    only the excitation is one motion in both (the reference mode subtracts one from the other); the holds around it
+    are left out (at rest the torque depends on the motion before)."""
     model = RobotModel.from_robot("panda")
     lim = JointLimits.from_model(model)
     traj = _trajectory(model, 2)
     plans = []
     for q_now in (0.5 * (lim.lower + lim.upper) - 0.2, traj.evaluate(np.array([traj.period]))[0][0] + 0.3):
-        t, q, _, _ = cp.excitation_plan(q_now, traj, lim, 1000.0)
-        move = cp.move_in_s(q_now, traj, lim)
-        rec = cp.from_time(Recording(t, q, q, q, q, "plan"), move)
-        plans.append((rec.t - move, rec.q))
+        t, q, dq, _ = cp.excitation_plan(q_now, traj, lim, 1000.0, settle_s=0.7)
+        start, end = cp.excitation_span(q_now, traj, lim, settle_s=0.7)
+        assert start == pytest.approx(cp.move_in_s(q_now, traj, lim) + 0.7) and end - start == traj.period
+        rec = cp.from_time(Recording(t, q, dq, q, q, "plan"), start, end)
+        plans.append((rec.t - start, rec.q))
+        assert t[-1] > end + 0.4 and rec.t[-1] <= end  # the end hold is not in it
     (t_a, q_a), (t_b, q_b) = plans
-    assert abs(t_a[0]) < 1e-3 and abs(t_b[0]) < 1e-3
-    n = min(len(t_a), len(t_b))
-    np.testing.assert_allclose(q_a[:n], q_b[:n], atol=5e-3)  # one grid step apart at most
+    assert abs(t_a[0]) < 1e-3 and abs(t_b[0]) < 1e-3 and len(t_a) == len(t_b)
+    np.testing.assert_allclose(q_a, q_b, atol=5e-3)  # one grid step apart at most
+    np.testing.assert_allclose(q_a, traj.evaluate(t_a)[0], atol=5e-3)
 
 
 def test_excitation_plan_moves_in_settles_plays_and_holds() -> None:

@@ -151,6 +151,27 @@ def test_an_excitation_the_arm_did_not_play_fails_and_keeps_the_baseline(rclpy_c
         peer.destroy_node()
 
 
+def test_the_recording_kept_is_the_excitation_without_the_holds(rclpy_context, tmp_path):
+    """The settle and end holds went into the identification: at rest any torque inside the joints' dry friction holds
+    the arm, set by the motion before, which differs between the baseline's call and the next (true Panda through the
+    nodes: the 1.5 kg payload's CoM 26 mm off)."""
+    from idyn_ros.srv import IdentifyPayload
+
+    node, exe, peer = _identifier(rclpy_context, tmp_path)
+    try:
+        reply = _call(node, exe, IdentifyPayload.Request(record_baseline=True), follow=True)
+        assert reply.success, reply.message
+        origin_ns, _t, _q, start_s = node._plan
+        rec = node.baseline[0]
+        assert start_s == pytest.approx(1.0, abs=2e-3)  # 1 s settle, no move in (starts there)
+        assert rec.t[0] - origin_ns * 1e-9 == pytest.approx(1.0, abs=2e-3)
+        assert rec.t[-1] - rec.t[0] == pytest.approx(1.5, abs=2e-3)  # the 1.5 s excitation, not its 0.5 s end hold
+        np.testing.assert_allclose(np.ptp(rec.q, axis=0), 2 * WRIST, atol=1e-3)  # all of the swing is in it
+    finally:
+        node.destroy_node()
+        peer.destroy_node()
+
+
 def test_a_refusal_logged_by_the_reference_ends_the_call_at_once(rclpy_context, tmp_path):
     from rcl_interfaces.msg import Log
 
