@@ -373,7 +373,7 @@ class PayloadIdentifierNode(Node):
             raise IdynError(f"the joint states on {v.joint_states_topic} carry no effort (joint torque): nothing to "
                             "identify from")
         origin_ns, t_plan, q_plan, start_s = self._plan
-        not_played = cp.excitation_problem(t_plan, q_plan, rec.t - origin_ns * 1e-9, rec.q)
+        not_played = cp.excitation_problem(t_plan, q_plan, rec.t - origin_ns * 1e-9, rec.q, self.robot.joint_names)
         if not_played:
             what = "the bare-arm reference is unchanged" if baseline else "nothing identified or applied"
             raise IdynError(f"{not_played}; {what}")

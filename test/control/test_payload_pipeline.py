@@ -264,6 +264,11 @@ def test_excitation_problem_tells_a_played_run_from_a_held_arm() -> None:
     assert "did not play the excitation" in cp.excitation_problem(t_plan, q_plan, t_rec, held)
     late = np.stack([np.interp(t_rec - 1.0, t_plan, q_plan[:, j]) for j in range(model.n)], axis=1)  # 1 s behind
     assert cp.excitation_problem(t_plan, q_plan, t_rec, late) is None  # played, only later: identifies fine
+    stuck = on_plan.copy()
+    stuck[:, 6] = q0[6] + 0.05 * (on_plan[:, 6] - q0[6])  # the wrist moved 5 % of its plan, the rest all of theirs
+    problem = cp.excitation_problem(t_plan, q_plan, t_rec, stuck, model.joint_names)
+    assert problem is not None and "panda_joint7" in problem and "(5 %)" in problem
+    assert "panda_joint6" not in problem
 
 
 def test_the_verdict_refuses_an_undetermined_unphysical_or_absent_payload() -> None:
