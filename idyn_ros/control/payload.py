@@ -391,8 +391,8 @@ def excitation_span(q_now: np.ndarray, excitation: Any, limits: Any, move_speed:
     """(start, end) s from the origin of ``excitation_plan``'s plan where the excitation itself plays: what the node
     identifies from. Decision: not the settle and end holds, where the arm rests and any torque inside its joints'
     dry friction band holds it; which one depends on the motion that led there, and the baseline's call and the next
-    arrive from other poses (true Panda, 1.5 kg through the nodes' controller: CoM 8.9 mm off with the holds,
-    2.5 mm without)."""
+    arrive from other poses (true Panda through the nodes, feedback with rotor inertia: the CoM of 1.5 kg 9.3 mm off
+    with the holds, 3.6 mm without; of 3 kg 6.0 and 4.4 mm)."""
     start = move_in_s(q_now, excitation, limits, move_speed) + settle_s
     return start, start + excitation_duration(excitation)
 
