@@ -83,7 +83,7 @@ class NodeParameters(Generic[P]):
             spec = self.table.get(param.name)
             if spec is None:
                 continue  # use_sim_time and other rclpy parameters
-            if spec.read_only and self._configured():
+            if spec.read_only and self._configured() and not self._unchanged(param):  # `ros2 param load` of a dump
                 return SetParametersResult(successful=False, reason=(
                     f"{param.name} is read-only at run time: it takes effect at configure time (lifecycle nodes: "
                     "deactivate + cleanup, set it, configure; other nodes: restart with the new value)"))
@@ -102,6 +102,18 @@ class NodeParameters(Generic[P]):
             if message:
                 return SetParametersResult(successful=False, reason=message)
         return SetParametersResult(successful=True)
+
+    def _unchanged(self, param: Any) -> bool:
+        """``param`` sets the value the node has (a whole dump loaded back changes nothing read-only: accepted)."""
+        from rclpy.exceptions import ParameterNotDeclaredException
+
+        def plain(value: Any) -> Any:
+            return list(value) if value is not None and not isinstance(value, (str, bool, int, float)) else value
+
+        try:
+            return plain(param.value) == plain(self.node.get_parameter(param.name).value)
+        except ParameterNotDeclaredException:  # not declared (yet): not the same value
+            return False
 
     def _after_set(self, params: list[Any]) -> None:
         if not any(p.name in self.table for p in params):

@@ -245,6 +245,24 @@ def test_buffer_filter_settings_are_refused_at_run_time(rclpy_context):
         node.destroy_node()
 
 
+def test_a_dump_of_the_parameters_loads_back_where_nothing_read_only_changes(rclpy_context):
+    """`ros2 param dump` then `ros2 param load` reported a failure for every read-only parameter, changed or not."""
+    from rclpy.parameter import Parameter
+
+    from idyn_ros.nodes.joint_state_buffer import JointStateBufferNode
+
+    node = JointStateBufferNode(context=rclpy_context)
+    try:
+        dump = [node.get_parameter(name) for name in node.params.table]
+        results = node.set_parameters([Parameter(p.name, value=p.value) for p in dump])
+        assert all(r.successful for r in results), [r.reason for r in results if not r.successful]
+        same = node.get_parameter("accel_cutoff_hz").value
+        assert not node.set_parameters([Parameter("accel_cutoff_hz", value=same / 2)])[0].successful
+        names = node.get_parameter("joint_states_topic").value
+        assert node.set_parameters([Parameter("joint_states_topic", value=names)])[0].successful
+    finally:
+        node.destroy_node()
+
 def test_wrench_observer_with_fallback_none_refuses_to_start_without_a_usable_model(rclpy_context, tmp_path):
     """fallback none (what the graph sets on hardware with model:=) was ignored by the observer: a rejected model ran
     the estimate on the nominal URDF, an ERROR line, while the controller and doomed refused to start."""
