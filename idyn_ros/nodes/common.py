@@ -305,7 +305,7 @@ def run(factories: Sequence[Callable[[], Any]], argv: Sequence[str] | None = Non
     from rclpy.signals import SignalHandlerOptions
 
     from idyn_ros.errors import IdynError
-    from idyn_ros.nodes.hot_loop import HotLoop
+    from idyn_ros.nodes.hot_loop import HotLoop, serve_clock
 
     argv = list(sys.argv if argv is None else argv)
     stop: list[str] = []
@@ -345,6 +345,7 @@ def run(factories: Sequence[Callable[[], Any]], argv: Sequence[str] | None = Non
         building.clear()
         for node in nodes:
             exe.add_node(node)
+            serve_clock(node)
         # everything built so far lives as long as the process: out of the collector's sight, a collection during a
         # tick no longer walks the model, the robot and the message types (gen-2 passes of several ms seen here)
         gc.collect()

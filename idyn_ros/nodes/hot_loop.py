@@ -342,6 +342,23 @@ def subscribe(node: Any, msg_type: Any, topic: str, callback: Callable[..., None
     return node.create_subscription(msg_type, topic, callback, qos)
 
 
+def serve_clock(node: Any) -> None:
+    """Serve ``node``'s /clock (sim time) from the process's hot loop, one subscription shared by its nodes, instead of
+    its executor: the lockstep plant publishes /clock at 1 kHz, and each node's own subscription woke the executor,
+    which rebuilds its wait set from every entity of every node (a composed graph's executor thread: ~45 % of a core).
+    rclpy's TimeSource keeps driving the node's clock (its ``clock_callback``); only the subscription moves."""
+    from rclpy.qos import QoSProfile, ReliabilityPolicy
+    from rosgraph_msgs.msg import Clock
+
+    source = node._time_source  # rclpy's; it subscribes on its own only while use_sim_time is true
+    if not HotLoop.enabled() or not source.ros_time_is_active or source._clock_sub is None:
+        return
+    node.destroy_subscription(source._clock_sub)
+    source._clock_sub = None  # use_sim_time set false then true at run time: it subscribes on its own again
+    best_effort = QoSProfile(depth=1, reliability=ReliabilityPolicy.BEST_EFFORT)  # as TimeSource's own
+    subscribe(node, Clock, "/clock", source.clock_callback, best_effort)
+
+
 def subscribe_joint_states(node: Any, topic: str, callback: Callable[[Any, Any], None], urgent: bool = False) -> Any:
     """A node's sensor_msgs/JointState input: ``JOINT_STATES_IN``, the newest message of each publisher, and
     ``callback(msg, publisher_id)`` (``JointStateFilter.update``'s ``source``)."""

@@ -201,3 +201,30 @@ def test_joint_states_keep_the_newest_of_each_publisher_so_a_gripper_cannot_disp
     arm_id, gripper_id = seen[0][2], seen[2][2]
     assert isinstance(arm_id, bytes) and arm_id != gripper_id and seen[1][2] == arm_id and seen[3][2] == gripper_id
     node.destroy_node()
+
+
+def test_the_nodes_of_a_process_share_one_clock_subscription_on_the_loop(rclpy_context, loop):
+    """Under sim time each node's own /clock subscription woke the executor at the lockstep plant's 1 kHz: the
+    composed graph's executor thread spent ~45 % of a core on it, and the lockstep loop ran at half the speed."""
+    import rclpy
+    from rclpy.parameter import Parameter
+    from rclpy.qos import QoSProfile, ReliabilityPolicy
+    from rosgraph_msgs.msg import Clock
+
+    from idyn_ros.nodes import hot_loop
+
+    nodes = [rclpy.create_node(f"clock_test_{i}", context=rclpy_context,
+                               parameter_overrides=[Parameter("use_sim_time", value=True)]) for i in range(3)]
+    plain = rclpy.create_node("clock_test_wall", context=rclpy_context)  # no sim time: left alone
+    for node in (*nodes, plain):
+        hot_loop.serve_clock(node)
+    pub = plain.create_publisher(Clock, "/clock", QoSProfile(depth=1, reliability=ReliabilityPolicy.BEST_EFFORT))
+    loop.start()
+    assert _wait(lambda: pub.get_subscription_count() == 1)  # one, the loop's: none of the nodes' own
+    assert all(n._time_source._clock_sub is None for n in nodes)
+    msg = Clock()
+    msg.clock.sec = 42
+    assert _wait(lambda: (pub.publish(msg), all(n.get_clock().now().nanoseconds == 42_000_000_000 for n in nodes))[1])
+    assert plain.get_clock().now().nanoseconds > 1_000_000_000_000_000_000  # wall time, not /clock
+    for node in (*nodes, plain):
+        node.destroy_node()
