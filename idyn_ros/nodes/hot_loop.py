@@ -16,7 +16,8 @@ the monitoring callbacks of its topic after the current one (if two arrive meanw
 with their depth-1 queue). A topic subscribed ``per_publisher`` (joint states) keeps the newest queued message of
 each publisher instead, and hands its callbacks the publisher's id too: another publisher on /joint_states (a
 gripper) then cannot displace the arm's state, a late reader still gets no stale arm state, and the joint-state
-filter can tell the driver from a second publisher of the same joints. Everything else of a node (parameters,
+filter can tell the driver from a second publisher of the same joints. Under sim time /clock (1 kHz from the lockstep
+plant) is served here too, one subscription for the process (``serve_clock``). Everything else of a node (parameters,
 lifecycle services, diagnostics timers) stays on its executor, which now wakes only for that slow traffic.
 
 Callbacks must not modify the message they get (others read it too).
