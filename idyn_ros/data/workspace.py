@@ -77,67 +77,9 @@ class WorkspaceGuard:
         self.n_points = len(self.joints) + 2
         self.n_distal = len(self.distal) + 2
 
-    def _points(self, with_jacobian: bool) -> tuple[list[np.ndarray], list[np.ndarray], list[bool]]:
-        """World positions (and translational Jacobians (3, n)) of the checked points at the current data."""
-        pin, m, d = self.pin, self.model, self.data
-        pos, jac, distal = [], [], []
-        frame = pin.ReferenceFrame.LOCAL_WORLD_ALIGNED
-        for j in self.joints:
-            pos.append(d.oMi[j].translation.copy())
-            jac.append(pin.getJointJacobian(m, d, j, frame)[:3] if with_jacobian else None)
-            distal.append(j in self.distal)
-        placement = d.oMf[self.flange]
-        offset = placement.rotation @ np.array([0.0, 0.0, self.ws.tool_length])
-        pos += [placement.translation.copy(), placement.translation + offset]
-        if with_jacobian:
-            J = pin.getFrameJacobian(m, d, self.flange, frame)
-            skew = np.array([[0.0, -offset[2], offset[1]], [offset[2], 0.0, -offset[0]],
-                             [-offset[1], offset[0], 0.0]])
-            jac += [J[:3], J[:3] - skew @ J[3:]]  # v_tip = v + w x offset
-        else:
-            jac += [None, None]
-        distal += [True, True]
-        return pos, jac, distal
-
-    def margins(self, q: np.ndarray, dq_dz: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray | None]:
-        """Margins (T * rows,) for poses ``q`` (T, n) [m, >= 0 allowed]; with ``dq_dz`` (T, n, p), the pose's
-        derivative with respect to p trajectory coefficients, also their Jacobian (T * rows, p)."""
-        pin, m, d = self.pin, self.model, self.data
-        q = np.atleast_2d(q)
-        if dq_dz is None:
-            return self._margins(q).ravel(), None
-        rows = self.n_points + self.n_distal
-        out = np.empty((len(q), rows))
-        grad = None if dq_dz is None else np.empty((len(q), rows, dq_dz.shape[2]))
-        for t, qt in enumerate(q):
-            if grad is None:
-                pin.framesForwardKinematics(m, d, qt)
-            else:
-                pin.computeJointJacobians(m, d, qt)
-                pin.updateFramePlacements(m, d)
-            pos, jac, distal = self._points(grad is not None)
-            k = self.n_points
-            for i, (p, J, far) in enumerate(zip(pos, jac, distal, strict=True)):
-                out[t, i] = p[2] - self.ws.floor
-                if grad is not None:
-                    grad[t, i] = J[2] @ dq_dz[t]
-                if not far:
-                    continue
-                r = float(np.hypot(p[0], p[1]))
-                radial, above = r - self.ws.base_radius, p[2] - self.base_height
-                out[t, k] = max(radial, above)  # outside the column, or above it
-                if grad is not None:
-                    if radial >= above:
-                        unit = np.array([p[0], p[1]]) / max(r, 1e-9)
-                        grad[t, k] = unit @ J[:2] @ dq_dz[t]
-                    else:
-                        grad[t, k] = J[2] @ dq_dz[t]
-                k += 1
-        return out.ravel(), None if grad is None else grad.reshape(-1, grad.shape[2])
-
-    def _margins(self, q: np.ndarray) -> np.ndarray:
-        """``margins`` without the Jacobian, (T, rows), computed over all poses at once (the moves a node checks when
-        it builds them: 9 us a pose here, against 30 us for the per-point loop)."""
+    def _positions(self, q: np.ndarray) -> np.ndarray:
+        """World positions (T, n_points, 3) of the checked points (the joints from the third, the flange, the tool tip)
+        for poses ``q`` (T, n): the joints' placements and the one flange frame, 9 us a pose here."""
         pin, m, d = self.pin, self.model, self.data
         pos = np.empty((len(q), self.n_points, 3))
         tool = np.array([0.0, 0.0, self.ws.tool_length])
@@ -148,9 +90,56 @@ class WorkspaceGuard:
             placement = pin.updateFramePlacement(m, d, self.flange)  # the one frame needed, not all of them
             pos[t, -2] = placement.translation
             pos[t, -1] = placement.translation + placement.rotation @ tool
-        far = pos[:, self.n_points - self.n_distal:]  # the distal joints, the flange and the tool tip are the last
-        base = np.maximum(np.hypot(far[..., 0], far[..., 1]) - self.ws.base_radius, far[..., 2] - self.base_height)
-        return np.hstack([pos[..., 2] - self.ws.floor, base])
+        return pos
+
+    def _positions_and_jacobians(self, q: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``_positions`` and their translational Jacobians (T, n_points, 3, n)."""
+        pin, m, d = self.pin, self.model, self.data
+        frame = pin.ReferenceFrame.LOCAL_WORLD_ALIGNED
+        pos = np.empty((len(q), self.n_points, 3))
+        jac = np.empty((len(q), self.n_points, 3, m.nv))
+        for t, qt in enumerate(q):
+            pin.computeJointJacobians(m, d, qt)
+            pin.updateFramePlacements(m, d)
+            for i, j in enumerate(self.joints):
+                pos[t, i] = d.oMi[j].translation
+                jac[t, i] = pin.getJointJacobian(m, d, j, frame)[:3]
+            placement = d.oMf[self.flange]
+            offset = placement.rotation @ np.array([0.0, 0.0, self.ws.tool_length])
+            J = pin.getFrameJacobian(m, d, self.flange, frame)
+            skew = np.array([[0.0, -offset[2], offset[1]], [offset[2], 0.0, -offset[0]],
+                             [-offset[1], offset[0], 0.0]])
+            pos[t, -2], jac[t, -2] = placement.translation, J[:3]
+            pos[t, -1], jac[t, -1] = placement.translation + offset, J[:3] - skew @ J[3:]  # v_tip = v + w x offset
+        return pos, jac
+
+    def _base_parts(self, pos: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Of the distal points (the last ``n_distal``: the wrist joints, the flange, the tool tip): their distance
+        from the base axis, how far that is outside the column, and how far they are above it."""
+        far = pos[:, self.n_points - self.n_distal:]
+        r = np.hypot(far[..., 0], far[..., 1])
+        return r, r - self.ws.base_radius, far[..., 2] - self.base_height
+
+    def margins(self, q: np.ndarray, dq_dz: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray | None]:
+        """Margins (T * rows,) for poses ``q`` (T, n) [m, >= 0 allowed]; with ``dq_dz`` (T, n, p), the pose's
+        derivative with respect to p trajectory coefficients, also their Jacobian (T * rows, p). Rows: the floor
+        margin of every point, then the base margin of each distal point (outside the column, or above it)."""
+        q = np.atleast_2d(q)
+        if dq_dz is None:
+            pos, jac = self._positions(q), None
+        else:
+            pos, jac = self._positions_and_jacobians(q)
+        r, radial, above = self._base_parts(pos)
+        values = np.hstack([pos[..., 2] - self.ws.floor, np.maximum(radial, above)])
+        if jac is None:
+            return values.ravel(), None
+        dpos = np.einsum("tixn,tnp->tixp", jac, dq_dz)  # d position / dz: (T, n_points, 3, p)
+        dfar = dpos[:, self.n_points - self.n_distal:]
+        unit = pos[:, self.n_points - self.n_distal:, :2] / np.maximum(r, 1e-9)[..., None]
+        dradial = np.einsum("tix,tixp->tip", unit, dfar[..., :2, :])
+        dbase = np.where((radial >= above)[..., None], dradial, dfar[..., 2, :])
+        grad = np.concatenate([dpos[..., 2, :], dbase], axis=1)
+        return values.ravel(), grad.reshape(-1, grad.shape[2])
 
     def check(self, q: np.ndarray) -> dict[str, Any]:
         """The margins of a whole trajectory (T, n): ``ok``, the smallest floor and base margins [m] and where."""
