@@ -378,9 +378,9 @@ def _warn_if_bound_to_another_rate(model: Path, rate: float, robot: str) -> None
         spec = get_robot(robot)
     except KeyError:  # a URDF, not a preset: only the nodes' default is known
         spec = None
-    if spec is not None:  # the rates graph.GraphSettings.hardware_rate gives the nodes on this arm's hardware
-        observer = spec.hardware_state_rate_hz or control
-        torque = spec.hardware_torque_rate_hz or observer
+    if spec is not None:  # the rates the nodes run at on this arm's hardware (graph.GraphSettings.hardware_rate)
+        observer = spec.hardware_rate_hz(torque_control=False) or control
+        torque = spec.hardware_rate_hz(torque_control=True) or control
         if not spec.hardware_torque_unsupported:
             where.setdefault(torque, "")
             where[torque] = " and ".join(filter(None, [where[torque], "in mode hardware"]))

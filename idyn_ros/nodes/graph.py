@@ -289,10 +289,7 @@ class GraphSettings:
         """The rate the nodes run at on hardware when it is not 1 kHz (0 = it is): see the module docstring."""
         from idyn_ros.robots import get_robot
 
-        spec = get_robot(self.robot)
-        if self.torque_on_hardware and spec.hardware_torque_rate_hz:
-            return spec.hardware_torque_rate_hz
-        return spec.hardware_state_rate_hz if self.mode == "hardware" else 0.0
+        return get_robot(self.robot).hardware_rate_hz(self.torque_on_hardware) if self.mode == "hardware" else 0.0
 
     def clock_mode(self) -> str:
         """The embedded plant's clock: the launch argument, else what the files say."""

@@ -80,6 +80,13 @@ class RobotSpec:
     position_controller: str = ""
     hardware_torque_rate_hz: float = 0.0
 
+    def hardware_rate_hz(self, torque_control: bool) -> float:
+        """The rate our nodes run at on this arm's hardware when it is not 1 kHz (0 = it is): with ``torque_control``
+        through our own launch ``hardware_torque_rate_hz`` where set, else the driver's ``hardware_state_rate_hz``."""
+        if torque_control and self.hardware_torque_rate_hz:
+            return self.hardware_torque_rate_hz
+        return self.hardware_state_rate_hz
+
     @property
     def dof(self) -> int:
         """Number of actuated joints."""
