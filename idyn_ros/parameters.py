@@ -18,6 +18,7 @@ what really differs per robot.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import inspect
 import json
 import math
@@ -620,6 +621,7 @@ def _flatten(prefix: str, node: Any, out: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+@functools.cache
 def rcl_yaml_loader() -> Any:
     """A YAML loader that reads numbers as rcl does: ``5e-2`` is a float (PyYAML's YAML 1.1 wants ``5.0e-2`` and
     reads a string, which the in-process loader then refused and the graph's checks compared as text)."""

@@ -221,7 +221,7 @@ class GraphSettings:
         from idyn_ros.robots import get_robot
 
         if self.torque_on_hardware and get_robot(self.robot).position_controller and "controller" in self.active_nodes:
-            mine = {**file_values(list(self.params_files), "controller"), **self.overrides}
+            mine = self.user_values("controller")
             if mine.get("position_command_topic") == "":
                 problems.append(f"position_command_topic is empty, but the {self.robot}'s torque mode drops torques "
                                 "that come without a joint position (module docstring): leave it unset (the "
@@ -237,8 +237,7 @@ class GraphSettings:
                   if (r := file_values(list(self.params_files), node).get("robot", self.robot)) != self.robot}
         if self.robot_side():  # the URDF and the controllers file rendered here carry the prefix option's names
             prefixes = {node: p for node in self.started
-                        if (p := {**file_values(list(self.params_files), node), **self.overrides}.get(
-                            "prefix", self.prefix)) != self.prefix}
+                        if (p := self.user_values(node).get("prefix", self.prefix)) != self.prefix}
             if prefixes:
                 problems.append(f"prefix {sorted(set(prefixes.values()))} for {sorted(prefixes)}, but the URDF and "
                                 f"the controllers started here use {self.prefix or 'the vendor default'!r}: give it as "
@@ -279,6 +278,11 @@ class GraphSettings:
         position = [spec.position_controller] if self.torque_on_hardware and spec.position_controller else []
         spawned = ["joint_state_broadcaster", *effort, *position]
         return ["robot_state_publisher"] + (["ros2_control_node"] if self.mode != "gazebo" else []) + spawned
+
+    def user_values(self, node: str) -> dict[str, Any]:
+        """What the user's own files and ``overrides`` set for ``node`` (not config/<robot>.yaml): where the mode's
+        defaults give way."""
+        return {**file_values(list(self.params_files), node), **self.overrides}
 
     @property
     def torque_on_hardware(self) -> bool:
@@ -365,7 +369,7 @@ def node_overrides(s: GraphSettings, node: str, mode_only: bool = False) -> dict
             if s.gains:
                 out["gain_preset"] = s.gains
         if s.mode == "hardware":  # a real arm's defaults (module doc); the user's own files and --set still decide
-            mine = {**file_values(list(s.params_files), node), **s.overrides}
+            mine = s.user_values(node)
             if s.model and s.model != NO_MODEL and "fallback" not in mine:
                 out["fallback"] = "none"  # a rejected model stops the launch, not runs the arm on the nominal URDF
             if node == "reference" and "mode" not in mine:
