@@ -22,11 +22,12 @@ import functools
 import inspect
 import json
 import math
+import re
 import types
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar, get_type_hints
+from typing import Any, ClassVar, TypeVar, get_type_hints
 
 from idyn_ros.errors import ParameterError
 
@@ -621,19 +622,76 @@ def _flatten(prefix: str, node: Any, out: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+_RCL_TRUE = frozenset(["y", "Y", "yes", "Yes", "YES", "true", "True", "TRUE", "on", "On", "ON"])
+_RCL_FALSE = frozenset(["n", "N", "no", "No", "NO", "false", "False", "FALSE", "off", "Off", "OFF"])
+_RCL_SPECIAL_FLOATS = {f"{sign}.{word}": float(f"{sign or '+'}inf") for sign in ("", "+", "-")
+                       for word in ("inf", "Inf", "INF")} | {f".{word}": float("nan") for word in ("nan", "NaN", "NAN")}
+_C_INTEGER = re.compile(r"[-+]?(?:0[xX][0-9a-fA-F]+|0[0-7]*|[1-9][0-9]*)")  # strtoll, base 0
+_C_DECIMAL_FLOAT = re.compile(r"[-+]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][-+]?[0-9]+)?|[-+]?(?:inf|infinity|nan)",
+                              re.IGNORECASE)  # strtod
+_C_HEX_FLOAT = re.compile(r"[-+]?0[xX](?:[0-9a-fA-F]+\.?[0-9a-fA-F]*|\.[0-9a-fA-F]+)(?:[pP][-+]?[0-9]+)?")
+_INT64 = 2**63
+
+
+def rcl_scalar(text: str) -> bool | int | float | str:
+    """An unquoted YAML scalar as rcl's parameter parser reads it (rcl_yaml_param_parser get_value): the YAML 1.1 bool
+    words, then a C integer (strtoll base 0: ``010`` is 8), then a C double (``089``, ``inf``, ``.nan``), else text.
+    PyYAML differs on ``1_000``, ``2026-01-01``, ``1:30``, ``0b11`` (text for rcl), ``y``/``n`` and ``NaN``."""
+    if text in _RCL_TRUE or text in _RCL_FALSE:
+        return text in _RCL_TRUE
+    if _C_INTEGER.fullmatch(text):
+        sign, digits = (-1, text[1:]) if text[0] == "-" else (1, text.lstrip("+"))
+        base = 16 if digits[:2] in ("0x", "0X") else 8 if digits.startswith("0") and len(digits) > 1 else 10
+        value = sign * int(digits[2:] if base == 16 else digits, base)
+        if -_INT64 <= value < _INT64:  # beyond int64 strtoll fails and strtod takes it
+            return value
+    if text in _RCL_SPECIAL_FLOATS:
+        return _RCL_SPECIAL_FLOATS[text]
+    if _C_DECIMAL_FLOAT.fullmatch(text):
+        value = float(text)
+        return value if math.isfinite(value) or re.search("inf|nan", text, re.IGNORECASE) else text  # ERANGE
+    if _C_HEX_FLOAT.fullmatch(text):
+        return float.fromhex(text)
+    return text
+
+
+_NO_VALUE = frozenset(("", "~", "null", "Null", "NULL"))
+
+
 @functools.cache
 def rcl_yaml_loader() -> Any:
-    """A YAML loader that reads numbers as rcl does: ``5e-2`` is a float (PyYAML's YAML 1.1 wants ``5.0e-2`` and
-    reads a string, which the in-process loader then refused and the graph's checks compared as text)."""
-    import re
-
+    """A SafeLoader that reads scalars as rcl does (``rcl_scalar``; quoted ones stay text). The YAML 1.1 rules read
+    ``5e-2`` as text, which the in-process loader then refused, and ``1_000`` as 1000 where a node got the string.
+    An empty scalar and YAML's null words load as None, which the graph's checks refuse by name (rcl refuses the
+    empty one and reads ``null`` as the string 'null')."""
     import yaml
 
     class RclLoader(yaml.SafeLoader):
-        pass
+        yaml_implicit_resolvers: ClassVar[dict] = {}  # every scalar is text here; the constructor below decides
 
-    RclLoader.add_implicit_resolver("tag:yaml.org,2002:float", re.compile(r"^[-+]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)"
-                                                                          r"[eE][-+]?[0-9]+$"), list("-+0123456789."))
+        def construct_mapping(self, node: Any, deep: bool = False) -> dict:
+            if isinstance(node, yaml.MappingNode):  # names stay text (a parameter called `on` is not True)
+                self.flatten_mapping(node)
+                return {self.construct_scalar(k) if isinstance(k, yaml.ScalarNode) else self.construct_object(k, deep):
+                        self.construct_object(v, deep) for k, v in node.value}
+            return super().construct_mapping(node, deep)
+
+        def construct_sequence(self, node: Any, deep: bool = False) -> list:
+            items = super().construct_sequence(node, deep)
+            kinds = {type(v).__name__ for v in items}
+            if len(kinds) > 1:  # rcl refuses the whole file ("Sequence should be of same type")
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"a list mixes {' and '.join(sorted(kinds))} values, which rcl refuses (write 1.0, "
+                    "not 1, in a list of decimals)", node.start_mark)
+            return items
+
+    def scalar(loader: Any, node: Any) -> Any:
+        text = loader.construct_scalar(node)
+        if node.style is not None:  # quoted: text, as rcl keeps it
+            return text
+        return None if text in _NO_VALUE else rcl_scalar(text)
+
+    RclLoader.add_constructor("tag:yaml.org,2002:str", scalar)
     return RclLoader
 
 

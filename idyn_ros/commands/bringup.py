@@ -78,9 +78,13 @@ def _parse_value(text: str) -> object:
     """NAME=VALUE's value as a parameter file's (YAML, numbers as rcl reads them)."""
     import yaml
 
+    from idyn_ros.errors import ParameterError
     from idyn_ros.parameters import rcl_yaml_loader
 
-    return yaml.load(text, Loader=rcl_yaml_loader())  # a SafeLoader
+    try:
+        return yaml.load(text, Loader=rcl_yaml_loader())  # a SafeLoader
+    except yaml.YAMLError as exc:
+        raise ParameterError(f"--set value {text!r} is not a parameter value: {str(exc).splitlines()[0]}") from None
 
 
 def run(args: argparse.Namespace) -> int:

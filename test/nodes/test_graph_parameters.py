@@ -198,3 +198,51 @@ def test_a_prefix_given_past_the_prefix_option_is_refused_where_a_urdf_is_render
         GraphSettings("panda", "mock", params_files=(str(mine),))
     assert GraphSettings("panda", "mock", prefix="left_", params_files=(str(mine),)).prefix == "left_"
     assert GraphSettings("panda", "hardware", observer_only=True, params_files=(str(mine),)).robot_side() == []
+
+
+SCALARS = ["1_000", "2026-01-01", "1:30", "0b11", "0o10", "010", "089", "0x1F", "-0x10", "+5", "99999999999999999999",
+           "5e-2", "1E+3", "1.", ".5", "1e400", "0x1p3", ".inf", "-.Inf", ".NaN", "NaN", "inf", "y", "N", "yes", "Off",
+           "TRUE", "1e", "soft", "'0.5'", '"true"']
+
+
+@pytest.mark.ros
+def test_parameter_files_are_read_as_rcl_reads_them(tmp_path):
+    """The graph checks what a node will get, so a file must load as rcl loads it: PyYAML read `1_000` as 1000 and
+    `2026-01-01` as a date (a node gets text), `y` and `NaN` as text (a node gets true and nan). Compared with a
+    real rclpy node given the same file."""
+    import math
+
+    import rclpy
+    from rclpy.context import Context
+    from rclpy.node import Node
+
+    from idyn_ros.parameters import read_parameter_file
+
+    path = _file(tmp_path, "/**:\n  ros__parameters:\n" + "".join(f"    p{i}: {v}\n" for i, v in enumerate(SCALARS)))
+    ours = read_parameter_file(path)["/**"]
+    context = Context()
+    rclpy.init(context=context, args=["--ros-args", "--params-file", str(path)])
+    try:
+        node = Node("scalar_probe", context=context, automatically_declare_parameters_from_overrides=True)
+        for i, text in enumerate(SCALARS):
+            rcl, mine = node.get_parameter(f"p{i}").value, ours[f"p{i}"]
+            same = rcl == mine or (isinstance(rcl, float) and math.isnan(rcl) and math.isnan(mine))
+            assert type(rcl) is type(mine) and same, f"{text}: rcl {rcl!r}, ours {mine!r}"
+        node.destroy_node()
+    finally:
+        rclpy.shutdown(context=context)
+    assert read_parameter_file(_file(tmp_path, "/**:\n  ros__parameters:\n    on: 1\n"))["/**"] == {"on": 1}
+
+
+def test_a_list_rcl_would_refuse_is_refused_before_any_node_starts(tmp_path, capsys):
+    """rcl refuses a whole file whose list mixes 1 and 2.5 (every node then failed at start with rcl's parse error);
+    a --set value that is no YAML was a traceback."""
+    from idyn_ros.cli import main
+
+    mixed = _file(tmp_path, "/**/controller:\n  ros__parameters:\n    presets:\n      soft:\n        kp: [1, 2.5]\n")
+    with pytest.raises(ParameterError, match="a list mixes float and int values, which rcl refuses"):
+        GraphSettings("panda", "mujoco", params_files=(str(mixed),))
+    assert main(["bringup", "--robot", "panda", "--set", "presets.soft.kp=[1, 2.5]", "--set", "x=[a"]) == 2
+    assert "--set value '[1, 2.5]' is not a parameter value: a list mixes" in capsys.readouterr().err
+    assert main(["bringup", "--robot", "panda", "--set", "x=[a"]) == 2
+    assert "--set value '[a' is not a parameter value" in capsys.readouterr().err
