@@ -90,7 +90,7 @@ def test_gains_come_from_the_config_loader(panda, tmp_path):
     np.testing.assert_allclose(c.kp, [400, 400, 200, 200, 200, 200, 200])  # Reuss et al. 2022, the default
     np.testing.assert_allclose(c.kd, 2.0 * np.sqrt(c.kp))  # critically damped, acceleration space
     own = tmp_path / "panda.yaml"
-    own.write_text("/**/controller:\n  ros__parameters:\n    presets.stiff.kp: [300.0, 300.0, 1.0, 1.0, 1.0, 1.0, 1.0]\n")
+    own.write_text("/**/controller:\n  ros__parameters:\n    presets.stiff.kp: [300., 300., 1., 1., 1., 1., 1.]\n")
     params = load("controller", "panda", files=[own], n=7)
     assert params.preset_kp("stiff", 7)[0] == 300.0
     from idyn_ros.errors import ParameterError
