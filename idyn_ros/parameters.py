@@ -210,21 +210,31 @@ class CommonParams(RobotParams):
     rate_hz: float = param(1000.0, "control rate (Hz): the rate /joint_states arrives at", lo=1.0, hi=10000.0,
                            read_only=True)
     joint_states_topic: str = param("/joint_states", "input joint states (sensor_msgs/JointState)", read_only=True)
-    reference_topic: str = param("/idyn/reference", "desired motion (idyn_ros/JointReference)", read_only=True)
-    state_estimate_topic: str = param("/idyn/joint_state_estimate", "clean state from joint_state_buffer",
-                                      read_only=True)
-    feedforward_topic: str = param("/idyn/feedforward", "idyn_ros/FeedforwardTorque", read_only=True)
-    adaptation_topic: str = param("/idyn/adaptation", "idyn_ros/AdaptationState from doomed", read_only=True)
-    controller_state_topic: str = param("/idyn/controller_state", "idyn_ros/ControllerState", read_only=True)
-    command_topic: str = param("", "effort command (std_msgs/Float64MultiArray); '' = "
-                               "/<effort_controller>/commands of the robot", read_only=True)
-    model_path: str = param("", "exported .onnx model ('' = none: the fallback, reported at ERROR)", read_only=True)
-    fallback: str = param("rbd", "feedforward without a usable model: rbd (nominal URDF RNEA), gravity (g(q) only) "
-                          "or none (refuse to configure)", choices=FALLBACKS, read_only=True)
-    warmup_ticks: int = param(PAPER_WARMUP_TICKS, "most warm-up steps of the model's recurrent state at the current "
-                              "state before use (Reuss sec. VI: 500); it stops once the state no longer changes",
-                              lo=0, hi=100000, read_only=True)
     diagnostics_period: float = param(0.5, "s between /diagnostics messages", lo=0.01, hi=60.0, read_only=True)
+
+
+# Parameters several nodes read, each declared by the nodes that read it (a node that declared one it never read
+# took a user's value without effect); one definition here, so default and meaning cannot drift apart.
+_SHARED: dict[str, tuple[Any, str, dict[str, Any]]] = {
+    "reference_topic": ("/idyn/reference", "desired motion (idyn_ros/JointReference)", {"read_only": True}),
+    "feedforward_topic": ("/idyn/feedforward", "idyn_ros/FeedforwardTorque", {"read_only": True}),
+    "adaptation_topic": ("/idyn/adaptation", "idyn_ros/AdaptationState from doomed", {"read_only": True}),
+    "controller_state_topic": ("/idyn/controller_state", "idyn_ros/ControllerState", {"read_only": True}),
+    "command_topic": ("", "effort command (std_msgs/Float64MultiArray); '' = /<effort_controller>/commands of the "
+                      "robot", {"read_only": True}),
+    "model_path": ("", "exported .onnx model ('' = none: the fallback, reported at ERROR)", {"read_only": True}),
+    "fallback": ("rbd", "feedforward without a usable model: rbd (nominal URDF RNEA), gravity (g(q) only) or none "
+                 "(refuse to configure)", {"choices": FALLBACKS, "read_only": True}),
+    "warmup_ticks": (PAPER_WARMUP_TICKS, "most warm-up steps of the model's recurrent state at the current state "
+                     "before use (Reuss sec. VI: 500); it stops once the state no longer changes",
+                     {"lo": 0, "hi": 100000, "read_only": True}),
+}
+
+
+def shared(name: str, description: str = "") -> Any:
+    """The field of shared parameter ``name`` for a node that reads it (``description``: a node's own wording)."""
+    default, text, spec = _SHARED[name]
+    return param(default, description or text, **spec)
 
 
 # Reuss et al. 2022 sec. V-C (Panda): soft 1, medium 50, stiff 400 on the two base joints and 200 elsewhere.
@@ -234,6 +244,14 @@ PAPER_PRESETS = {"soft": (1.0, 1.0), "medium": (50.0, 50.0), "stiff": (400.0, 20
 
 @dataclass(frozen=True)
 class ControllerParams(CommonParams):
+    reference_topic: str = shared("reference_topic")
+    feedforward_topic: str = shared("feedforward_topic")
+    adaptation_topic: str = shared("adaptation_topic")
+    controller_state_topic: str = shared("controller_state_topic")
+    command_topic: str = shared("command_topic")
+    model_path: str = shared("model_path")
+    fallback: str = shared("fallback")
+    warmup_ticks: int = shared("warmup_ticks")
     position_command_topic: str = param(
         "", "joint positions sent with every torque (std_msgs/Float64MultiArray of the measured positions, robot "
         "order), for a torque mode that takes a position in the same cycle (lbr_fri_ros2_stack's FRI torque mode); "
@@ -310,6 +328,8 @@ class ControllerParams(CommonParams):
 
 @dataclass(frozen=True)
 class JointStateBufferParams(CommonParams):
+    state_estimate_topic: str = param("/idyn/joint_state_estimate", "the clean state it publishes "
+                                      "(idyn_ros/JointStateEstimate)", read_only=True)
     accel_cutoff_hz: float = param(50.0, "Hz, 2nd-order Butterworth on the differenced velocity", lo=0.1, hi=5000.0,
                                    below_nyquist=True, read_only=True)
     max_gap_periods: float = param(3.0, "a longer gap between samples restarts the differentiators", lo=1.0, hi=1e6,
@@ -321,11 +341,20 @@ class JointStateBufferParams(CommonParams):
 
 @dataclass(frozen=True)
 class FeedforwardParams(CommonParams):
+    reference_topic: str = shared("reference_topic")
+    feedforward_topic: str = shared("feedforward_topic")
+    model_path: str = shared("model_path")
+    fallback: str = shared("fallback")
+    warmup_ticks: int = shared("warmup_ticks")
     publish_parts: bool = param(True, "fill rbd/friction/residual (else total only)")
 
 
 @dataclass(frozen=True)
 class DoomedParams(CommonParams):
+    adaptation_topic: str = shared("adaptation_topic")
+    controller_state_topic: str = shared("controller_state_topic")
+    model_path: str = shared("model_path")
+    fallback: str = shared("fallback")
     # hi 1: no delay of a tick or more is stable above ~1 x M_jj (Ratliff summary sec. 1: 0.96 at one tick, 0.49 at two)
     learning_rate: float = param(0.05, "eta per tick at reference_rate_hz (Nm s^2/rad; x M_jj when inertia_scaled); "
                                  "paper 0.01-0.1; with inertia_scaled stable below ~0.5 at two ticks of delay",
@@ -357,6 +386,10 @@ class DoomedParams(CommonParams):
 
 @dataclass(frozen=True)
 class WrenchObserverParams(CommonParams):
+    command_topic: str = shared("command_topic")
+    model_path: str = shared("model_path")
+    fallback: str = shared("fallback")
+    warmup_ticks: int = shared("warmup_ticks")
     primary: str = param("momentum", "which estimate goes to wrench_topic: momentum | direct",
                          choices=("momentum", "direct"))
     observer_gain: float = param(50.0, "K_O of the momentum observer, 1/s (bandwidth)", lo=0.1, hi=1e4)
@@ -442,6 +475,7 @@ class WorkspaceParams(CommonParams):
 
 @dataclass(frozen=True)
 class ReferenceParams(WorkspaceParams):
+    reference_topic: str = shared("reference_topic")
     mode: str = param("hold", "hold (current q) | setpoints (min-jerk) | npz (excitation file) | trajectory "
                       "(wait for ~/joint_trajectory); a move past a joint's position, velocity or acceleration limit, "
                       "or out of the workspace (workspace_*), is refused (the node holds; acceleration: where the arm "
@@ -472,6 +506,10 @@ class ReferenceParams(WorkspaceParams):
 class PayloadIdentifierParams(WorkspaceParams):
     """The ``~/identify_payload`` service (``idyn_ros.nodes.payload_identifier``); not in the default graph."""
 
+    reference_topic: str = shared("reference_topic")
+    controller_state_topic: str = shared("controller_state_topic")
+    model_path: str = shared("model_path", "model of the bare arm (.onnx) the payload is identified against "
+                             "without a bare-arm recording (baseline_path, record_baseline); '' = one is needed")
     excitation_path: str = param("", "payload excitation .npz (`idyn excite --payload`); '' = design one at start "
                                  "(design_budget s of optimiser time)", read_only=True)
     design_budget: float = param(20.0, "s of optimiser time when excitation_path is empty", lo=1.0, hi=3600.0,
@@ -500,6 +538,7 @@ class GripperCompensationParams(CommonParams):
     """Gripper compensation of a flange F/T sensor (``idyn_ros.nodes.gripper_compensation``); not in the default
     graph."""
 
+    warmup_ticks: int = shared("warmup_ticks")
     ft_topic: str = param("/ft_sensor/wrench", "the F/T sensor (geometry_msgs/WrenchStamped, flange frame, what the "
                           "tool side applies to the flange)", read_only=True)
     compensated_topic: str = param("", "reading minus the gripper's predicted wrench ('' = <ft_topic>/compensated); "

@@ -246,3 +246,20 @@ def test_a_list_rcl_would_refuse_is_refused_before_any_node_starts(tmp_path, cap
     assert "--set value '[1, 2.5]' is not a parameter value: a list mixes" in capsys.readouterr().err
     assert main(["bringup", "--robot", "panda", "--set", "x=[a"]) == 2
     assert "--set value '[a' is not a parameter value" in capsys.readouterr().err
+
+
+def test_a_node_declares_only_the_shared_parameters_it_reads(tmp_path):
+    """Every node declared every shared topic and model parameter: joint_state_buffer took model_path from a file or
+    --set and never read it. Now a value only a node that ignores it would get is refused by name."""
+    from idyn_ros.nodes.graph import declared_parameters
+
+    declared = declared_parameters()
+    assert "model_path" not in declared["joint_state_buffer"] and "command_topic" not in declared["reference"]
+    assert {"model_path", "warmup_ticks", "command_topic"} <= declared["wrench_observer"]
+    mine = _file(tmp_path, "/**/joint_state_buffer:\n  ros__parameters:\n    model_path: /tmp/m.onnx\n")
+    with pytest.raises(ParameterError, match=r"no joint_state_buffer has parameter\(s\) \['model_path'\]"):
+        GraphSettings("panda", "mujoco", params_files=(str(mine),))
+    with pytest.raises(ParameterError, match=r"reads \['model_path'\]"):
+        GraphSettings("panda", "mujoco", nodes=("joint_state_buffer",), overrides={"model_path": "/tmp/m.onnx"})
+    assert "model_path" in GraphSettings("panda", "mujoco", nodes=("controller",),
+                                         overrides={"model_path": "none"}).overrides
