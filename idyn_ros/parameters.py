@@ -54,6 +54,7 @@ class Spec:
     read_only: bool = False  # takes effect only at configure time: refused at run time
     below_nyquist: bool = False  # a frequency that must stay below rate_hz / 2
     ros_name: str = ""  # ROS name when it differs from the field name (dotted names such as presets.soft.kp)
+    only_with: tuple[str, tuple[Any, ...]] | None = None  # (ROS name, its values) under which the node reads this one
 
 
 def param(default: Any, description: str, **spec: Any) -> Any:
@@ -262,7 +263,8 @@ class ControllerParams(CommonParams):
         read_only=True)
     feedforward_timeout: float = param(
         0.01, "s; feedforward_source=topic: a feedforward received longer ago, or computed from a joint state "
-        "stamped longer before the current one, sends the controller to safe mode", lo=0.0005, hi=10.0)
+        "stamped longer before the current one, sends the controller to safe mode", lo=0.0005, hi=10.0,
+        only_with=("feedforward_source", ("topic",)))
     use_feedforward: bool = param(True, "false = pure feedback (for comparisons)")
     gain_preset: str = param("medium", "active gains: soft | medium | stiff (presets.<name>.kp)", choices=PRESET_NAMES)
     presets_soft_kp: tuple[float, ...] = param(
@@ -408,10 +410,10 @@ class WrenchObserverParams(CommonParams):
                              "trained on: motor current for a model trained on a UR's currents, or when "
                              "torque_constants are set), torque [Nm], or "
                              "current [A] (tau = k i; a UR driver's default)", choices=EFFORT_UNITS,
-                             read_only=True)
+                             read_only=True, only_with=("torque_source", ("effort",)))
     torque_constants: tuple[float, ...] = param((), "Nm/A per joint for current efforts; [] = the model's identified "
                                                 "gains, else the robot data's", lo=1e-6, hi=1e4, length="n",
-                                                read_only=True)
+                                                read_only=True, only_with=("torque_source", ("effort",)))
     min_singular_value: float = param(0.05, "wrench directions whose singular value of J is smaller are not "
                                       "estimated and are flagged (rank, diagnostics) instead of shrunk silently",
                                       lo=0.0, hi=10.0)
@@ -482,18 +484,19 @@ class ReferenceParams(WorkspaceParams):
                       "has its own, the Panda's)",
                       choices=("hold", "setpoints", "npz", "trajectory"))
     setpoints: tuple[float, ...] = param((), "rad, k set points flattened (k*n values), inside the joint limits",
-                                         length="n*k")
+                                         length="n*k", only_with=("mode", ("setpoints",)))
     durations: tuple[float, ...] = param((), "s of the min-jerk move to each set point (k values; the first from the "
                                          "current pose); one peaking above a joint's velocity limit (1.875 x distance "
                                          "/ duration) or acceleration limit (5.77 x distance / duration^2) is "
-                                         "refused", lo=0.0, hi=1e5)
+                                         "refused", lo=0.0, hi=1e5, only_with=("mode", ("setpoints",)))
     start_delay: float = param(1.0, "s to hold the start pose before the first move (npz: before the move to q_d[0], "
                                "which then takes what its distance needs at half the velocity and acceleration "
                                "limits)", lo=0.0,
                                hi=1e5)
     npz_path: str = param("", "trajectory .npz (q_d/dq_d/ddq_d or q/dq/ddq; refused if it leaves the position, "
                           "velocity or acceleration limits, or the workspace: the one `idyn excite` recorded in it, "
-                          "else workspace_*), played after start_delay and the move to its first point")
+                          "else workspace_*), played after start_delay and the move to its first point",
+                          only_with=("mode", ("npz",)))
     loop: bool = param(False, "restart the trajectory when it ends")
     lookahead_periods: float = param(1.0, "sample the reference this many periods ahead of the state stamp (the "
                                      "controller uses it one hop later)", lo=0.0, hi=100.0)
@@ -513,7 +516,7 @@ class PayloadIdentifierParams(WorkspaceParams):
     excitation_path: str = param("", "payload excitation .npz (`idyn excite --payload`); '' = design one at start "
                                  "(design_budget s of optimiser time)", read_only=True)
     design_budget: float = param(20.0, "s of optimiser time when excitation_path is empty", lo=1.0, hi=3600.0,
-                                 read_only=True)
+                                 read_only=True, only_with=("excitation_path", ("",)))
     reference_node: str = param("/reference", "the reference node whose ~/joint_trajectory plays the excitation",
                                 read_only=True)
     set_payload_services: tuple[str, ...] = param(
@@ -571,14 +574,15 @@ class PlantParams(RobotParams):
     clock_mode: str = param("lockstep", "lockstep (sim time on /clock, waits for each command, deterministic) | "
                             "realtime (wall-clock timer)", choices=("lockstep", "realtime"), read_only=True)
     command_timeout: float = param(0.1, "realtime: s without a valid command before the drive applies zero torque",
-                                   lo=0.001, hi=60.0, read_only=True)
+                                   lo=0.001, hi=60.0, read_only=True, only_with=("clock_mode", ("realtime",)))
     lockstep_wait: float = param(1.0, "lockstep: s (wall) the plant waits for the answer to a state before it lets "
                                  "one period pass at zero torque (a controller that died); sim time, and so the "
-                                 "controllers' clock, stands still meanwhile", lo=0.001, hi=600.0, read_only=True)
+                                 "controllers' clock, stands still meanwhile", lo=0.001, hi=600.0, read_only=True,
+                                 only_with=("clock_mode", ("lockstep",)))
     lockstep_subscribers: int = param(0, "lockstep: /joint_states subscriptions the plant waits for, braked and "
                                       "ignoring commands, before the first command starts the loop (so a recorder "
                                       "started beside the controller misses no state); 0 = start on the first "
-                                      "command", lo=0, hi=1000, read_only=True)
+                                      "command", lo=0, hi=1000, read_only=True, only_with=("clock_mode", ("lockstep",)))
     on_bad_command: str = param("reject", "commands beyond the effort limits: reject (keep the previous) | clamp",
                                 choices=("reject", "clamp"), read_only=True)
     initial_positions: tuple[float, ...] = param((), "rad at start, robot joint order; [] = 0 clipped into each "
@@ -836,7 +840,8 @@ def _rows(params: list[Param]) -> list[str]:
         bounds = " / ".join(p.choices) if p.choices else (
             f"[{p.lo:g}, {p.hi:g}]" if p.lo is not None and p.hi is not None else "")
         default = json.dumps(list(p.default) if isinstance(p.default, tuple) else p.default)
-        flag = " (read-only)" if p.read_only else ""
+        flag = (f" (only with {p.only_with[0]} {' or '.join(map(repr, p.only_with[1]))})" if p.only_with else "") + (
+            " (read-only)" if p.read_only else "")
         text = f"{p.description}{flag}".replace("|", "\\|")
         out.append(f"| `{p.name}` | {p.type} | `{default}` | {bounds.replace('|', '/')} | {text} |")
     return [*out, ""]

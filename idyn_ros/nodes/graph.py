@@ -149,7 +149,7 @@ class GraphSettings:
             problems.append(f"no value for {empty} (YAML null, which a node would read as the string 'null'); an "
                             "empty string is NAME=''")
         if not problems:  # the files are read for the nodes named, once those are known to exist
-            problems += self._override_problems() + self._file_problems()
+            problems += self._override_problems() + self._file_problems() + self._inert_problems()
         if problems:
             raise ParameterError("; ".join(problems))
 
@@ -182,6 +182,28 @@ class GraphSettings:
                     forced.setdefault(name, (value, []))[1].append(node)
         problems += [f"{name}={self.overrides[name]!r}, but mode {self.mode} sets {value!r} for {', '.join(nodes)} "
                      f"({MODE_SET[name]})" for name, (value, nodes) in forced.items()]
+        return problems
+
+    def _inert_problems(self) -> list[str]:
+        """What the user set that the node reads only in another configuration (``Spec.only_with``): a
+        feedforward_timeout beside the embedded feedforward, setpoints with mode npz."""
+        problems: list[str] = []
+        for node in self.started:
+            table = {p.name: p for p in params_class(node).table()}
+            mine = {k: v for k, v in self.user_values(node).items() if k in table}
+            final = {**file_values(list(self.files), node), **node_overrides(self, node)}
+            forced = node_overrides(self, node, mode_only=True)
+            for name, given in mine.items():
+                default = table[name].default
+                value = tuple(given) if isinstance(default, tuple) and isinstance(given, list | tuple) else given
+                if table[name].only_with is None or value == default:  # the default changes nothing
+                    continue
+                other, values = table[name].only_with
+                actual = final.get(other, table[other].default)
+                if actual not in values:
+                    by = f"mode {self.mode} sets it" if other in forced else "set it, or leave this out"
+                    problems.append(f"{node} reads {name} only with {other} {' or '.join(map(repr, values))}, but "
+                                    f"runs with {other}={actual!r} ({by})")
         return problems
 
     @property

@@ -263,3 +263,23 @@ def test_a_node_declares_only_the_shared_parameters_it_reads(tmp_path):
         GraphSettings("panda", "mujoco", nodes=("joint_state_buffer",), overrides={"model_path": "/tmp/m.onnx"})
     assert "model_path" in GraphSettings("panda", "mujoco", nodes=("controller",),
                                          overrides={"model_path": "none"}).overrides
+
+
+def test_a_value_the_configuration_never_reads_is_refused(tmp_path):
+    """feedforward_timeout beside the embedded feedforward, npz_path without mode npz, effort_unit where the wrench
+    observer takes the command as its torque: each was accepted and did nothing. The default, or the setting that
+    makes it act, is accepted."""
+    cases = [({"feedforward_timeout": 0.02}, r"controller reads feedforward_timeout only with feedforward_source "
+              r"'topic', but runs with feedforward_source='embedded' \(set it, or leave this out\)"),
+             ({"npz_path": "/tmp/x.npz"}, r"reference reads npz_path only with mode 'npz', but runs with "
+              r"mode='setpoints'"),
+             ({"command_timeout": 0.2}, r"plant reads command_timeout only with clock_mode 'realtime'")]
+    for overrides, message in cases:
+        with pytest.raises(ParameterError, match=message):
+            GraphSettings("panda", "mujoco", overrides=overrides)
+    mine = _file(tmp_path, "/**/wrench_observer:\n  ros__parameters:\n    effort_unit: current\n")
+    with pytest.raises(ParameterError, match=r"runs with torque_source='command' \(mode mujoco sets it\)"):
+        GraphSettings("ur5", "mujoco", params_files=(mine,))
+    GraphSettings("panda", "mujoco", overrides={"feedforward_timeout": 0.02, "feedforward_source": "topic"})
+    GraphSettings("panda", "mujoco", overrides={"npz_path": "", "setpoints": []}, nodes=("reference",))
+    GraphSettings("panda", "mujoco", overrides={"command_timeout": 0.2}, clock="realtime")

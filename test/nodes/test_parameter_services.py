@@ -209,3 +209,32 @@ def test_an_integer_set_at_run_time_for_a_double_is_taken_as_a_double(rclpy_cont
     finally:
         client_node.destroy_node()
         node.destroy_node()
+
+
+def test_a_run_time_value_a_fixed_setting_makes_inert_is_refused(rclpy_context):
+    """`ros2 param set /controller feedforward_timeout 0.02` beside the embedded feedforward was accepted and acted
+    nowhere; feedforward_source is fixed until a restart, so the set is refused with the reason."""
+    import rclpy
+    from rclpy.parameter import Parameter
+
+    from idyn_ros.nodes.ros_parameters import NodeParameters
+    from idyn_ros.parameters import ControllerParams
+
+    node = rclpy.create_node("controller", context=rclpy_context)
+    try:
+        params = NodeParameters(node, ControllerParams, joints=lambda: 7)
+        refused = node.set_parameters([Parameter("feedforward_timeout", value=0.02)])[0]
+        assert not refused.successful and params.value.feedforward_timeout == 0.01
+        assert refused.reason == ("feedforward_timeout is read only with feedforward_source 'topic', and "
+                                  "feedforward_source is 'embedded' (read-only): the value would have no effect")
+        assert node.set_parameters([Parameter("feedforward_timeout", value=0.01)])[0].successful  # unchanged: a dump
+    finally:
+        node.destroy_node()
+    node = rclpy.create_node("controller", context=rclpy_context,
+                             parameter_overrides=[Parameter("feedforward_source", value="topic")])
+    try:
+        params = NodeParameters(node, ControllerParams, joints=lambda: 7)
+        assert node.set_parameters([Parameter("feedforward_timeout", value=0.02)])[0].successful
+        assert params.value.feedforward_timeout == 0.02
+    finally:
+        node.destroy_node()
