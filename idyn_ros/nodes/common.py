@@ -305,6 +305,7 @@ def run(factories: Sequence[Callable[[], Any]], argv: Sequence[str] | None = Non
     from rclpy.signals import SignalHandlerOptions
 
     from idyn_ros.errors import IdynError
+    from idyn_ros.nodes import ros_parameters
     from idyn_ros.nodes.hot_loop import HotLoop, serve_clock
 
     argv = list(sys.argv if argv is None else argv)
@@ -332,6 +333,7 @@ def run(factories: Sequence[Callable[[], Any]], argv: Sequence[str] | None = Non
     errors: list[BaseException] = []
     HotLoop.enable(hot_loop)
     rclpy.init(args=argv, signal_handler_options=SignalHandlerOptions.NO)
+    ros_parameters.PROCESS_ARGS[:] = argv  # which parameters were given to a node by name (NodeParameters)
     try:
         building.append(True)
         try:

@@ -41,6 +41,11 @@ class NodeParameters(Generic[P]):
         if foreign:
             raise ParameterError(f"{node.get_name()}: no idyn_ros node has parameter(s) {foreign} (misspelt? "
                                  "docs/parameters.md lists them); rclpy would ignore them without a word")
+        others = sorted(n for n in _named_parameters(node.get_name(), PROCESS_ARGS) if not node.has_parameter(n))
+        if others:
+            raise ParameterError(f"{node.get_name()} has no parameter(s) {others}, given to it by name (-p, or a "
+                                 f"parameter file section naming {node.get_name()}); docs/parameters.md lists each "
+                                 "node's; rclpy would ignore them without a word")
         try:
             self.value: P = self.read()
         except ParameterError:  # reported where the node reads again to configure (read() raises there)
@@ -245,6 +250,33 @@ def parameter_help(cls: type[NodeParams]) -> str:
             f" [{p.lo:g}, {p.hi:g}];" if p.lo is not None and p.hi is not None else "")
         lines.append(f"  {p.name:<24} default {default!r:<10}{bounds} {p.description}")
     return "\n".join(lines)
+
+
+PROCESS_ARGS: list[str] = []  # the arguments rclpy.init got in this process (nodes.common.run records them)
+
+
+def _named_parameters(node_name: str, argv: list[str]) -> set[str]:
+    """The parameter names ``argv`` gives node ``node_name`` by name: ``-p NAME:=VALUE`` (a node process's own
+    command line) and the sections of its ``--params-file`` that name it (``/name``, ``/**/name``). A wildcard
+    section (``/**``) reaches every node and may hold other nodes' names, so it is not counted."""
+    from idyn_ros.parameters import read_parameter_file, section_matches
+
+    names: set[str] = set()
+    ros_args = False
+    for i, word in enumerate(argv):
+        if word in ("--ros-args", "--"):
+            ros_args = word == "--ros-args"
+        elif ros_args and word in ("-p", "--param") and i + 1 < len(argv) and ":=" in argv[i + 1]:
+            names.add(argv[i + 1].split(":=", 1)[0])
+        elif ros_args and word == "--params-file" and i + 1 < len(argv):
+            try:
+                sections = read_parameter_file(argv[i + 1])
+            except ParameterError:  # rcl has read it already; what it refuses is said there
+                continue
+            names.update(name for key, params in sections.items()
+                         if key.rstrip("/").rsplit("/", 1)[-1] == node_name and section_matches(key, node_name)
+                         for name in params)
+    return names
 
 
 def _foreign_overrides(node: Any) -> list[str]:

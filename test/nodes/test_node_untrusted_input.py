@@ -108,6 +108,34 @@ def test_a_parameter_no_node_declares_is_refused_at_start_up(rclpy_context):
     node.destroy_node()
 
 
+def test_a_parameter_given_to_a_node_by_name_that_it_does_not_have_is_refused(rclpy_context, tmp_path, monkeypatch):
+    """`ros2 run idyn_ros joint_state_buffer --ros-args -p model_path:=m.onnx` started and ignored it (another node
+    has model_path); a /** section still passes names for other nodes. The real process: exit 2 with the reason."""
+    import subprocess
+    import sys
+
+    from idyn_ros.errors import ParameterError
+    from idyn_ros.nodes import ros_parameters
+    from idyn_ros.nodes.joint_state_buffer import JointStateBufferNode
+
+    monkeypatch.setattr(ros_parameters, "PROCESS_ARGS", ["--ros-args", "-p", "model_path:=/tmp/m.onnx"])
+    with pytest.raises(ParameterError, match=r"joint_state_buffer has no parameter\(s\) \['model_path'\], given to "
+                                             r"it by name"):
+        JointStateBufferNode(context=rclpy_context)
+    mine = tmp_path / "mine.yaml"
+    mine.write_text("/**:\n  ros__parameters:\n    model_path: /tmp/m.onnx\n"
+                    "/**/joint_state_buffer:\n  ros__parameters:\n    stale_timeout: 0.02\n")
+    monkeypatch.setattr(ros_parameters, "PROCESS_ARGS", ["--ros-args", "--params-file", str(mine)])
+    JointStateBufferNode(context=rclpy_context).destroy_node()
+    mine.write_text("/**/joint_state_buffer:\n  ros__parameters:\n    fallback: gravity\n")
+    with pytest.raises(ParameterError, match=r"has no parameter\(s\) \['fallback'\]"):
+        JointStateBufferNode(context=rclpy_context)
+    done = subprocess.run([sys.executable, "-m", "idyn_ros.nodes.start", "joint_state_buffer", "--ros-args", "-p",
+                           "model_path:=/tmp/m.onnx"], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2 and "joint_state_buffer has no parameter(s) ['model_path']" in done.stderr + \
+        done.stdout, done.stderr[-2000:]
+
+
 # ------------------------------------------------------------------ payload identifier
 class Identifier:
     """A PayloadIdentifierNode whose excitation is replaced by a synthetic UR5 recording (``torques``), a client
