@@ -372,7 +372,7 @@ class Controller:
         if p.use_feedforward and self.embedded and fresh:
             # every trusted tick: the LSTM state stays current. After a short gap it resumes, ms stale, rather than
             # zeroed (further off); a gap past max_recovery_silence latches, and activation warms it up again
-            self.tau_ff[:] = self.ff.compute(q, dq, self.ddq_d)
+            self.tau_ff[:] = self.ff.compute(q, dq, self.ddq_d, self.dq_d)
         tau = self.tau
         if not (wd.tripped or waiting) and self._law(q, dq, now_ns):
             if self.subtract_gravity:  # the robot adds g(q) itself

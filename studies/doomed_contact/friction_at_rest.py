@@ -1,0 +1,114 @@
+"""Friction compensation at a resting joint: the feedforward at the measured velocity (the product before) or, on a
+joint whose reference rests, at the reference's (the product now, ``control.feedforward``). See README.md.
+
+    python studies/doomed_contact/friction_at_rest.py [--robots panda ur5 iiwa14] [--work DIR]
+
+Per arm, with the identified RBD + friction model of the benchmarks (cached under --work) and DOOMED off:
+- the push of run.py (15 N along base x for 4 s at medium gains), then the largest joint speed 2-6 s after the
+  release (a resting arm: a few mrad/s of noise) and the pose error there;
+- the tracking table's cell (5 moves x 2 s / 10 s, ``experiments.tracking.run_cell``) at medium and stiff gains.
+Writes results/friction_at_rest.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+from pathlib import Path
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+SETTLE_S, BEFORE_S, PUSH_S, AFTER_S = 0.5, 4.0, 4.0, 6.0
+
+
+def _measured_velocity(ff) -> None:
+    """The product before: the model at the measured velocity whatever the reference does."""
+    compute = ff.compute
+    ff.compute = lambda q, dq, ddq_d, dq_d=None: compute(q, dq, ddq_d)
+
+
+def after_push(robot: str, model_path: Path, rule: str) -> dict:
+    from idyn_ros.dynamics import RobotModel
+    from idyn_ros.experiments.tracking import make_feedforward
+    from idyn_ros.experiments.wrench_eval import _pose
+    from idyn_ros.sim import Plant
+    from idyn_ros.sim.loop import Hold, controller_for, run_episode
+
+    rm = RobotModel.from_robot(robot)
+    plant = Plant(robot, "true")
+    q0 = _pose(rm)
+    ff = make_feedforward(rm, "model", model_path)
+    if rule == "measured":
+        _measured_velocity(ff)
+    controller = controller_for(robot, rm, "medium", ff)
+    n_ticks = round((SETTLE_S + BEFORE_S + PUSH_S + AFTER_S) / plant.control_dt) + 2
+    t, dq, err = np.zeros(n_ticks), np.zeros((n_ticks, rm.n)), np.zeros(n_ticks)
+
+    def on_tick(k: int, state, _command) -> None:
+        if k < n_ticks:
+            t[k], dq[k] = state.t, state.dq
+            err[k] = np.degrees(np.sqrt(np.mean((state.q - q0) ** 2)))
+
+    wrench = np.zeros(6)
+    wrench[0] = 15.0
+    run_episode(plant, controller, Hold(q0, duration=BEFORE_S + PUSH_S + AFTER_S), hold=SETTLE_S, on_tick=on_tick,
+                events=[(SETTLE_S + BEFORE_S, lambda p: p.apply_wrench(None, wrench, PUSH_S))])
+    t -= t[0]
+    t_off = SETTLE_S + BEFORE_S + PUSH_S
+    late, before = (t > t_off + 2) & (t < t_off + 6), (t > SETTLE_S + 1) & (t < SETTLE_S + BEFORE_S)
+    return {"max_speed_before_push": np.abs(dq[before]).max(0).round(4).tolist(),
+            "max_speed_2_6s_after_release": np.abs(dq[late]).max(0).round(4).tolist(),
+            "pose_error_deg_2_6s_after_release": float(err[late].mean())}
+
+
+def tracking(robot: str, model_path: Path, rule: str, gain: str) -> dict:
+    from idyn_ros.dynamics import RobotModel
+    from idyn_ros.experiments import tracking as T
+    from idyn_ros.sim import Plant
+
+    rm = RobotModel.from_robot(robot)
+    make = T.make_feedforward
+
+    def patched(robot_model, kind, path):
+        ff = make(robot_model, kind, path)
+        if rule == "measured":
+            _measured_velocity(ff)
+        return ff
+
+    T.make_feedforward = patched
+    try:
+        cell = T.run_cell(robot, rm, Plant(robot, "true"), "identified_rbd_friction", gain,
+                          T.moves_for(rm, T.PAPER_MOVES, T.PAPER_DURATIONS), {"identified_rbd_friction": model_path})
+    finally:
+        T.make_feedforward = make
+    return {k: cell.get(k) for k in ("rmse_deg", "final_deg", "failed", "reason") if k in cell}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--robots", nargs="+", default=["panda", "ur5", "iiwa14"])
+    ap.add_argument("--work", type=Path, default=Path("runs"), help="data and model cache (as idyn bench)")
+    args = ap.parse_args()
+    from idyn_ros.experiments.models_cache import bench_data_spec, record_dataset, split_paths, train_row
+
+    out: dict = {}
+    for robot in args.robots:
+        train, val = split_paths(record_dataset(robot, args.work, bench_data_spec(False)))
+        model = train_row(robot, "identified_rbd_friction", train, val,
+                          args.work / "models" / robot / "identified_rbd_friction", 4.0, 300)
+        out[robot] = {rule: {"after_push": after_push(robot, model, rule),
+                             **{f"tracking_{g}": tracking(robot, model, rule, g) for g in ("medium", "stiff")}}
+                      for rule in ("measured", "reference_at_rest")}
+        print(robot, json.dumps(out[robot]), flush=True)
+    rev = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
+    out["_provenance"] = {"command": "python studies/doomed_contact/friction_at_rest.py --robots "
+                                     + " ".join(args.robots), "revision": rev,
+                          "model": "identified_rbd_friction (bench data spec)", "doomed": "off"}
+    (HERE / "results").mkdir(exist_ok=True)
+    (HERE / "results" / "friction_at_rest.json").write_text(json.dumps(out, indent=1) + "\n")
+
+
+if __name__ == "__main__":
+    main()
