@@ -65,11 +65,11 @@ def after_push(robot: str, model_path: Path, rule: str) -> dict:
 
 def tracking(robot: str, model_path: Path, rule: str, gain: str) -> dict:
     from idyn_ros.dynamics import RobotModel
-    from idyn_ros.experiments import tracking as T
+    from idyn_ros.experiments import tracking as tr
     from idyn_ros.sim import Plant
 
     rm = RobotModel.from_robot(robot)
-    make = T.make_feedforward
+    make = tr.make_feedforward
 
     def patched(robot_model, kind, path):
         ff = make(robot_model, kind, path)
@@ -77,12 +77,12 @@ def tracking(robot: str, model_path: Path, rule: str, gain: str) -> dict:
             _measured_velocity(ff)
         return ff
 
-    T.make_feedforward = patched
+    tr.make_feedforward = patched
     try:
-        cell = T.run_cell(robot, rm, Plant(robot, "true"), "identified_rbd_friction", gain,
-                          T.moves_for(rm, T.PAPER_MOVES, T.PAPER_DURATIONS), {"identified_rbd_friction": model_path})
+        cell = tr.run_cell(robot, rm, Plant(robot, "true"), "identified_rbd_friction", gain,
+                          tr.moves_for(rm, tr.PAPER_MOVES, tr.PAPER_DURATIONS), {"identified_rbd_friction": model_path})
     finally:
-        T.make_feedforward = make
+        tr.make_feedforward = make
     return {k: cell.get(k) for k in ("rmse_deg", "final_deg", "failed", "reason") if k in cell}
 
 
