@@ -9,12 +9,6 @@ Fallback policy (``fallback`` parameter): when no model path is configured, the 
 or the runtime refuses the artifact (other robot, other rate, bad format), we use
 "rbd" = RNEA of the nominal URDF at (q, dq, ddq_d), "gravity" = g(q), or "none" (refuse: raise).
 The reason is kept in ``fallback_reason`` for the node to log once at ERROR and put on /diagnostics.
-
-The velocity it is evaluated at (decision): the measured one, except on a joint whose reference rests
-(|dq_d| <= ``RESTING_REFERENCE``), which takes the reference's. At a resting joint, friction compensation at the
-measured velocity follows its noise and small slips: on the true plant it kept the Panda hunting at up to 0.18 rad/s
-after a released push, where the reference's velocity leaves it still; tracking is the same either way
-(``studies/doomed_contact``, "Friction compensation at rest").
 """
 
 from __future__ import annotations
@@ -27,8 +21,6 @@ import numpy as np
 
 from idyn_ros.errors import IdynError, ModelArtifactError
 from idyn_ros.parameters import FALLBACKS, PAPER_WARMUP_TICKS
-
-RESTING_REFERENCE = 1e-3  # rad/s: a joint whose reference is this slow rests (its feedforward takes dq_d)
 
 
 class FeedforwardComputer:
@@ -56,9 +48,6 @@ class FeedforwardComputer:
         self.rbd_part = np.zeros(self.n)
         self.friction = np.zeros(self.n)
         self.residual = np.zeros(self.n)
-        self._dq = np.zeros(self.n)  # the velocity the model is evaluated at (module doc)
-        self._speed = np.zeros(self.n)
-        self._resting = np.zeros(self.n, dtype=bool)
         self.runtime = None
         self._payload: Any = None  # PayloadTorque of the payload on the flange, or None (set_payload)
         self.fallback = True
@@ -181,15 +170,8 @@ class FeedforwardComputer:
         self.runtime.reset()
         return self.runtime.warm_up(q, dq, ddq, steps=self.warmup_ticks)
 
-    def compute(self, q: np.ndarray, dq: np.ndarray, ddq_d: np.ndarray, dq_d: np.ndarray | None = None) -> np.ndarray:
-        """Evaluate at (q rad, dq rad/s, ddq_d rad/s^2); returns ``self.total`` (Nm), parts in attributes. With the
-        reference's velocity ``dq_d``, a joint whose reference rests is evaluated at it (module doc)."""
-        if dq_d is not None:
-            np.absolute(dq_d, out=self._speed)
-            np.less_equal(self._speed, RESTING_REFERENCE, out=self._resting)
-            np.copyto(self._dq, dq)
-            np.copyto(self._dq, dq_d, where=self._resting)
-            dq = self._dq
+    def compute(self, q: np.ndarray, dq: np.ndarray, ddq_d: np.ndarray) -> np.ndarray:
+        """Evaluate at (q rad, dq rad/s, ddq_d rad/s^2); returns ``self.total`` (Nm), parts in attributes."""
         if self.runtime is not None:
             pred = self.runtime.step(q, dq, ddq_d)  # parts (n,): plain copies (np.reshape cost ~1 us each)
             self.total[:] = pred.total

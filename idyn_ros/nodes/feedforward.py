@@ -1,7 +1,7 @@
 """feedforward: the exported model at (q, dq, ddq_d) -> idyn_ros/FeedforwardTorque (total and parts).
 
 Runs ``idyn_ros.control.feedforward.FeedforwardComputer`` (ONNX Runtime, no torch) on every
-/joint_states sample with the latest reference velocity and acceleration. In the default bringup the controller
+/joint_states sample with the latest reference acceleration. In the default bringup the controller
 embeds the same class (one hop) and this node publishes for monitoring/recording; with the
 controller's ``feedforward_source: topic`` this node is the source and its silence trips the
 controller's watchdog. Without a model, or with one for another robot/rate, it says so loudly
@@ -57,7 +57,6 @@ class FeedforwardNode(Node):
         self.filter = se.JointStateFilter(self.robot.joint_names, v.rate_hz, estimate_acceleration=False)  # q, dq
         self.problems = JointStateProblems(self, self.diag, self.filter)
         self.ddq_d = np.zeros(n)
-        self.dq_d = np.zeros(n)  # a joint whose reference rests is evaluated at it (control.feedforward)
         self._ref = NameMap(self.robot.joint_names)
         self._warm = False
         self.out = FeedforwardTorque(joint_names=list(self.robot.joint_names), model_id=self.ff.model_id,
@@ -75,12 +74,10 @@ class FeedforwardNode(Node):
         return f"{describe_payload(payload)} in the feedforward"
 
     def _on_reference(self, msg: Any) -> None:
-        """A reference with a non-finite velocity or acceleration is dropped (the previous one stays): it would publish
-        a NaN feedforward, and a learned model would keep it in its recurrent state."""
-        if (self._ref.resolve(msg.joint_names) and all(map(math.isfinite, msg.accelerations))
-                and all(map(math.isfinite, msg.velocities))):
+        """A reference with a non-finite acceleration is dropped (the previous one stays): it would publish a NaN
+        feedforward, and a learned model would keep it in its recurrent state."""
+        if self._ref.resolve(msg.joint_names) and all(map(math.isfinite, msg.accelerations)):
             self._ref.take(msg.accelerations, self.ddq_d)
-            self._ref.take(msg.velocities, self.dq_d)
 
     def _on_joint_state(self, msg: Any, source: object = None) -> None:
         f = self.filter
@@ -96,7 +93,7 @@ class FeedforwardNode(Node):
                 self.ff.warm_up(f.q)
                 self._warm = True
             t0 = time.perf_counter_ns()
-            self.ff.compute(f.q, f.dq, self.ddq_d, self.dq_d)
+            self.ff.compute(f.q, f.dq, self.ddq_d)
             o.compute_time_us = (time.perf_counter_ns() - t0) * 1e-3
             ff = self.ff
         else:

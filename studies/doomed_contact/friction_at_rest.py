@@ -1,12 +1,15 @@
-"""Friction compensation at a resting joint: the feedforward at the measured velocity (the product before) or, on a
-joint whose reference rests, at the reference's (the product now, ``control.feedforward``). See README.md.
+"""Friction compensation at a resting joint: the feedforward at the measured velocity (the product) or, on a joint
+whose reference rests (|dq_d| <= 1e-3 rad/s), at the reference's velocity (the variant; not in the product). See
+README.md.
 
     python studies/doomed_contact/friction_at_rest.py [--robots panda ur5 iiwa14] [--work DIR]
 
 Per arm, with the identified RBD + friction model of the benchmarks (cached under --work) and DOOMED off:
 - the push of run.py (15 N along base x for 4 s at medium gains), then the largest joint speed 2-6 s after the
   release (a resting arm: a few mrad/s of noise) and the pose error there;
-- the tracking table's cell (5 moves x 2 s / 10 s, ``experiments.tracking.run_cell``) at medium and stiff gains.
+- the tracking table's cell (5 moves x 2 s / 10 s, ``experiments.tracking.run_cell``) at medium and stiff gains;
+- the benchmark's wrench evaluation (``experiments.wrench_eval.run_pushes``: 10 N at the flange along x, y, z).
+Each builds its controller with ``sim.loop.controller_for``; the variant wraps that controller's feedforward.
 Writes results/friction_at_rest.json.
 """
 
@@ -21,28 +24,51 @@ import numpy as np
 
 HERE = Path(__file__).resolve().parent
 SETTLE_S, BEFORE_S, PUSH_S, AFTER_S = 0.5, 4.0, 4.0, 6.0
+RESTING_REFERENCE = 1e-3  # rad/s
 
 
-def _measured_velocity(ff) -> None:
-    """The product before: the model at the measured velocity whatever the reference does."""
-    compute = ff.compute
-    ff.compute = lambda q, dq, ddq_d, dq_d=None: compute(q, dq, ddq_d)
+class Variant:
+    """While active, every controller ``sim.loop.controller_for`` builds evaluates a joint whose reference rests at
+    the reference's velocity."""
+
+    def __init__(self, on: bool) -> None:
+        self.on = on
+
+    def __enter__(self) -> Variant:
+        from idyn_ros.sim import loop
+
+        self.loop, self.original = loop, loop.controller_for
+
+        def controller_for(*args, **kwargs):
+            controller = self.original(*args, **kwargs)
+            if self.on:
+                compute, dq_eval = controller.ff.compute, np.zeros(len(controller.dq_d))
+
+                def at_rest(q, dq, ddq_d):
+                    np.copyto(dq_eval, dq)
+                    np.copyto(dq_eval, controller.dq_d, where=np.abs(controller.dq_d) <= RESTING_REFERENCE)
+                    return compute(q, dq_eval, ddq_d)
+
+                controller.ff.compute = at_rest
+            return controller
+
+        loop.controller_for = controller_for
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.loop.controller_for = self.original
 
 
-def after_push(robot: str, model_path: Path, rule: str) -> dict:
+def after_push(robot: str, model_path: Path) -> dict:
     from idyn_ros.dynamics import RobotModel
     from idyn_ros.experiments.tracking import make_feedforward
     from idyn_ros.experiments.wrench_eval import _pose
-    from idyn_ros.sim import Plant
-    from idyn_ros.sim.loop import Hold, controller_for, run_episode
+    from idyn_ros.sim import Plant, loop
 
     rm = RobotModel.from_robot(robot)
     plant = Plant(robot, "true")
     q0 = _pose(rm)
-    ff = make_feedforward(rm, "model", model_path)
-    if rule == "measured":
-        _measured_velocity(ff)
-    controller = controller_for(robot, rm, "medium", ff)
+    controller = loop.controller_for(robot, rm, "medium", make_feedforward(rm, "model", model_path))
     n_ticks = round((SETTLE_S + BEFORE_S + PUSH_S + AFTER_S) / plant.control_dt) + 2
     t, dq, err = np.zeros(n_ticks), np.zeros((n_ticks, rm.n)), np.zeros(n_ticks)
 
@@ -53,8 +79,8 @@ def after_push(robot: str, model_path: Path, rule: str) -> dict:
 
     wrench = np.zeros(6)
     wrench[0] = 15.0
-    run_episode(plant, controller, Hold(q0, duration=BEFORE_S + PUSH_S + AFTER_S), hold=SETTLE_S, on_tick=on_tick,
-                events=[(SETTLE_S + BEFORE_S, lambda p: p.apply_wrench(None, wrench, PUSH_S))])
+    loop.run_episode(plant, controller, loop.Hold(q0, duration=BEFORE_S + PUSH_S + AFTER_S), hold=SETTLE_S,
+                     on_tick=on_tick, events=[(SETTLE_S + BEFORE_S, lambda p: p.apply_wrench(None, wrench, PUSH_S))])
     t -= t[0]
     t_off = SETTLE_S + BEFORE_S + PUSH_S
     late, before = (t > t_off + 2) & (t < t_off + 6), (t > SETTLE_S + 1) & (t < SETTLE_S + BEFORE_S)
@@ -63,27 +89,22 @@ def after_push(robot: str, model_path: Path, rule: str) -> dict:
             "pose_error_deg_2_6s_after_release": float(err[late].mean())}
 
 
-def tracking(robot: str, model_path: Path, rule: str, gain: str) -> dict:
+def tracking(robot: str, model_path: Path, gain: str) -> dict:
     from idyn_ros.dynamics import RobotModel
     from idyn_ros.experiments import tracking as tr
     from idyn_ros.sim import Plant
 
     rm = RobotModel.from_robot(robot)
-    make = tr.make_feedforward
-
-    def patched(robot_model, kind, path):
-        ff = make(robot_model, kind, path)
-        if rule == "measured":
-            _measured_velocity(ff)
-        return ff
-
-    tr.make_feedforward = patched
-    try:
-        cell = tr.run_cell(robot, rm, Plant(robot, "true"), "identified_rbd_friction", gain,
-                          tr.moves_for(rm, tr.PAPER_MOVES, tr.PAPER_DURATIONS), {"identified_rbd_friction": model_path})
-    finally:
-        tr.make_feedforward = make
+    cell = tr.run_cell(robot, rm, Plant(robot, "true"), "identified_rbd_friction", gain,
+                       tr.moves_for(rm, tr.PAPER_MOVES, tr.PAPER_DURATIONS), {"identified_rbd_friction": model_path})
     return {k: cell.get(k) for k in ("rmse_deg", "final_deg", "failed", "reason") if k in cell}
+
+
+def pushes(robot: str, model_path: Path) -> dict:
+    from idyn_ros.experiments.wrench_eval import run_pushes
+
+    out = run_pushes(robot, "model", model_path)
+    return {name: out[name]["rmse_mean_n"] for name in ("direct", "momentum") if name in out}
 
 
 def main() -> None:
@@ -98,9 +119,11 @@ def main() -> None:
         train, val = split_paths(record_dataset(robot, args.work, bench_data_spec(False)))
         model = train_row(robot, "identified_rbd_friction", train, val,
                           args.work / "models" / robot / "identified_rbd_friction", 4.0, 300)
-        out[robot] = {rule: {"after_push": after_push(robot, model, rule),
-                             **{f"tracking_{g}": tracking(robot, model, rule, g) for g in ("medium", "stiff")}}
-                      for rule in ("measured", "reference_at_rest")}
+        out[robot] = {}
+        for rule in ("measured", "reference_at_rest"):
+            with Variant(rule == "reference_at_rest"):
+                out[robot][rule] = {"after_push": after_push(robot, model), "pushes_rmse_n": pushes(robot, model),
+                                    **{f"tracking_{g}": tracking(robot, model, g) for g in ("medium", "stiff")}}
         print(robot, json.dumps(out[robot]), flush=True)
     rev = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
     out["_provenance"] = {"command": "python studies/doomed_contact/friction_at_rest.py --robots "

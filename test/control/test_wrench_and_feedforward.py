@@ -141,29 +141,6 @@ def test_feedforward_fallbacks(panda, tmp_path):
         FeedforwardComputer(panda, None, "none")
 
 
-def test_a_joint_whose_reference_rests_is_evaluated_at_the_references_velocity(panda):
-    """Friction compensation at the measured velocity of a resting joint follows its noise and slips (on the true
-    plant the Panda hunted after a released push); a moving joint keeps its measured velocity. The runtime is a
-    stand-in that records what it is given (the rule sits in front of any model)."""
-    from types import SimpleNamespace
-
-    from idyn_ros.control.feedforward import RESTING_REFERENCE, FeedforwardComputer
-
-    seen = []
-    n = panda.n
-    parts = SimpleNamespace(total=np.zeros(n), rbd=np.zeros(n), friction=np.zeros(n), residual=np.zeros(n))
-    ff = FeedforwardComputer(panda, None, "rbd")
-    ff.runtime = SimpleNamespace(step=lambda q, dq, ddq: seen.append(dq.copy()) or parts)
-    q, ddq = np.zeros(n), np.zeros(n)
-    dq = np.full(n, 0.02)  # measured: every joint creeps
-    dq_d = np.array([0.0, 0.0, 0.5, -0.5, RESTING_REFERENCE, 2 * RESTING_REFERENCE, -0.0])
-    ff.compute(q, dq, ddq, dq_d)
-    np.testing.assert_array_equal(seen[-1], [0.0, 0.0, 0.02, 0.02, RESTING_REFERENCE, 0.02, 0.0])
-    ff.compute(q, dq, ddq)  # no reference (the wrench observer, payload fits): the measured velocity throughout
-    np.testing.assert_array_equal(seen[-1], dq)
-    np.testing.assert_array_equal(dq, np.full(n, 0.02))  # the caller's array is not written
-
-
 class _FakeLearnedModel:
     """Stands in for a loaded FeedforwardComputer: identified inertials + constant friction/residual parts."""
 
@@ -173,7 +150,7 @@ class _FakeLearnedModel:
         self.friction, self.residual = np.asarray(friction, float), np.asarray(residual, float)
         self.rbd_part, self.total = np.zeros(robot.n), np.zeros(robot.n)
 
-    def compute(self, q, dq, ddq, dq_d=None):
+    def compute(self, q, dq, ddq):
         self.rbd_part[:] = self._rbd.rnea(q, dq, ddq)
         self.total[:] = self.rbd_part + self.friction + self.residual
         return self.total
@@ -222,7 +199,7 @@ def test_model_without_rbd_part_keeps_nominal_momentum_terms(panda):
         inertial_parameters = None
         total = np.full(7, 1.5)
 
-        def compute(self, q, dq, ddq, dq_d=None):
+        def compute(self, q, dq, ddq):
             return self.total
 
     rbd = observer_model(panda, None)

@@ -73,7 +73,7 @@ def test_nan_feedforward_is_a_controller_fault_on_the_first_tick(panda):
         def warm_up(self, q):
             pass
 
-        def compute(self, q, dq, ddq, dq_d=None):
+        def compute(self, q, dq, ddq):
             return np.full(7, np.nan)
 
     controller.ff = NaNModel()

@@ -98,10 +98,9 @@ def test_good_state_gives_law_torque_with_stamp_echo(rclpy_context):
     rig.warm()
     cmd = rig.tick()
     c = rig.ctrl.core
-    # hold at the first state: e = 0, de = -dq -> tau = rnea(q, 0, 0) + M (Kd (0 - dq)); the reference rests, so the
-    # feedforward takes its velocity, 0 (control.feedforward)
+    # hold at the first state: e = 0, de = -dq -> tau = rnea(q, dq, 0) + M (Kd (0 - dq))
     q, dq = np.array(Q0), np.full(7, 0.1)
-    expected = c.robot.rnea(q, np.zeros(7), np.zeros(7)) + c.feedback_model.mass_matrix(q) @ (c.kd * -dq)
+    expected = c.robot.rnea(q, dq, np.zeros(7)) + c.feedback_model.mass_matrix(q) @ (c.kd * -dq)
     np.testing.assert_allclose(cmd, expected, rtol=1e-9, atol=1e-9)
     assert rig.states[-1].mode == 1 and rig.states[-1].gain_preset == "medium"
     assert rig.states[-1].model_id == c.ff.model_id == "fallback:rbd"  # doomed starts over when it changes
