@@ -56,6 +56,11 @@ class Spec:
     ros_name: str = ""  # ROS name when it differs from the field name (dotted names such as presets.soft.kp)
     only_with: tuple[str, tuple[Any, ...]] | None = None  # (ROS name, its values) under which the node reads this one
 
+    def only_with_text(self) -> str:
+        """``only_with`` as the docs and the refusals say it: ``feedforward_source 'topic'``."""
+        other, values = self.only_with or ("", ())
+        return f"{other} {' or '.join(map(repr, values))}"
+
 
 def param(default: Any, description: str, **spec: Any) -> Any:
     """A dataclass field carrying its ``Spec``; list defaults become tuples (the objects are frozen)."""
@@ -840,8 +845,7 @@ def _rows(params: list[Param]) -> list[str]:
         bounds = " / ".join(p.choices) if p.choices else (
             f"[{p.lo:g}, {p.hi:g}]" if p.lo is not None and p.hi is not None else "")
         default = json.dumps(list(p.default) if isinstance(p.default, tuple) else p.default)
-        flag = (f" (only with {p.only_with[0]} {' or '.join(map(repr, p.only_with[1]))})" if p.only_with else "") + (
-            " (read-only)" if p.read_only else "")
+        flag = (f" (only with {p.only_with_text()})" if p.only_with else "") + (" (read-only)" if p.read_only else "")
         text = f"{p.description}{flag}".replace("|", "\\|")
         out.append(f"| `{p.name}` | {p.type} | `{default}` | {bounds.replace('|', '/')} | {text} |")
     return [*out, ""]

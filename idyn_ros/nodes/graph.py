@@ -202,8 +202,8 @@ class GraphSettings:
                 actual = final.get(other, table[other].default)
                 if actual not in values:
                     by = f"mode {self.mode} sets it" if other in forced else "set it, or leave this out"
-                    problems.append(f"{node} reads {name} only with {other} {' or '.join(map(repr, values))}, but "
-                                    f"runs with {other}={actual!r} ({by})")
+                    problems.append(f"{node} reads {name} only with {table[name].only_with_text()}, but runs with "
+                                    f"{other}={actual!r} ({by})")
         return problems
 
     @property

@@ -98,10 +98,10 @@ class NodeParameters(Generic[P]):
                     f"docs/parameters.md gives its default)"))
             inert = spec.only_with and self._configured() and not self._unchanged(param)
             if inert and self.table[spec.only_with[0]].read_only and ctx[spec.only_with[0]] not in spec.only_with[1]:
-                other, values = spec.only_with  # fixed until a restart, so the new value could never act
+                other = spec.only_with[0]  # fixed until a restart, so the new value could never act
                 return SetParametersResult(successful=False, reason=(
-                    f"{param.name} is read only with {other} {' or '.join(map(repr, values))}, and {other} is "
-                    f"{ctx[other]!r} (read-only): the value would have no effect"))
+                    f"{param.name} is read only with {spec.only_with_text()}, and {other} is {ctx[other]!r} "
+                    "(read-only): the value would have no effect"))
             message = check(spec, param.value, self._joints(), ctx)
             if message:
                 return SetParametersResult(successful=False, reason=message)
