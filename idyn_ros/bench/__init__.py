@@ -32,7 +32,8 @@ TOPICS: dict[str, str] = {
     "recorder": "rosbag2 recorder loss at 1 kHz",
     "sim": "embedded plant: step cost, lockstep speed, real-time jitter",
     "latency": "joint state -> command latency at 1 kHz, composed and separate processes",
-    "experiments": "tracking table (Table III analogue), DOOMED sweep, wrench observer on the plant",
+    "experiments": "tracking table (Table III analogue), DOOMED sweep on the plant",
+    "wrench": "wrench observer on the plant: 10 N pushes and a contact-free move, per robot",
     "ur5": "UR5 real data: current gains, torque model, wrench vs F/T sensor and the UR's own estimate, false alarms",
     "payload": "payload identification (plant, offline CLI, closed loop vs DOOMED) and gripper compensation",
 }

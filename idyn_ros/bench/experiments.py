@@ -1,8 +1,8 @@
 """Benchmark topic ``experiments``: the tracking tables (Reuss et al. 2022 Table III analogue) per robot,
-the DOOMED sweep with an unmodelled payload, the wrench observer - all on the embedded plant.
+and the DOOMED sweep with an unmodelled payload, on the embedded plant (the wrench observer: topic ``wrench``).
 
 ``run_benchmarks(quick=False)`` returns ``{"_files": {"tracking_panda": ..., "tracking_iiwa14": ...,
-"tracking_ur5": ..., "doomed_sweep": ..., "wrench_observer": ...}}``; the runner writes one JSON per
+"tracking_ur5": ..., "doomed_sweep": ...}}``; the runner writes one JSON per
 key into bench/results/. ``tracking_<robot>.json`` keys are a contract (idyn_ros/experiments/tracking.py):
 ``{ROW: {GAIN: {"rmse_deg", "final_deg"} | {"failed": true, "reason"}}}``; extra keys start with ``_``.
 
@@ -13,7 +13,7 @@ Models come from plant recordings (``idyn_ros.experiments.models_cache``), cache
 experiments --quick --robots panda`` is the smoke run).
 Full mode: the paper's protocol, 5 moves x (2 s, 10 s) per cell, 9 rows x 3 gains per robot; on this
 shared 2-core machine (load ~10) one cell costs ~1-1.5 min, so a robot takes ~30 min plus ~15 min of
-recording and training on the first run (DOOMED sweep ~8 min, wrench ~1 min).
+recording and training on the first run (DOOMED sweep ~8 min).
 """
 
 from __future__ import annotations
@@ -66,8 +66,8 @@ def tracking_for(robot: str, quick: bool) -> dict[str, Any]:
 
 def run_benchmarks(quick: bool = False, robots: tuple[str, ...] = ROBOTS) -> dict[str, Any]:
     """See the module docstring. ``robots``: whose tracking tables to run (files of the others are left as they
-    are); the DOOMED sweep and the wrench observer run on the Panda, when it is among them."""
-    from idyn_ros.experiments import doomed_sweep, wrench_eval
+    are); the DOOMED sweep runs on the Panda, when it is among them."""
+    from idyn_ros.experiments import doomed_sweep
 
     files: dict[str, Any] = {}
     for robot in robots:
@@ -87,9 +87,6 @@ def run_benchmarks(quick: bool = False, robots: tuple[str, ...] = ROBOTS) -> dic
     except Exception as exc:  # a figure must not lose the numbers
         sweep["heatmap_error"] = str(exc)
     files["doomed_sweep"] = sweep
-    # the model idyn train gives by default
-    model = (_work_dir() / "quick" if quick else _work_dir()) / "models" / "panda" / "auto" / "model.onnx"
-    files["wrench_observer"] = wrench_eval.evaluate("panda", model if model.is_file() else None)
     return {"_files": files}
 
 

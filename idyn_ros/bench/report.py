@@ -297,7 +297,8 @@ def _wrench(d: dict) -> Lines:
                          r["moving_no_contact"]["direct"]["rms_n"], r["moving_no_contact"]["momentum"]["rms_n"]])
     return [f"Wrench observer on the {d.get('robot', '?')} plant: {fmt(d.get('push_n', float('nan')))} N pushes "
             f"of {fmt(d.get('push_s', float('nan')))} s at the flange (RMSE, mean over x/y/z), and moving without "
-            "contact (RMS of the estimate).", "",
+            "contact (RMS of the estimate). Pose: the plant's start pose, smallest singular value of the flange "
+            f"Jacobian {fmt(d.get('push_pose_smallest_singular_value', float('nan')))}.", "",
             *table(["model", "push, direct [N]", "push, momentum [N]", "no contact, direct [N]",
                     "no contact, momentum [N]"], rows)]
 
@@ -443,7 +444,7 @@ RENDERERS: list[tuple[str, str, str, Callable[[dict], Lines]]] = [
     ("latency.json", "latency", "Joint state -> command latency", _latency),
     ("tracking_*.json", "experiments", "Tracking", _tracking),
     ("doomed_sweep.json", "experiments", "DOOMED: unmodelled payload", _doomed),
-    ("wrench_observer.json", "experiments", "Wrench observer", _wrench),
+    ("wrench_observer_*.json", "wrench", "Wrench observer", _wrench),
     ("ur5_wrench.json", "ur5", "UR5 on real data: currents, torque model, wrench vs F/T sensor", _ur5),
     ("payload.json", "payload", "Payload identification and gripper compensation", _payload),
 ]
@@ -453,7 +454,7 @@ def _renderer(name: str) -> tuple[int, str, str, Callable[[dict], Lines]]:
     """(order, topic, title, renderer) of a result file; order = its place in RENDERERS."""
     for order, (pattern, topic, title, fn) in enumerate(RENDERERS):
         if fnmatch(name, pattern):
-            robot = name[len("tracking_"):-len(".json")] if pattern == "tracking_*.json" else ""
+            robot = name[len(pattern) - len("*.json"):-len(".json")] if "*" in pattern else ""
             return order, topic, f"{title}: {robot}" if robot else title, fn
     return len(RENDERERS), "other", name, _generic
 

@@ -28,8 +28,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--quick", action="store_true",
                         help="shorter runs (fewer samples/seeds) for a smoke check; numbers are noisier")
     parser.add_argument("--robots", nargs="+", choices=["panda", "iiwa14", "ur5"], default=None,
-                        help="experiments: the robots whose tracking tables run (default all three); DOOMED and "
-                             "wrench run with the panda")
+                        help="experiments and wrench: the robots they run (default all three); the DOOMED "
+                             "sweep runs with the panda")
     parser.add_argument("--report", action="store_true",
                         help="write docs/benchmarks.md from bench/results/*.json (alone: no runs; with --only: "
                              "after them)")
