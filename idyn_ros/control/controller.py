@@ -372,8 +372,8 @@ class Controller:
         if p.use_feedforward and self.embedded and fresh:
             # every trusted tick: the LSTM state stays current. After a short gap it resumes, ms stale, rather than
             # zeroed (further off); a gap past max_recovery_silence latches, and activation warms it up again
-            # decision: at the measured velocity, also where the reference rests: at the reference's, the Panda did not
-            # hunt after a released push, but the observer read pushes worse (studies/doomed_contact)
+            # decision: at the measured velocity, also where the reference rests: at the reference's, an arm that hunted
+            # after a released push held still, but every arm's observer read pushes worse (studies/doomed_contact)
             self.tau_ff[:] = self.ff.compute(q, dq, self.ddq_d)
         tau = self.tau
         if not (wd.tripped or waiting) and self._law(q, dq, now_ns):

@@ -2,7 +2,7 @@
 whose reference rests (|dq_d| <= 1e-3 rad/s), at the reference's velocity (the variant; not in the product). See
 README.md.
 
-    python studies/doomed_contact/friction_at_rest.py [--robots panda ur5 iiwa14] [--work DIR]
+    python studies/doomed_contact/friction_at_rest.py [--robots panda ur5 iiwa14] [--work DIR] [--keep-tracking]
 
 Per arm, with the identified RBD + friction model of the benchmarks (cached under --work) and DOOMED off:
 - the push of run.py (15 N along base x for 4 s at medium gains), then the largest joint speed 2-6 s after the
@@ -62,12 +62,12 @@ class Variant:
 def after_push(robot: str, model_path: Path) -> dict:
     from idyn_ros.dynamics import RobotModel
     from idyn_ros.experiments.tracking import make_feedforward
-    from idyn_ros.experiments.wrench_eval import _pose
+    from idyn_ros.experiments.wrench_eval import push_pose
     from idyn_ros.sim import Plant, loop
 
     rm = RobotModel.from_robot(robot)
     plant = Plant(robot, "true")
-    q0 = _pose(rm)
+    q0 = push_pose(robot, rm)
     controller = loop.controller_for(robot, rm, "medium", make_feedforward(rm, "model", model_path))
     n_ticks = round((SETTLE_S + BEFORE_S + PUSH_S + AFTER_S) / plant.control_dt) + 2
     t, dq, err = np.zeros(n_ticks), np.zeros((n_ticks, rm.n)), np.zeros(n_ticks)
@@ -111,9 +111,13 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--robots", nargs="+", default=["panda", "ur5", "iiwa14"])
     ap.add_argument("--work", type=Path, default=Path("runs"), help="data and model cache (as idyn bench)")
+    ap.add_argument("--keep-tracking", action="store_true", help="take the tracking cells from the results file "
+                    "there (they do not depend on the push pose; the slow part) and rerun the pushes")
     args = ap.parse_args()
     from idyn_ros.experiments.models_cache import bench_data_spec, record_dataset, split_paths, train_row
 
+    path = HERE / "results" / "friction_at_rest.json"
+    kept = json.loads(path.read_text()) if args.keep_tracking else {}
     out: dict = {}
     for robot in args.robots:
         train, val = split_paths(record_dataset(robot, args.work, bench_data_spec(False)))
@@ -122,15 +126,20 @@ def main() -> None:
         out[robot] = {}
         for rule in ("measured", "reference_at_rest"):
             with Variant(rule == "reference_at_rest"):
+                cells = ({f"tracking_{g}": kept[robot][rule][f"tracking_{g}"] for g in ("medium", "stiff")} if kept
+                         else {f"tracking_{g}": tracking(robot, model, g) for g in ("medium", "stiff")})
                 out[robot][rule] = {"after_push": after_push(robot, model), "pushes_rmse_n": pushes(robot, model),
-                                    **{f"tracking_{g}": tracking(robot, model, g) for g in ("medium", "stiff")}}
+                                    **cells}
         print(robot, json.dumps(out[robot]), flush=True)
     rev = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
     out["_provenance"] = {"command": "python studies/doomed_contact/friction_at_rest.py --robots "
                                      + " ".join(args.robots), "revision": rev,
                           "model": "identified_rbd_friction (bench data spec)", "doomed": "off"}
-    (HERE / "results").mkdir(exist_ok=True)
-    (HERE / "results" / "friction_at_rest.json").write_text(json.dumps(out, indent=1) + "\n")
+    if kept:
+        out["_provenance"]["command"] += " --keep-tracking"
+        out["_provenance"]["tracking_cells_from"] = kept["_provenance"]
+    path.parent.mkdir(exist_ok=True)
+    path.write_text(json.dumps(out, indent=1) + "\n")
 
 
 if __name__ == "__main__":
