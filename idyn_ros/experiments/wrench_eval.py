@@ -164,7 +164,8 @@ def false_positive(robot: str, feedforward: str = "rbd", model_path: Path | None
 
 
 def evaluate(robot: str = "panda", model_path: Path | None = None) -> dict[str, Any]:
-    """``wrench_observer.json``: pushes and false positives for nominal RBD and (if given) the model."""
+    """``wrench_observer_<robot>.json`` (``idyn bench --only wrench``): pushes and false positives for nominal RBD
+    and (if given) the model."""
     variants = [("nominal_rbd", "rbd", None)]
     if model_path is not None and Path(model_path).is_file():
         variants.append(("learned", "model", Path(model_path)))
