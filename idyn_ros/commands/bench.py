@@ -7,7 +7,8 @@ Each JSON file carries `_provenance` (command, git revision, date, machine). Top
   recorder     rosbag2 recorder loss at 1 kHz
   sim          plant lockstep speed and real-time jitter
   latency      joint state -> command latency at 1 kHz (latency.json)
-  experiments  tracking tables (tracking_<robot>.json), DOOMED sweep, wrench observer
+  experiments  tracking tables (tracking_<robot>.json), DOOMED sweep
+  wrench       wrench observer on the plant: 10 N pushes, a contact-free move (wrench_observer_<robot>.json)
   ur5          real UR5 data: current gains, torque model, wrench vs F/T sensor and the UR's own estimate
   payload      payload identification (plant, offline CLI, closed loop vs DOOMED)
 `--report` regenerates docs/benchmarks.md from the result files (after the runs, if topics are named).

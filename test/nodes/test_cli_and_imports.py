@@ -21,6 +21,14 @@ def test_bringup_help_answers_questions():
         assert text in out
 
 
+def test_bench_help_names_every_topic():
+    from idyn_ros.bench import TOPICS
+    from idyn_ros.commands import bench
+
+    listed = re.findall(r"^  (\w+) ", bench.__doc__, flags=re.M)
+    assert listed == list(TOPICS)  # what each writes, in the order `idyn bench` runs them
+
+
 def test_launcher_command_lines_follow_the_graph_description(tmp_path):
     user = tmp_path / "mine.yaml"
     user.write_text("/controller:\n  ros__parameters:\n    gain_preset: stiff\n    damping_ratio: 0.8\n")
