@@ -50,18 +50,34 @@ def poses(robot: str, count: int) -> list[np.ndarray]:
     return out
 
 
-def payload_contact(robot: str, model_path: Path) -> dict:
-    """Share of samples the trust stage flags contact on while DOOMED adapts to the sweep's unmodelled payload
-    (``doomed_sweep``'s task and payload, this model as the feedforward and the observer's)."""
+def loop_objects(robot: str, rm, plant, model_path: Path, doomed: bool) -> tuple:
+    """(controller at medium gains, DoomedAdapter or None, WrenchObserver, TrustedWrench) as the nodes build them."""
     from idyn_ros.control.doomed import Doomed, DoomedAdapter, config_from_params
     from idyn_ros.control.wrench_trust import TrustedWrench, TrustSettings
-    from idyn_ros.dynamics import RobotModel
-    from idyn_ros.experiments.doomed_sweep import DEFAULT_PAYLOAD, _task
     from idyn_ros.experiments.tracking import make_feedforward
     from idyn_ros.experiments.wrench_eval import _observer
     from idyn_ros.parameters import load
+    from idyn_ros.sim.loop import controller_for
+
+    controller = controller_for(robot, rm, "medium", make_feedforward(rm, "model", model_path))
+    adapter = None
+    if doomed:
+        dp = load("doomed", robot, n=rm.n)
+        adapter = DoomedAdapter(Doomed(plant.n, config_from_params(dp, rm.effort_limit)), controller.feedback_model,
+                                dp.inertia_scaled)
+    observer = _observer(rm, model_path)
+    trust = TrustedWrench.from_model(observer.rbd, observer.model,
+                                     TrustSettings.from_params(load("wrench_observer", robot, n=rm.n)))
+    return controller, adapter, observer, trust
+
+
+def payload_contact(robot: str, model_path: Path) -> dict:
+    """Share of samples the trust stage flags contact on while DOOMED adapts to the sweep's unmodelled payload
+    (``doomed_sweep``'s task and payload, this model as the feedforward and the observer's)."""
+    from idyn_ros.dynamics import RobotModel
+    from idyn_ros.experiments.doomed_sweep import DEFAULT_PAYLOAD, _task
     from idyn_ros.sim import Payload, Plant
-    from idyn_ros.sim.loop import controller_for, run_episode
+    from idyn_ros.sim.loop import run_episode
 
     rm = RobotModel.from_robot(robot)
     out = {}
@@ -69,13 +85,7 @@ def payload_contact(robot: str, model_path: Path) -> dict:
         plant = Plant(robot, "true")
         if mass:
             plant.set_payload(Payload(float(mass), tuple(DEFAULT_PAYLOAD["com"])))
-        controller = controller_for(robot, rm, "medium", make_feedforward(rm, "model", model_path))
-        dp = load("doomed", robot, n=rm.n)
-        adapter = DoomedAdapter(Doomed(plant.n, config_from_params(dp, rm.effort_limit)), controller.feedback_model,
-                                dp.inertia_scaled)
-        observer = _observer(rm, model_path)
-        trust = TrustedWrench.from_model(observer.rbd, observer.model,
-                                         TrustSettings.from_params(load("wrench_observer", robot, n=rm.n)))
+        controller, adapter, observer, trust = loop_objects(robot, rm, plant, model_path, doomed=True)
         task = _task(rm, 3, 2.0)
         observer.warm_up(task.points[0])
         flags: list[float] = []
@@ -93,27 +103,15 @@ def payload_contact(robot: str, model_path: Path) -> dict:
 def episode(robot: str, model_path: Path, push_n: float, variant: str, refractory_s: float = 0.0,
             q0: np.ndarray | None = None) -> dict:
     """One push at ``q0`` (default: the wrench benchmark's push pose); ``variant``: off | doomed | held."""
-    from idyn_ros.control.doomed import Doomed, DoomedAdapter, config_from_params
-    from idyn_ros.control.wrench_trust import TrustedWrench, TrustSettings
     from idyn_ros.dynamics import RobotModel
-    from idyn_ros.experiments.tracking import make_feedforward
-    from idyn_ros.experiments.wrench_eval import _observer, push_pose
-    from idyn_ros.parameters import load
+    from idyn_ros.experiments.wrench_eval import push_pose
     from idyn_ros.sim import Plant
-    from idyn_ros.sim.loop import Hold, controller_for, run_episode
+    from idyn_ros.sim.loop import Hold, run_episode
 
     rm = RobotModel.from_robot(robot)
     plant = Plant(robot, "true")
     q0 = push_pose(robot, rm) if q0 is None else q0
-    controller = controller_for(robot, rm, "medium", make_feedforward(rm, "model", model_path))
-    adapter = None
-    if variant != "off":
-        dp = load("doomed", robot, n=rm.n)
-        adapter = DoomedAdapter(Doomed(plant.n, config_from_params(dp, rm.effort_limit)), controller.feedback_model,
-                                dp.inertia_scaled)
-    observer = _observer(rm, model_path)
-    trust = TrustedWrench.from_model(observer.rbd, observer.model,
-                                     TrustSettings.from_params(load("wrench_observer", robot, n=rm.n)))
+    controller, adapter, observer, trust = loop_objects(robot, rm, plant, model_path, doomed=variant != "off")
     observer.warm_up(q0)
     total = BEFORE_S + PUSH_S + AFTER_S
     n_ticks = round((SETTLE_S + total) / plant.control_dt) + 2
