@@ -58,6 +58,7 @@ from idyn_ros.nodes.common import (
 from idyn_ros.nodes.reference import REJECTED
 from idyn_ros.parameters import PayloadIdentifierParams
 
+PROGRESS_STEPS = 4  # the excitation's progress is logged at each quarter (a service call has no feedback)
 RECORD_MARGIN_S = 0.5  # s recorded after the plan should have ended (the reference starts one state late)
 CONNECT_TIMEOUT_S = 10.0  # s (wall) a call waits for the first joint state and for the reference node
 APPLY_TIMEOUT_S = 5.0  # s (wall) apply waits for each set_payload reply (a wedged server must not hold the node busy)
@@ -362,10 +363,14 @@ class PayloadIdentifierNode(Node):
         v = self.params.value
         duration = self._play()
         self.get_logger().info(f"playing the payload excitation ({duration:.1f} s)")
-        started = time.monotonic()
+        started, origin_ns, said = time.monotonic(), self._plan[0], 1
         while not self._done.done():  # the executor serves everything else meanwhile
             if time.monotonic() - started > v.wall_timeout:
                 raise IdynError(f"the excitation did not finish within wall_timeout={v.wall_timeout:g} s")
+            played_s = (self.filter.stamp_ns - origin_ns) * 1e-9  # on the joint states' clock, as the plan runs
+            if said < PROGRESS_STEPS and played_s >= said * duration / PROGRESS_STEPS:  # the caller waits in silence
+                self.get_logger().info(f"payload excitation: {played_s:.1f} of {duration:.1f} s played")
+                said += 1
             await _yield_once(self)
         self._done.result()  # raises why the recording was abandoned
         rec = self.log.recording(f"live:{v.joint_states_topic}", v.rate_hz)  # on the even grid, as a file would be

@@ -151,13 +151,14 @@ def test_an_excitation_the_arm_did_not_play_fails_and_keeps_the_baseline(rclpy_c
         peer.destroy_node()
 
 
-def test_the_recording_kept_is_the_excitation_without_the_holds(rclpy_context, tmp_path):
+def test_the_recording_kept_is_the_excitation_without_the_holds(rclpy_context, tmp_path, log_recorder):
     """The settle and end holds went into the identification: at rest any torque inside the joints' dry friction holds
     the arm, set by the motion before, which differs between the baseline's call and the next (true Panda through the
-    nodes: the 1.5 kg payload's CoM 26 mm off)."""
+    nodes: the 1.5 kg payload's CoM 26 mm off). Meanwhile the log says how far the excitation has come."""
     from idyn_ros.srv import IdentifyPayload
 
     node, exe, peer = _identifier(rclpy_context, tmp_path)
+    node.get_logger = lambda: log_recorder
     try:
         reply = _call(node, exe, IdentifyPayload.Request(record_baseline=True), follow=True)
         assert reply.success, reply.message
@@ -167,6 +168,10 @@ def test_the_recording_kept_is_the_excitation_without_the_holds(rclpy_context, t
         assert rec.t[0] - origin_ns * 1e-9 == pytest.approx(1.0, abs=2e-3)
         assert rec.t[-1] - rec.t[0] == pytest.approx(1.5, abs=2e-3)  # the 1.5 s excitation, not its 0.5 s end hold
         np.testing.assert_allclose(np.ptp(rec.q, axis=0), 2 * WRIST, atol=1e-3)  # all of the swing is in it
+        progress = [m for level, m in log_recorder.lines if level == "info" and "played" in m]
+        played = [float(m.split()[2]) for m in progress]  # one line in each of the first three quarters
+        assert len(played) == 3 and all(0.7 * k <= x < 0.75 * (k + 1) + 0.05 for k, x in enumerate(played, 1)), progress
+        assert all(m.endswith("of 3.0 s played") for m in progress)  # 1 s settle + 1.5 s + 0.5 s hold
     finally:
         node.destroy_node()
         peer.destroy_node()
