@@ -41,11 +41,13 @@ class NodeParameters(Generic[P]):
         if foreign:
             raise ParameterError(f"{node.get_name()}: no idyn_ros node has parameter(s) {foreign} (misspelt? "
                                  "docs/parameters.md lists them); rclpy would ignore them without a word")
-        others = sorted(n for n in _named_parameters(node.get_name(), PROCESS_ARGS) if not node.has_parameter(n))
+        named = _named_parameters(node.get_name(), PROCESS_ARGS)
+        others = sorted(n for n in named if not node.has_parameter(n))
         if others:
+            hint = _composed_hint([n for n in others if named[n] == "-p"])
             raise ParameterError(f"{node.get_name()} has no parameter(s) {others}, given to it by name (-p, or a "
-                                 f"parameter file section naming {node.get_name()}); docs/parameters.md lists each "
-                                 "node's; rclpy would ignore them without a word")
+                                 f"parameter file section naming {node.get_name()}){hint}; docs/parameters.md lists "
+                                 "each node's; rclpy would ignore them without a word")
         try:
             self.value: P = self.read()
         except ParameterError:  # reported where the node reads again to configure (read() raises there)
@@ -255,25 +257,38 @@ def parameter_help(cls: type[NodeParams]) -> str:
 PROCESS_ARGS: list[str] = []  # the arguments rclpy.init got in this process (nodes.common.run records them)
 
 
-def _named_parameters(node_name: str, argv: list[str]) -> set[str]:
-    """The parameter names ``argv`` gives node ``node_name`` by name: ``-p NAME:=VALUE`` (a node process's own
-    command line) and the sections of its ``--params-file`` that name it (``/name``, ``/**/name``). A wildcard
-    section (``/**``) reaches every node and may hold other nodes' names, so it is not counted."""
+def _composed_hint(from_p: list[str]) -> str:
+    """What to do instead of ``-p`` for parameters only some nodes of a process have (a composed process)."""
+    from idyn_ros.parameters import NODES
+
+    if not from_p:
+        return ""
+    owners = {n: [node for node, cls in NODES.items() if n in {p.name for p in cls.table()}] for n in from_p}
+    where = "; ".join(f"{n}: /{' or /'.join(o)}" for n, o in owners.items() if o)
+    return (" (-p reaches every node of its process: in a composed process, give it in the parameter file section of "
+            f"the node that has it{', ' + where if where else ''})")
+
+
+def _named_parameters(node_name: str, argv: list[str]) -> dict[str, str]:
+    """The parameter names ``argv`` gives node ``node_name`` by name, each with where ("-p" or the file):
+    ``-p NAME:=VALUE`` (a node process's own command line) and the sections of its ``--params-file`` that name it
+    (``/name``, ``/**/name``). A wildcard section (``/**``) reaches every node and may hold other nodes' names, so it
+    is not counted."""
     from idyn_ros.parameters import read_parameter_file, section_matches
 
-    names: set[str] = set()
+    names: dict[str, str] = {}
     ros_args = False
     for i, word in enumerate(argv):
         if word in ("--ros-args", "--"):
             ros_args = word == "--ros-args"
         elif ros_args and word in ("-p", "--param") and i + 1 < len(argv) and ":=" in argv[i + 1]:
-            names.add(argv[i + 1].split(":=", 1)[0])
+            names[argv[i + 1].split(":=", 1)[0]] = "-p"
         elif ros_args and word == "--params-file" and i + 1 < len(argv):
             try:
                 sections = read_parameter_file(argv[i + 1])
             except ParameterError:  # rcl has read it already; what it refuses is said there
                 continue
-            names.update(name for key, params in sections.items()
+            names.update((name, argv[i + 1]) for key, params in sections.items()
                          if key.rstrip("/").rsplit("/", 1)[-1] == node_name and section_matches(key, node_name)
                          for name in params)
     return names

@@ -120,7 +120,9 @@ def test_a_parameter_given_to_a_node_by_name_that_it_does_not_have_is_refused(rc
 
     monkeypatch.setattr(ros_parameters, "PROCESS_ARGS", ["--ros-args", "-p", "model_path:=/tmp/m.onnx"])
     with pytest.raises(ParameterError, match=r"joint_state_buffer has no parameter\(s\) \['model_path'\], given to "
-                                             r"it by name"):
+                                             r"it by name.*in a composed process, give it in the parameter file "
+                                             r"section of the node that has it, model_path: /controller or "
+                                             r"/feedforward"):
         JointStateBufferNode(context=rclpy_context)
     mine = tmp_path / "mine.yaml"
     mine.write_text("/**:\n  ros__parameters:\n    model_path: /tmp/m.onnx\n"
@@ -128,8 +130,9 @@ def test_a_parameter_given_to_a_node_by_name_that_it_does_not_have_is_refused(rc
     monkeypatch.setattr(ros_parameters, "PROCESS_ARGS", ["--ros-args", "--params-file", str(mine)])
     JointStateBufferNode(context=rclpy_context).destroy_node()
     mine.write_text("/**/joint_state_buffer:\n  ros__parameters:\n    fallback: gravity\n")
-    with pytest.raises(ParameterError, match=r"has no parameter\(s\) \['fallback'\]"):
+    with pytest.raises(ParameterError, match=r"has no parameter\(s\) \['fallback'\]") as refused:
         JointStateBufferNode(context=rclpy_context)
+    assert "composed" not in str(refused.value)  # the file named the node: no hint about -p
     done = subprocess.run([sys.executable, "-m", "idyn_ros.nodes.start", "joint_state_buffer", "--ros-args", "-p",
                            "model_path:=/tmp/m.onnx"], capture_output=True, text=True, timeout=120)
     assert done.returncode == 2 and "joint_state_buffer has no parameter(s) ['model_path']" in done.stderr + \
