@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-ROBOTS = ("panda", "iiwa14", "ur5")
+from idyn_ros.bench.experiments import ROBOTS
 
 
 def run_benchmarks(quick: bool = False, robots: tuple[str, ...] = ROBOTS) -> dict[str, Any]:

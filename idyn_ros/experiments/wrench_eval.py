@@ -166,11 +166,11 @@ def false_positive(robot: str, feedforward: str = "rbd", model_path: Path | None
 def evaluate(robot: str = "panda", model_path: Path | None = None) -> dict[str, Any]:
     """``wrench_observer_<robot>.json`` (``idyn bench --only wrench``): pushes and false positives for nominal RBD
     and (if given) the model."""
+    from idyn_ros.dynamics import RobotModel
+
     variants = [("nominal_rbd", "rbd", None)]
     if model_path is not None and Path(model_path).is_file():
         variants.append(("learned", "model", Path(model_path)))
-    from idyn_ros.dynamics import RobotModel
-
     robot_model = RobotModel.from_robot(robot)
     q0, q1 = free_move(robot, robot_model)
     out: dict[str, Any] = {"robot": robot, "push_n": PUSH_N, "push_s": PUSH_S, "torque_source": "effort",

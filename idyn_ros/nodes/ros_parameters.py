@@ -257,14 +257,23 @@ def parameter_help(cls: type[NodeParams]) -> str:
 PROCESS_ARGS: list[str] = []  # the arguments rclpy.init got in this process (nodes.common.run records them)
 
 
-def _composed_hint(from_p: list[str]) -> str:
-    """What to do instead of ``-p`` for parameters only some nodes of a process have (a composed process)."""
+def _declared_by() -> dict[str, list[str]]:
+    """Each idyn_ros parameter name -> the nodes that declare it."""
     from idyn_ros.parameters import NODES
 
+    owners: dict[str, list[str]] = {}
+    for node, cls in NODES.items():
+        for p in cls.table():
+            owners.setdefault(p.name, []).append(node)
+    return owners
+
+
+def _composed_hint(from_p: list[str]) -> str:
+    """What to do instead of ``-p`` for parameters only some nodes of a process have (a composed process)."""
     if not from_p:
         return ""
-    owners = {n: [node for node, cls in NODES.items() if n in {p.name for p in cls.table()}] for n in from_p}
-    where = "; ".join(f"{n}: /{' or /'.join(o)}" for n, o in owners.items() if o)
+    owners = _declared_by()
+    where = "; ".join(f"{n}: /{' or /'.join(owners[n])}" for n in from_p if n in owners)
     return (" (-p reaches every node of its process: in a composed process, give it in the parameter file section of "
             f"the node that has it{', ' + where if where else ''})")
 
@@ -298,9 +307,7 @@ def _foreign_overrides(node: Any) -> list[str]:
     """Names given to ``node`` (``-p``, parameter files) that no idyn_ros node declares.
 
     A name another of our nodes declares passes: a ``/**`` section legitimately reaches every node."""
-    from idyn_ros.parameters import NODES
-
-    anyone = {"use_sim_time"}.union(*({p.name for p in cls.table()} for cls in NODES.values()))
+    anyone = {"use_sim_time", *_declared_by()}
     given = getattr(node, "_parameter_overrides", {})  # rclpy keeps -p and file values here; no public accessor
     return sorted(name for name in given
                   if name not in anyone and not node.has_parameter(name) and not name.startswith("qos_overrides."))
