@@ -36,6 +36,37 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
+# A test that hangs (seen: Fast DDS deadlocked destroying a publisher, in native code holding the GIL) would hang CI
+# for good. Past this limit (setup + call + teardown) faulthandler's watchdog thread, which needs no GIL, prints every
+# thread's stack and ends pytest with exit code 1: a red run that says where, instead of no run at all.
+HANG_LIMIT_S = float(os.environ.get("IDYN_TEST_HANG_LIMIT_S", "600"))
+SLOW_HANG_LIMIT_S = 6 * HANG_LIMIT_S  # tests marked slow train models or simulate minutes; `make test` skips them
+_hang_report_stream: Any = None
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Keep a copy of the real stderr: pytest's capture redirects fd 2 while a test runs, and a report written
+    there would vanish with the process."""
+    global _hang_report_stream
+    if HANG_LIMIT_S > 0 and _hang_report_stream is None:
+        _hang_report_stream = os.fdopen(os.dup(sys.__stderr__.fileno()), "w")
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None):
+    """Arm the hang limit around one test (a later arming replaces an earlier one: one test at a time)."""
+    import faulthandler
+
+    if _hang_report_stream is None:
+        yield
+        return
+    limit = SLOW_HANG_LIMIT_S if item.get_closest_marker("slow") else HANG_LIMIT_S
+    faulthandler.dump_traceback_later(limit, exit=True, file=_hang_report_stream)
+    try:
+        yield
+    finally:
+        faulthandler.cancel_dump_traceback_later()
+
 
 @pytest.fixture(scope="session")
 def shared_data() -> Path:

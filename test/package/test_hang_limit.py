@@ -1,0 +1,38 @@
+"""The suite's hang limit (``test/conftest.py``): a test stuck in native code holding the GIL ends the run, red, with
+every thread's stack, instead of hanging CI for good."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+TEST_DIR = Path(__file__).resolve().parent.parent
+
+# ctypes.PyDLL keeps the GIL across the call, as Fast DDS did while rclpy destroyed a publisher
+HANGING_TESTS = '''
+import ctypes
+
+
+def test_passes_quickly():
+    assert True
+
+
+def test_hangs_holding_the_gil():
+    ctypes.PyDLL(None).sleep(120)
+'''
+
+
+def test_a_test_that_hangs_holding_the_gil_ends_the_run_with_its_stack(tmp_path: Path) -> None:
+    (tmp_path / "test_hanging.py").write_text(HANGING_TESTS)
+    env = dict(os.environ, IDYN_TEST_HANG_LIMIT_S="3", PYTHONPATH=str(TEST_DIR))
+    # the suite's conftest as a plugin, in a pytest of its own that knows nothing else of this project
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "conftest", "-c", os.devnull, "--rootdir", str(tmp_path),
+         str(tmp_path / "test_hanging.py")],
+        env=env, cwd=tmp_path, capture_output=True, text=True, timeout=90)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "Timeout (0:00:03)!" in proc.stderr
+    assert "test_hangs_holding_the_gil" in proc.stderr  # the stuck frame, by name
+    assert "test_hanging.py" in proc.stderr
