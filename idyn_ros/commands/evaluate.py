@@ -12,11 +12,17 @@ against a model trained on torques are refused (it has no gains). Reported per j
   NMSE(minmax) MSE of torques min-max scaled with the training ranges (Reuss et al. 2022 "NMSE")
 A recording that runs a joint more than 10 % faster than the model's training data gets a warning (JSON:
 "speed_coverage"): the model holds friction and residual at the training speed there, as the controller does.
+``--plot`` draws measured and predicted torque per joint over time, one PNG per recording.
 """
 
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import numpy as np
 
 SHORT_SCORE_S = 1.0  # s of data under which nMSE (error / the torque's own variance there) says little
 HELP = "evaluate a model.onnx on recordings: per-joint nMSE, RMSE [Nm], min-max NMSE"
@@ -24,6 +30,7 @@ HELP = "evaluate a model.onnx on recordings: per-joint nMSE, RMSE [Nm], min-max 
 EPILOG = """examples:
   idyn evaluate --model runs/kuka_hybrid/model.onnx --data measurements_3.npz
   idyn evaluate --model runs/kuka_hybrid/model.onnx --data a.mcap b.mcap --json > metrics.json
+  idyn evaluate --model runs/auto --data measurements_3.npz --plot kuka_3.png
 """
 
 
@@ -40,6 +47,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="print one JSON object on stdout and nothing else (an undefined nMSE is null)")
     parser.add_argument("--backend", choices=["pinocchio", "onnx"], default="pinocchio",
                         help="RBD evaluation: pinocchio from the metadata (default) or the full ONNX graph")
+    parser.add_argument("--plot", metavar="OUT.png",
+                        help="write a PNG of measured and predicted torque per joint over time, each joint's nMSE "
+                             "beside it; with several recordings OUT_0.png, OUT_1.png, ... in --data order")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -54,7 +64,6 @@ def _run(args: argparse.Namespace) -> int:
     import math
     import sys
     import warnings
-    from pathlib import Path
 
     import numpy as np
 
@@ -68,6 +77,7 @@ def _run(args: argparse.Namespace) -> int:
 
     if Path(args.model).is_dir() and (Path(args.model) / "model.onnx").is_file():  # a run directory
         args.model = str(Path(args.model) / "model.onnx")
+    plots = _plot_paths(args.plot, [args.model, *args.data]) if args.plot else []
     meta = read_metadata(args.model)
     require_keys(meta, ("model_kind", "urdf"), args.model)
     robot = RobotModel.from_urdf(meta["urdf"], name=meta["robot"])
@@ -104,6 +114,8 @@ def _run(args: argparse.Namespace) -> int:
                                              meta.get("tau_min"), meta.get("tau_max"))
         if len(segments) > 1:
             per_file[str(path)]["segments"] = len(segments)
+        if plots:
+            _plot(plots[len(per_file) - 1], path, segments, file_preds, file_taus, per_file[str(path)], meta)
         preds += file_preds
         taus += file_taus
     total = torque_metrics(np.concatenate(preds), np.concatenate(taus), meta.get("tau_min"), meta.get("tau_max"))
@@ -114,6 +126,9 @@ def _run(args: argparse.Namespace) -> int:
         message = speed_warning("the data", out["speed_coverage"], meta["joint_names"])
         if message:
             warnings.warn(message, stacklevel=1)
+    if plots:
+        out["plots"] = [str(p) for p in plots]
+        print("idyn evaluate: wrote " + ", ".join(out["plots"]), file=sys.stderr if args.json else None)
     if args.json:
         print(json.dumps(json_ready(out), allow_nan=False))  # NaN (constant joint) as null: strict JSON
         return 0
@@ -128,3 +143,38 @@ def _run(args: argparse.Namespace) -> int:
     print(f"{'mean':<{w}}{100 * total['nmse_mean']:>10.2f}{total['rmse_mean_nm']:>12.4f}"
           f"{total['minmax_nmse_mean']:>14.6f}")
     return 0
+
+
+def _plot_paths(text: str, inputs: list[str]) -> list[Path]:
+    """OUT.png, or OUT_0.png ... for several recordings (``inputs``: the model, then the recordings); each checked
+    writable before any work."""
+    from idyn_ros.commands import writable_output
+
+    out = writable_output(text, "--plot", inputs)
+    if len(inputs) == 2:
+        return [out]
+    return [writable_output(str(out.with_name(f"{out.stem}_{i}{out.suffix or '.png'}")), "--plot", inputs)
+            for i in range(len(inputs) - 1)]
+
+
+def _with_gaps(parts: list[np.ndarray]) -> np.ndarray:
+    """The segments of one recording in a row, a NaN row between them (a plotted line breaks there)."""
+    import numpy as np
+
+    gap = np.full((1, *parts[0].shape[1:]), np.nan)
+    return np.concatenate([x for part in parts for x in (part, gap)])
+
+
+def _plot(path: Path, source: str, segments: list[Any], preds: list[np.ndarray], taus: list[np.ndarray],
+          scores: dict[str, Any], meta: dict[str, Any]) -> None:
+    """One recording's figure: measured and predicted torque per joint, each joint's nMSE beside it."""
+    import numpy as np
+
+    from idyn_ros.experiments.plots import torque_prediction
+
+    unit = "Nm (currents x the model's gains)" if segments[0].effort_kind == "current" else "Nm"
+    notes = [f"nMSE {100 * v:.1f} %" if np.isfinite(v) else "nMSE -" for v in scores["nmse"]]
+    title = (f"{Path(source).name}: {meta['model_kind']} model, mean nMSE {100 * scores['nmse_mean']:.2f} %, "
+             f"RMSE {scores['rmse_mean_nm']:.3g} {unit}")
+    torque_prediction(_with_gaps([rec.t for rec in segments]), _with_gaps(taus), {"predicted": _with_gaps(preds)},
+                      meta["joint_names"], path, title, measured_label="measured", joint_notes=notes)

@@ -38,18 +38,27 @@ def tracking_error(curves: dict[str, tuple[np.ndarray, np.ndarray]], path: Path,
 
 
 def torque_prediction(t: np.ndarray, tau: np.ndarray, preds: dict[str, np.ndarray], joint_names: Sequence[str],
-                      path: Path, title: str) -> Path:
-    """Measured vs predicted joint torque on held-out data, one subplot per joint."""
+                      path: Path, title: str, measured_label: str = "measured (plant effort)",
+                      joint_notes: Sequence[str] | None = None, max_points: int = 20000) -> Path:
+    """Measured vs predicted joint torque on held-out data, one subplot per joint.
+
+    ``joint_notes``: a line under each joint's name (e.g. its nMSE). NaN rows in ``t`` break the lines (gaps between
+    segments). Longer series are thinned to about ``max_points`` samples per line (every k-th: a figure of 10^6
+    points draws no better and takes minutes)."""
     plt = _plt()
+    step = max(1, int(np.ceil(len(t) / max_points)))
+    t, tau = t[::step], tau[::step]
+    preds = {label: p[::step] for label, p in preds.items()}
     n = tau.shape[1]
     fig, axes = plt.subplots(n, 1, figsize=(9, 1.6 * n + 1), sharex=True)
     axes = np.atleast_1d(axes)
     for j in range(n):
         ax = axes[j]
-        ax.plot(t, tau[:, j], color="k", lw=1.0, label="measured (plant effort)")
+        ax.plot(t, tau[:, j], color="k", lw=1.0, label=measured_label)
         for label, p in preds.items():
             ax.plot(t, p[:, j], lw=0.9, label=label)
-        ax.set_ylabel(f"{joint_names[j]}\n[Nm]", fontsize=7)
+        note = f"\n{joint_notes[j]}" if joint_notes is not None else ""
+        ax.set_ylabel(f"{joint_names[j]}\n[Nm]{note}", fontsize=7)
         ax.grid(alpha=0.3)
     axes[0].legend(fontsize=7, ncol=3, loc="upper right")
     axes[0].set_title(title)

@@ -171,3 +171,43 @@ def test_evaluate_names_a_missing_metadata_key(run, tmp_path, capsys):
     write_artifact(proto, {k: v for k, v in meta.items() if k != "urdf"}, tmp_path / "nourdf.onnx")
     assert main(["evaluate", "--model", str(tmp_path / "nourdf.onnx"), "--data", str(data)]) == 2
     assert "lacks ['urdf']" in _one_line_error(capsys)
+
+
+def test_evaluate_plots_what_it_scores_one_figure_per_recording(run, tmp_path, capsys, monkeypatch):
+    """--plot draws the torques the scores come from: each figure's measured and predicted series give back that
+    recording's nMSE; several recordings get OUT_0.png, OUT_1.png in --data order, one gets OUT.png."""
+    from idyn_ros.experiments import plots
+
+    out, data = run
+    heavier = dict(np.load(data))
+    heavier["tau"] = heavier["tau"] * 1.1  # another recording, scored differently
+    np.savez(tmp_path / "other.npz", **heavier)
+    drawn = {}
+    real = plots.torque_prediction
+
+    def keep(t, tau, preds, names, path, title, **kwargs):
+        drawn[path.name] = (tau, preds["predicted"], kwargs["joint_notes"])
+        return real(t, tau, preds, names, path, title, **kwargs)
+
+    monkeypatch.setattr(plots, "torque_prediction", keep)
+    assert main(["evaluate", "--model", str(out), "--data", str(data), str(tmp_path / "other.npz"), "--json",
+                 "--plot", str(tmp_path / "fit.png")]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["plots"] == [str(tmp_path / "fit_0.png"), str(tmp_path / "fit_1.png")]
+    for name, source in (("fit_0.png", data), ("fit_1.png", tmp_path / "other.npz")):
+        assert (tmp_path / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+        tau, pred, notes = drawn[name]
+        rows = ~np.isnan(tau).any(axis=1)  # the NaN row after each segment breaks the line
+        nmse = ((pred[rows] - tau[rows]) ** 2).mean(0) / tau[rows].var(0)
+        np.testing.assert_allclose(nmse, result["files"][str(source)]["nmse"], rtol=1e-9)
+        assert notes[0] == f"nMSE {100 * nmse[0]:.1f} %"
+    assert main(["evaluate", "--model", str(out), "--data", str(data), "--plot", str(tmp_path / "one.png")]) == 0
+    assert (tmp_path / "one.png").is_file() and f"wrote {tmp_path / 'one.png'}" in capsys.readouterr().out
+
+
+def test_evaluate_refuses_a_plot_it_cannot_write_before_scoring(run, tmp_path, capsys):
+    out, data = run
+    (tmp_path / "folder.png").mkdir()
+    for target, said in ((tmp_path / "folder.png", "is a folder"), (data, "is also an input")):
+        assert main(["evaluate", "--model", str(out), "--data", str(data), "--plot", str(target)]) == 2
+        assert said in _one_line_error(capsys)
