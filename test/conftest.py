@@ -52,6 +52,13 @@ def pytest_configure(config: pytest.Config) -> None:
         _hang_report_stream = os.fdopen(os.dup(sys.__stderr__.fileno()), "w")
 
 
+def pytest_unconfigure(config: pytest.Config) -> None:
+    global _hang_report_stream
+    if _hang_report_stream is not None:
+        _hang_report_stream.close()
+        _hang_report_stream = None
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None):
     """Arm the hang limit around one test (a later arming replaces an earlier one: one test at a time)."""

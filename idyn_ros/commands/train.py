@@ -1,7 +1,8 @@
 """Train an inverse-dynamics model and export it as one ONNX artifact.
 
 Writes DIR/model.onnx (RBD + friction + residual, metadata and checksum inside), DIR/metrics.json (per-joint nMSE,
-RMSE [Nm] and min-max NMSE on the train/val/test recordings), DIR/model.pt (re-exportable torch state) and, for a
+RMSE [Nm] and min-max NMSE on the train/val/test recordings, the losses per epoch), with --plot a figure of them
+(DIR/training.png unless named), DIR/model.pt (re-exportable torch state) and, for a
 single learned kind (not auto or a GP), DIR/checkpoint.pt (per epoch; --resume continues from it), each written
 atomically. --resume refuses a checkpoint of another model; one trained on other --data/--val only with
 --resume-on-new-data (fine-tuning). A run that exports removes a checkpoint.pt, model.pt or gp.pt an earlier run left
@@ -127,6 +128,7 @@ KIND_OPTIONS: dict[str, tuple[str, object, tuple[str, ...], str]] = {
     "--gp-noise": ("gp_noise", "per-joint", GP_KINDS, "a Gaussian process"),
     "--gp-refine": ("gp_refine", 0, GP_KINDS, "a Gaussian process"),
     "--gp-iterations": ("gp_iterations", None, GP_KINDS, "a Gaussian process"),  # None: planned from the budget
+    "--plot": ("plot", None, NN_KINDS, "the training figure (a GP's fit: `idyn evaluate --plot`)"),
 }
 
 
@@ -237,6 +239,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="current data: use these gains [Nm/A] (robot joint order, or a robot's data: ur5) "
                              "instead of identifying them; each > 0")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+    parser.add_argument("--plot", nargs="?", const="", default=None, metavar="P.png",
+                        help="also write a figure of the training: learning curves (auto: every learned candidate), "
+                             "auto's candidates on validation, the exported model's nMSE per joint (default file: "
+                             "DIR/training.png)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -257,6 +263,11 @@ def _run(args: argparse.Namespace) -> int:
         raise ParameterError("--no-refit applies to auto without --val (only then is the chosen model refitted on "
                              "the held-out tail of the training data)")
     _refuse_options_of_other_kinds(args)
+    if args.plot is not None:
+        from idyn_ros.commands import writable_output
+
+        args.plot = str(writable_output(args.plot or str(Path(args.out) / "training.png"), "--plot",
+                                        [*args.data, *(args.val or []), *args.test]))
     with output_folder(args.out, "--out"):  # checked before any loading or training, which can take minutes
         budget = _budget_line(args)
         if budget:
@@ -357,6 +368,14 @@ def _train(args: argparse.Namespace) -> int:
         print(f"{split} RMSE per joint: " + " ".join(f"{v:.3f}" for v in m["rmse_current_a"]) + " A = "
               + " ".join(f"{v:.2f}" for v in m["rmse_nm"]) + " Nm")
     print(f"wrote {args.out}/model.onnx (id {metrics.get('model_id')}) and {args.out}/metrics.json")
+    if args.plot is not None:
+        from idyn_ros.experiments.plots import training_summary
+
+        validated = (f"validated on {len(val)} recording(s)" if args.val else
+                     "validated on the held-out tail" if val else "no validation data")
+        training_summary(metrics, robot.joint_names, Path(args.plot),
+                         f"idyn train --model {args.model}: {len(train)} training recording(s), {validated}")
+        print(f"wrote {args.plot}")
     _warn_if_bound_to_another_rate(Path(args.out) / "model.onnx", rate, args.robot)
     return 0
 

@@ -4,6 +4,7 @@ says what was run, a legend. Each function takes plain arrays/dicts and a path, 
 
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -20,6 +21,15 @@ def _plt() -> Any:
     return plt
 
 
+def _save(plt: Any, fig: Any, path: str | Path, dpi: int) -> Path:
+    """Write ``fig`` as a PNG at ``path`` (its folder created when missing, as the commands' output checks allow)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=dpi)
+    plt.close(fig)
+    return path
+
+
 def tracking_error(curves: dict[str, tuple[np.ndarray, np.ndarray]], path: Path, title: str) -> Path:
     """Tracking error over time: {label: (t s, mean |q_d - q| over joints in deg)}."""
     plt = _plt()
@@ -32,9 +42,7 @@ def tracking_error(curves: dict[str, tuple[np.ndarray, np.ndarray]], path: Path,
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return Path(path)
+    return _save(plt, fig, path, 120)
 
 
 def torque_prediction(t: np.ndarray, tau: np.ndarray, preds: dict[str, np.ndarray], joint_names: Sequence[str],
@@ -64,9 +72,7 @@ def torque_prediction(t: np.ndarray, tau: np.ndarray, preds: dict[str, np.ndarra
     axes[0].set_title(title)
     axes[-1].set_xlabel("time [s]")
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return Path(path)
+    return _save(plt, fig, path, 110)
 
 
 def wrench_push(t: np.ndarray, applied: np.ndarray, estimates: dict[str, np.ndarray], path: Path,
@@ -85,9 +91,7 @@ def wrench_push(t: np.ndarray, applied: np.ndarray, estimates: dict[str, np.ndar
     axes[0].set_title(title)
     axes[-1].set_xlabel("time [s]")
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return Path(path)
+    return _save(plt, fig, path, 120)
 
 
 def doomed_heatmaps(sweep: dict[str, Any], path: Path) -> Path:
@@ -124,6 +128,70 @@ def doomed_heatmaps(sweep: dict[str, Any], path: Path) -> Path:
     fig.suptitle(f"DOOMED on the {sweep['robot']} plant, {sweep['payload']['mass']:g} kg unmodelled payload, "
                  f"{sweep['gain']} gains (* = oscillating / frozen)", fontsize=10)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return Path(path)
+    return _save(plt, fig, path, 110)
+
+
+def training_summary(metrics: dict[str, Any], joint_names: Sequence[str], path: Path, title: str) -> Path:
+    """What `idyn train` did, from its metrics.json: the learning curves (train dashed, validation solid; every learned
+    candidate of auto, the exported one bold), auto's candidates on validation, and the exported model's nMSE per
+    joint on validation (and test)."""
+    plt = _plt()
+    from matplotlib import ticker
+
+    rows = [r for r in metrics.get("candidates", ()) if not r.get("skipped")]
+    curves = {r["name"]: r["history"] for r in rows if len(r.get("history", {}).get("val", ())) > 1}
+    if not rows and len(metrics.get("history", {}).get("val", ())) > 1:
+        curves = {metrics["kind"]: metrics["history"]}
+    panels = 2 + bool(rows)
+    fig, axes = plt.subplots(1, panels, figsize=(5.6 * panels, 4.8))
+    ax = axes[0]
+    exported = {metrics.get("selected")} | {r["name"] for r in rows if r.get("member_of") == metrics.get("selected")}
+    for i, (name, h) in enumerate(curves.items()):
+        bold = name in exported or not rows
+        color = f"C{i % 10}"
+        ax.plot(h["epoch"], h["val"], color=color, lw=2.2 if bold else 1.0, label=name)
+        ax.plot(h["epoch"], h["train"], color=color, lw=1.2 if bold else 0.7, ls="--")
+    ax.set_yscale("log")
+    ax.set_xlabel("epoch")
+    ax.set_ylabel("loss: MSE of torques scaled by their range [-]")
+    ax.set_title("learning curves, bold: exported\n(solid: validation; dashed: training, with dropout and penalties)",
+                 fontsize=9)
+    ax.grid(alpha=0.3, which="both")
+    if curves:
+        ax.legend(fontsize=7)
+    else:
+        ax.text(0.5, 0.5, "nothing trained by gradient\n(physics only)", ha="center", va="center",
+                transform=ax.transAxes)
+    if rows:
+        ax = axes[1]
+        names = [r["name"] for r in rows]
+        y = np.arange(len(rows))
+        ax.barh(y, [100 * r["val_nmse_mean"] for r in rows],
+                color=["C3" if n == metrics.get("selected") else "C0" for n in names], label="candidate")
+        ax.plot([100 * r["val_physics_nmse_mean"] for r in rows], y, "k|", ms=14, mew=2, label="its physics part")
+        ax.set_yticks(y, [textwrap.fill(n, 28) for n in names], fontsize=7)
+        ax.invert_yaxis()
+        ax.set_xscale("log")
+        ax.xaxis.set_major_locator(ticker.LogLocator(subs=(1.0, 2.0, 5.0)))  # 1 2 5 10 20 ...: readable on any span
+        ax.xaxis.set_major_formatter(ticker.FuncFormatter(lambda v, _: f"{v:g}"))
+        ax.xaxis.set_minor_formatter(ticker.NullFormatter())
+        ax.set_xlabel("validation nMSE, mean over joints [%]")
+        ax.set_title(f"auto's candidates, red: exported\n({metrics.get('selected')})", fontsize=9)
+        ax.grid(alpha=0.3, axis="x", which="both")
+        ax.legend(fontsize=7)
+    ax = axes[-1]
+    x = np.arange(len(joint_names))
+    splits = [s for s in ("val", "test") if s in metrics]
+    for k, split in enumerate(splits):
+        ax.bar(x + (k - (len(splits) - 1) / 2) * 0.4, [100 * v for v in metrics[split]["nmse"]], width=0.4,
+               label=f"{split}: mean {100 * metrics[split]['nmse_mean']:.2f} %")
+    ax.set_xticks(x, joint_names, rotation=45, ha="right", fontsize=7)
+    ax.set_yscale("log")
+    ax.set_ylabel("nMSE [%] (100 = no better than the mean torque)")
+    ax.set_title(f"exported model ({metrics['kind']}) per joint", fontsize=9)
+    ax.grid(alpha=0.3, axis="y", which="both")
+    if splits:
+        ax.legend(fontsize=7)
+    fig.suptitle(title, fontsize=10)
+    fig.tight_layout()
+    return _save(plt, fig, path, 110)

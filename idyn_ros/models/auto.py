@@ -46,7 +46,16 @@ from idyn_ros.errors import IdentificationError, ParameterError
 from idyn_ros.models.identification import DEFAULT_REG
 from idyn_ros.models.metrics import OVERLAP_WARNING, state_overlap, torque_metrics
 from idyn_ros.models.sources import Recording
-from idyn_ros.models.training import TrainResult, apply_gate, fit, fit_again, fit_residual_gate, predict, prepare
+from idyn_ros.models.training import (
+    TrainResult,
+    apply_gate,
+    fit,
+    fit_again,
+    fit_residual_gate,
+    learning_curve,
+    predict,
+    prepare,
+)
 from idyn_ros.models.zoo import ModelConfig, TorqueModel
 
 # (name, ModelConfig overrides); physics candidates are those whose kind learns no residual.
@@ -118,7 +127,7 @@ class Candidate:
                     "val_nmse_mean": self.val["nmse_mean"],
                     "val_nmse_max": self.val["nmse_max"], "val_nmse": self.val["nmse"],
                     "val_physics_nmse_mean": self.val_physics["nmse_mean"], "stopped": r.stopped,
-                    "epochs_run": len(r.history)})
+                    "epochs_run": len(r.history), "history": learning_curve(r.history)})
         if r.gate is not None:
             out["gate"] = [round(float(g), 4) for g in r.gate]
         if self.member_of:

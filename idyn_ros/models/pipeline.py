@@ -33,7 +33,7 @@ from idyn_ros.models.metrics import (
     validation_candidates,
 )
 from idyn_ros.models.sources import Recording, TrainingWarning
-from idyn_ros.models.training import TrainResult, fit, predict
+from idyn_ros.models.training import TrainResult, fit, learning_curve, predict
 from idyn_ros.models.uncertainty import torque_uncertainty
 from idyn_ros.models.zoo import ModelConfig, TorqueModel
 
@@ -272,7 +272,8 @@ def train_run(
     preds = {name: [predict(m.model, robot.pin_model, r)["tau"] for r in recs]
              for name, recs, m in (("train", train, res), ("val", val, chosen), ("test", test, res))}
     metrics: dict[str, Any] = {"kind": res.cfg.kind, "mode": res.cfg.mode, "stopped": res.stopped,
-                               "epochs_run": len(res.history), "identification": res.identification,
+                               "epochs_run": len(res.history), "history": learning_curve(res.history),
+                               "identification": res.identification,
                                "train": evaluate_torch(res, robot, train, preds["train"])}
     if validation_note:
         metrics["validation_data"] = validation_note

@@ -85,6 +85,14 @@ class TrainResult:
     checkpoint: Path | None = None  # the checkpoint.pt this fit wrote or resumed from (None: it has none)
 
 
+def learning_curve(history: Sequence[dict[str, float]]) -> dict[str, list[float]]:
+    """A fit's losses per epoch for metrics.json (and the training figure): train and val (scaled MSE); an epoch
+    without a train loss (a physics-only fit's single evaluation) reads NaN there."""
+    return {"epoch": [int(h["epoch"]) for h in history],
+            "train": [float(h.get("train", float("nan"))) for h in history],
+            "val": [float(h["val"]) for h in history]}
+
+
 def velocity_range(recs: Sequence[Recording]) -> np.ndarray:
     """Largest |dq| per joint over recordings: the range the runtime holds a fitted model's velocity to."""
     return np.max([np.abs(r.dq).max(axis=0) for r in recs], axis=0).astype(np.float64)

@@ -464,3 +464,38 @@ def test_the_commands_default_friction_is_the_models():
 
     assert identify.DEFAULT_FRICTION == payload.DEFAULT_FRICTION == ",".join(DEFAULT_KINDS)
     assert train.KIND_OPTIONS["--friction"][1] == identify.DEFAULT_FRICTION
+
+
+def test_train_plot_draws_the_learning_curves_metrics_json_keeps(files, tmp_path, capsys, monkeypatch):
+    """--plot: the figure of a run comes from its metrics.json, which now keeps each fit's losses per epoch."""
+    from idyn_ros.experiments import plots
+
+    drawn = []
+    real = plots.training_summary
+    monkeypatch.setattr(plots, "training_summary", lambda metrics, *a: drawn.append(metrics) or real(metrics, *a))
+    out = tmp_path / "run"
+    assert main(["train", "--robot", "iiwa14", "--data", files[0], "--val", files[1], "--test", files[2],
+                 "--model", "hybrid-j", "--mode", "2s", "--epochs", "3", "--id-method", "ols", "--allow-inconsistent",
+                 "--out", str(out), "--no-progress", "--plot"]) == 0
+    assert f"wrote {out / 'training.png'}" in capsys.readouterr().out
+    assert (out / "training.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    metrics = json.loads((out / "metrics.json").read_text())
+    curve = metrics["history"]
+    assert curve["epoch"] == [0, 1, 2] and len(curve["train"]) == len(curve["val"]) == metrics["epochs_run"] == 3
+    assert all(v > 0 for v in curve["train"] + curve["val"])
+    assert drawn[0]["history"] == curve and drawn[0]["test"]["nmse"] == metrics["test"]["nmse"]
+    # physics only: one evaluation, no training loss (null in strict JSON); the figure says nothing was trained
+    assert main(["train", "--robot", "iiwa14", "--data", files[0], "--model", "rbd-friction", "--out",
+                 str(tmp_path / "rbdf"), "--no-progress", "--plot", str(tmp_path / "figs" / "rbdf.png")]) == 0
+    assert json.loads((tmp_path / "rbdf" / "metrics.json").read_text())["history"]["train"] == [None]
+    assert (tmp_path / "figs" / "rbdf.png").is_file()  # its folder created
+
+
+def test_train_refuses_a_plot_it_would_not_draw_or_could_not_write(files, tmp_path, capsys):
+    for extra, said in ((["--model", "lip-gp", "--plot"], "does not use --plot"),
+                        (["--plot", files[0]], "is also an input"),
+                        (["--plot", str(tmp_path)], "is a folder")):
+        assert main(["train", "--robot", "iiwa14", "--data", files[0], "--out", str(tmp_path / "run"),
+                     "--no-progress", *extra]) == 2
+        assert said in capsys.readouterr().err
+    assert not (tmp_path / "run").exists()  # refused before any work
