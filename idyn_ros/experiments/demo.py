@@ -173,6 +173,14 @@ def run_demo(robot: str = "panda", out: Path | None = None, minutes: float = 10.
         figs["torque_prediction"] = str(plots.torque_prediction(
             held["t"], held["tau"], preds, robot_model.joint_names, out / "torque_prediction_heldout.png",
             f"{robot}: torque prediction on a held-out excitation ({Path(val[0]).name})"))
+    if "auto" in summary["models"]:  # what auto fitted and chose, as `idyn train --plot` draws it
+        chosen = summary["models"]["auto"]
+        figs["training"] = str(plots.training_summary(
+            {"kind": chosen["kind"], "candidates": chosen.get("auto_candidates", []),
+             "selected": chosen.get("selected"),
+             "val": {"nmse": chosen["val_nmse_joint"], "nmse_mean": chosen["val_nmse_mean"]}},
+            robot_model.joint_names, out / "training.png",
+            f"{robot}: auto's fit on {len(train)} excitation(s), validated on {Path(val[0]).name}"))
     missing_models = [row for row in AUTO_DEMO_ROWS if row not in paths]
     if missing_models:
         summary["untrained_rows"] = missing_models

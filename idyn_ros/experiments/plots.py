@@ -160,8 +160,9 @@ def training_summary(metrics: dict[str, Any], joint_names: Sequence[str], path: 
     if curves:
         ax.legend(fontsize=7)
     else:
-        ax.text(0.5, 0.5, "nothing trained by gradient\n(physics only)", ha="center", va="center",
-                transform=ax.transAxes)
+        physics_only = not rows and metrics.get("kind") in ("rbd", "rbd-friction")
+        ax.text(0.5, 0.5, "nothing trained by gradient\n(physics only)" if physics_only else
+                "no learning curves in these metrics", ha="center", va="center", transform=ax.transAxes)
     if rows:
         ax = axes[1]
         names = [r["name"] for r in rows]
