@@ -36,3 +36,47 @@ def test_a_test_that_hangs_holding_the_gil_ends_the_run_with_its_stack(tmp_path:
     assert "Timeout (0:00:03)!" in proc.stderr
     assert "test_hangs_holding_the_gil" in proc.stderr  # the stuck frame, by name
     assert "test_hanging.py" in proc.stderr
+
+
+FLAKY_TESTS = '''
+import ctypes
+from pathlib import Path
+
+FLAG = Path(__file__).with_name("hung_once")
+
+
+def test_hangs_the_first_time_only():
+    if not FLAG.exists():
+        FLAG.write_text("")
+        ctypes.PyDLL(None).sleep(120)
+
+
+def test_hangs_every_time():
+    ctypes.PyDLL(None).sleep(120)
+
+
+def test_fails_an_assertion():
+    assert 1 == 2
+
+
+def test_runs_after_them():
+    assert True
+'''
+
+
+def test_the_suites_options_rerun_a_hung_test_once_and_nothing_else(tmp_path: Path) -> None:
+    """With pyproject.toml's addopts: a test that hung once passes on its rerun in a new worker, one that hangs again
+    fails, an assertion is not rerun, and the run goes on after them."""
+    (tmp_path / "test_flaky.py").write_text(FLAKY_TESTS)
+    env = dict(os.environ, IDYN_TEST_HANG_LIMIT_S="3", PYTHONPATH=str(TEST_DIR))
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "conftest", "-c", str(TEST_DIR.parent / "pyproject.toml"),
+         "--rootdir", str(tmp_path), "-p", "no:cacheprovider", "-rA", str(tmp_path / "test_flaky.py")],
+        env=env, cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    out = proc.stdout
+    assert proc.returncode == 1, out + proc.stderr
+    assert "PASSED test_flaky.py::test_hangs_the_first_time_only" in out
+    assert "FAILED test_flaky.py::test_hangs_every_time - worker 'gw" in out
+    assert "FAILED test_flaky.py::test_fails_an_assertion - assert 1 == 2" in out
+    assert "PASSED test_flaky.py::test_runs_after_them" in out
+    assert "2 failed, 2 passed, 2 rerun" in out
