@@ -26,14 +26,14 @@ def test_hangs_holding_the_gil():
 
 def test_a_test_that_hangs_holding_the_gil_ends_the_run_with_its_stack(tmp_path: Path) -> None:
     (tmp_path / "test_hanging.py").write_text(HANGING_TESTS)
-    env = dict(os.environ, IDYN_TEST_HANG_LIMIT_S="3", PYTHONPATH=str(TEST_DIR))
+    env = dict(os.environ, IDYN_TEST_HANG_LIMIT_S="1", PYTHONPATH=str(TEST_DIR))
     # the suite's conftest as a plugin, in a pytest of its own that knows nothing else of this project
     proc = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "conftest", "-c", os.devnull, "--rootdir", str(tmp_path),
          str(tmp_path / "test_hanging.py")],
         env=env, cwd=tmp_path, capture_output=True, text=True, timeout=90)
     assert proc.returncode == 1, proc.stdout + proc.stderr
-    assert "Timeout (0:00:03)!" in proc.stderr
+    assert "Timeout (0:00:01)!" in proc.stderr
     assert "test_hangs_holding_the_gil" in proc.stderr  # the stuck frame, by name
     assert "test_hanging.py" in proc.stderr
 
@@ -68,7 +68,7 @@ def test_the_suites_options_rerun_a_hung_test_once_and_nothing_else(tmp_path: Pa
     """With pyproject.toml's addopts: a test that hung once passes on its rerun in a new worker, one that hangs again
     fails, an assertion is not rerun, and the run goes on after them."""
     (tmp_path / "test_flaky.py").write_text(FLAKY_TESTS)
-    env = dict(os.environ, IDYN_TEST_HANG_LIMIT_S="3", PYTHONPATH=str(TEST_DIR))
+    env = dict(os.environ, IDYN_TEST_HANG_LIMIT_S="1", PYTHONPATH=str(TEST_DIR))
     proc = subprocess.run(
         [sys.executable, "-m", "pytest", "-p", "conftest", "-c", str(TEST_DIR.parent / "pyproject.toml"),
          "--rootdir", str(tmp_path), "-p", "no:cacheprovider", "-rA", str(tmp_path / "test_flaky.py")],
