@@ -102,7 +102,7 @@ def _run(args: argparse.Namespace) -> int:
                       "score on a recording of the motion, not a snippet (RMSE in Nm still holds)", stacklevel=1)
     per_file = {}
     preds, taus = [], []
-    for path, segments in zip(args.data, files, strict=True):
+    for i, (path, segments) in enumerate(zip(args.data, files, strict=True)):
         conv = EffortToTorque(segments[0].effort_kind, segments[0].tau.shape[1], meta.get("effort"))
         if conv.warning:  # e.g. a model trained on currents scored against efforts read as Nm
             warnings.warn(f"{path}: {conv.warning}; pass --effort-kind current if its efforts are currents",
@@ -115,7 +115,7 @@ def _run(args: argparse.Namespace) -> int:
         if len(segments) > 1:
             per_file[str(path)]["segments"] = len(segments)
         if plots:
-            _plot(plots[len(per_file) - 1], path, segments, file_preds, file_taus, per_file[str(path)], meta)
+            _plot(plots[i], path, segments, file_preds, file_taus, per_file[str(path)], meta)
         preds += file_preds
         taus += file_taus
     total = torque_metrics(np.concatenate(preds), np.concatenate(taus), meta.get("tau_min"), meta.get("tau_max"))

@@ -203,6 +203,9 @@ def test_evaluate_plots_what_it_scores_one_figure_per_recording(run, tmp_path, c
         assert notes[0] == f"nMSE {100 * nmse[0]:.1f} %"
     assert main(["evaluate", "--model", str(out), "--data", str(data), "--plot", str(tmp_path / "one.png")]) == 0
     assert (tmp_path / "one.png").is_file() and f"wrote {tmp_path / 'one.png'}" in capsys.readouterr().out
+    assert main(["evaluate", "--model", str(out), "--data", str(data), str(data), "--plot",
+                 str(tmp_path / "twice.png")]) == 0  # the same file twice: still one figure per --data entry
+    assert (tmp_path / "twice_0.png").is_file() and (tmp_path / "twice_1.png").is_file()
 
 
 def test_evaluate_refuses_a_plot_it_cannot_write_before_scoring(run, tmp_path, capsys):
