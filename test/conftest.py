@@ -38,7 +38,8 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 
 # A test that hangs (seen: Fast DDS deadlocked destroying a publisher, in native code holding the GIL) would hang CI
 # for good. Past this limit (setup + call + teardown) faulthandler's watchdog thread, which needs no GIL, prints every
-# thread's stack and ends pytest with exit code 1: a red run that says where, instead of no run at all.
+# thread's stack and ends the process with exit code 1: the xdist worker, whose test pyproject.toml's addopts then run
+# once more in a new one (with -n 0, pytest itself: a red run that says where).
 HANG_LIMIT_S = float(os.environ.get("IDYN_TEST_HANG_LIMIT_S", "600"))
 SLOW_HANG_LIMIT_S = 6 * HANG_LIMIT_S  # tests marked slow train models or simulate minutes; `make test` skips them
 _hang_report_stream: Any = None

@@ -1,5 +1,6 @@
-"""The suite's hang limit (``test/conftest.py``): a test stuck in native code holding the GIL ends the run, red, with
-every thread's stack, instead of hanging CI for good."""
+"""The suite's hang limit (``test/conftest.py``): a test stuck in native code holding the GIL ends its process with
+every thread's stack instead of hanging CI for good; with the project's addopts that process is an xdist worker, and
+the test runs once more in a new one."""
 
 from __future__ import annotations
 
