@@ -22,13 +22,17 @@ os.environ["AMENT_PREFIX_PATH"] = os.pathsep.join(
 
 def _test_domain() -> int:
     """Never the domain the shell names (a robot's graph may run there, and tests publish effort commands):
-    IDYN_TEST_DOMAIN_ID if set, else one from the process id (parallel sessions rarely share it)."""
+    IDYN_TEST_DOMAIN_ID if set, else one per xdist worker, consecutive from one drawn for the run (so the workers
+    of a run never share a domain, and parallel runs rarely do)."""
     chosen = os.environ.get("IDYN_TEST_DOMAIN_ID")
     if chosen:
         return int(chosen)
     users = os.environ.get("ROS_DOMAIN_ID", "0")
-    domain = 10 + os.getpid() % 90
-    return domain + 1 if str(domain) == users else domain
+    free = [d for d in range(10, 100) if str(d) != users]
+    run = os.environ.get("PYTEST_XDIST_TESTRUNUID")  # shared by the workers of one run
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0")  # gw0, gw1, ...
+    draw = int(run, 16) if run else os.getpid()
+    return free[(draw + int(worker.removeprefix("gw") or 0)) % len(free)]
 
 
 os.environ["ROS_DOMAIN_ID"] = str(_test_domain())
