@@ -91,6 +91,55 @@ def shared_data() -> Path:
     return path
 
 
+CONTROLLER_MANAGER_DOUBLE = REPO_ROOT / "test" / "doubles" / "controller_manager_msgs"
+
+
+@pytest.fixture(scope="session")
+def controller_manager_interfaces() -> None:
+    """ros2_control's controller_manager_msgs importable in this process: the installed one if any (a robot's ROS
+    install), else a test double of the fields idyn_ros reads, built once into build/test_doubles (never the venv,
+    where it would shadow a robot's real one) and loaded from there."""
+    import ctypes
+    import fcntl
+    import hashlib
+    import subprocess
+    import sysconfig
+
+    try:
+        import controller_manager_msgs.srv  # noqa: F401
+        return
+    except ImportError:
+        pass
+    root = REPO_ROOT / "build" / "test_doubles"
+    prefix = root / "prefix"
+    sources = sorted(p for p in CONTROLLER_MANAGER_DOUBLE.rglob("*") if p.is_file())
+    digest = hashlib.sha256(b"".join(p.read_bytes() for p in sources)).hexdigest()
+    root.mkdir(parents=True, exist_ok=True)
+    with open(root / ".lock", "w") as lock:  # the xdist workers build it once between them
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        stamp = root / "built.sha256"
+        if not stamp.is_file() or stamp.read_text() != digest:
+            env = dict(os.environ, AMENT_PREFIX_PATH=sys.prefix, PATH=f"{sys.prefix}/bin:{os.environ['PATH']}")
+            steps = [["cmake", "-S", str(CONTROLLER_MANAGER_DOUBLE), "-B", str(root / "build"), "-Wno-dev",
+                      f"-DCMAKE_INSTALL_PREFIX={prefix}", f"-DCMAKE_PREFIX_PATH={sys.prefix}",
+                      f"-DPython3_EXECUTABLE={sys.executable}", "-DBUILD_TESTING=OFF"],
+                     ["cmake", "--build", str(root / "build"), "-j", "2"], ["cmake", "--install", str(root / "build")]]
+            for step in steps:
+                done = subprocess.run(step, env=env, capture_output=True, text=True, timeout=600)
+                assert done.returncode == 0, f"building the controller_manager_msgs double: {done.stdout[-3000:]}" \
+                                             f"{done.stderr[-3000:]}"
+            stamp.write_text(digest)
+    lib = prefix / "lib"
+    # typesupport is found by name along LD_LIBRARY_PATH (read when first looked up) and links the generated C
+    # libraries, which the loader resolves only against what is already loaded: load those first
+    os.environ["LD_LIBRARY_PATH"] = os.pathsep.join(p for p in (str(lib), os.environ.get("LD_LIBRARY_PATH")) if p)
+    for part in ("generator_c", "typesupport_c", "typesupport_fastrtps_c", "typesupport_introspection_c",
+                 "generator_py"):
+        ctypes.CDLL(str(lib / f"libcontroller_manager_msgs__rosidl_{part}.so"), mode=ctypes.RTLD_GLOBAL)
+    site = sysconfig.get_path("purelib", vars={"base": str(prefix), "platbase": str(prefix)})
+    sys.path.insert(0, site)
+
+
 @pytest.fixture()
 def rclpy_context():
     """An initialised rclpy context, shut down after the test."""

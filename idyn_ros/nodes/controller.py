@@ -23,8 +23,8 @@ simulator loop and the benchmarks run too.
 - a command topic nothing but our own nodes subscribes to for ``NO_LISTENER_S`` while commanding (the robot's effort
   controller not loaded or not configured, under another name, the vendor's own launch beside ``idyn bringup``) is an
   ERROR on /diagnostics and in the log, once per episode: the torques reach no robot. A forward controller that is
-  configured but not active still subscribes: that case is not seen here (``ros2 launch`` stops when its spawner
-  fails).
+  configured but not active still subscribes: where ros2_control's interfaces are installed its controller manager
+  is asked (``nodes.controller_manager``), and a listed controller that is not active is the same ERROR.
 Lifecycle: configure loads robot + model and creates pubs/subs; activate holds the current pose; deactivate
 stops commanding; cleanup destroys everything.
 """
@@ -56,6 +56,7 @@ from idyn_ros.nodes.common import (
     payload_service,
     stamp_to_ns,
 )
+from idyn_ros.nodes.controller_manager import ControllerManagerWatch
 from idyn_ros.nodes.hot_loop import HotLoop
 from idyn_ros.nodes.ros_parameters import NodeParameters
 from idyn_ros.parameters import ControllerParams
@@ -113,6 +114,7 @@ class ControllerNode(LifecycleNode):
         self._rivals_said: list[str] = []  # other publishers on the command topic, as last said
         self._unheard_since: float | None = None  # monotonic s since which nothing subscribes to the command topic
         self._unheard_said = ""  # ... and the topic it was said of (once per episode)
+        self._cm_watch: ControllerManagerWatch | None = None  # asks ros2_control whether our controllers are active
         self._clipped_seen = 0  # core.reference_clipped at the last diagnostics report
         self._payload: Any = None  # the last payload accepted by ~/set_payload: re-applied at every configure
         # the hot loop's tick and the executor's stop / watchdog timer never interleave: a tick that read "active"
@@ -183,6 +185,7 @@ class ControllerNode(LifecycleNode):
         self.position_pub = (self.create_publisher(Float64MultiArray, p.position_command_topic, COMMAND_OUT)
                              if p.position_command_topic else None)
         self._pubs = [self.cmd_pub, self.state_pub, *([self.position_pub] if self.position_pub else [])]
+        self._cm_watch = ControllerManagerWatch(self, self._command_topics())
         self._subs = [  # the 1 kHz inputs: on the process's hot loop when run as a node (see nodes.hot_loop)
             hot_loop.subscribe_joint_states(self, p.joint_states_topic, self._on_joint_state, urgent=True),
             hot_loop.subscribe(self, JointReference, p.reference_topic, self._on_reference, HOT_IN),
@@ -252,6 +255,9 @@ class ControllerNode(LifecycleNode):
             self.destroy_publisher(p)
         self._timers, self._subs, self._pubs = [], [], []
         self.position_pub = None
+        if self._cm_watch is not None:
+            self._cm_watch.destroy()
+            self._cm_watch = None
         if self.diag is not None:
             self.diag.destroy()
             self.diag = None
@@ -427,12 +433,14 @@ class ControllerNode(LifecycleNode):
     def _check_listener(self, core: Controller, diag: Diagnostics) -> None:
         """ERROR while the torques (or the positions that must come with them) go to a topic nothing but our own nodes
         subscribes to (the robot's controller not loaded, under another name, or the vendor's own launch beside
-        ``idyn bringup``): said once per episode."""
+        ``idyn bringup``), or to a controller its manager lists as not active: said once per episode."""
         commanding = core.active and core.filter.samples > 0
-        unheard = self._unheard_topics() if commanding else []
-        if not unheard:
+        if commanding and self._cm_watch is not None:
+            self._cm_watch.poll()
+        topic, what = self._command_problem() if commanding else ("", "")
+        if not topic:
             if self._unheard_said:
-                self.get_logger().warning(f"{self._unheard_said} has a subscriber again: the commands reach it")
+                self.get_logger().warning(f"the commands on {self._unheard_said} reach a robot's controller again")
             self._unheard_since, self._unheard_said = None, ""
             return
         now = time.monotonic()
@@ -440,25 +448,30 @@ class ControllerNode(LifecycleNode):
             self._unheard_since = now
         if now - self._unheard_since < NO_LISTENER_S:
             return
-        topic = unheard[0]
-        if topic == self.cmd_topic:
-            what = (f"nothing subscribes to {topic} that could execute it (only our own nodes, if any): the torques "
-                    "reach no robot (on hardware: is the robot's effort controller loaded and active? "
-                    "`ros2 control list_controllers`; beside the vendor's own launch, load a forward effort "
-                    "controller there or set command_topic to its topic)")
-        else:
-            what = (f"nothing subscribes to {topic} (position_command_topic) that could execute it: the arm's torque "
-                    "mode drops torques that come without a position (on hardware: is the position controller loaded "
-                    "and active? `ros2 control list_controllers`)")
         diag.set(Diagnostics.ERROR, what)
         if self._unheard_said != topic:
             self.get_logger().error(what)
             self._unheard_said = topic
 
-    def _unheard_topics(self) -> list[str]:
-        """Our command topics (torques, then positions when sent) that no node which may execute them subscribes to."""
-        topics = [self.cmd_topic, *([self.position_pub.topic_name] if self.position_pub is not None else [])]
-        return [t for t in topics if not self._executors(t)]
+    def _command_topics(self) -> list[str]:
+        """Our command topics: torques, then positions when sent."""
+        return [self.cmd_topic, *([self.position_pub.topic_name] if self.position_pub is not None else [])]
+
+    def _command_problem(self) -> tuple[str, str]:
+        """(topic, why its commands reach no robot) for the first such command topic, else ("", "")."""
+        for topic in self._command_topics():
+            if self._executors(topic):
+                continue
+            if topic == self.cmd_topic:
+                return topic, (f"nothing subscribes to {topic} that could execute it (only our own nodes, if any): the "
+                               "torques reach no robot (on hardware: is the robot's effort controller loaded and "
+                               "active? `ros2 control list_controllers`; beside the vendor's own launch, load a "
+                               "forward effort controller there or set command_topic to its topic)")
+            return topic, (f"nothing subscribes to {topic} (position_command_topic) that could execute it: the arm's "
+                           "torque mode drops torques that come without a position (on hardware: is the position "
+                           "controller loaded and active? `ros2 control list_controllers`)")
+        stopped = self._cm_watch.not_active() if self._cm_watch is not None else []
+        return (stopped[0].topic, stopped[0].message()) if stopped else ("", "")
 
     def _executors(self, topic: str) -> list[str]:
         """The nodes subscribed to ``topic`` that may execute it: not our own (the wrench observer reads the command in
@@ -530,7 +543,8 @@ class ControllerNode(LifecycleNode):
                            longest_input_silence_ms=f"{core.longest_silence_ns * 1e-6:.1f}",
                            references_beyond_limits=str(core.reference_clipped),
                            input_foreign=str(core.filter.foreign),
-                           input_second_source=str(core.filter.second_source))
+                           input_second_source=str(core.filter.second_source),
+                           controller_manager=self._cm_watch.summary() if self._cm_watch is not None else "")
         diag.publish()
 
 

@@ -252,11 +252,105 @@ def test_commands_nobody_subscribes_to_are_an_error_said_once(rclpy_context, mon
         listen()
         rig.ctrl._on_diagnostics_timer()
         assert rig.ctrl.diag.level != Diagnostics.ERROR
-        assert any(f"{topic} has a subscriber again" in w for w in warnings), warnings
+        assert any(f"the commands on {topic} reach a robot's controller again" in w for w in warnings), warnings
         observer.destroy_node()
     finally:
         rig.ctrl.destroy_node()
         rig.node.destroy_node()
+
+
+def test_the_controller_manager_of_a_command_topic_is_named_as_ros2_control_names_it():
+    from idyn_ros.nodes.controller_manager import controller_for_topic
+
+    assert controller_for_topic("/effort_controller/commands") == ("/controller_manager", "effort_controller")
+    assert controller_for_topic("/lbr/forward_effort_controller/commands") == ("/lbr/controller_manager",
+                                                                               "forward_effort_controller")
+    assert controller_for_topic("effort_controller/commands") == ("/controller_manager", "effort_controller")
+    for other in ("/commands", "/effort_controller/command", "/joint_efforts"):
+        assert controller_for_topic(other) is None
+
+
+def test_without_ros2_controls_interfaces_nothing_is_asked_and_diagnostics_say_so(monkeypatch):
+    from idyn_ros.nodes import controller_manager
+
+    def missing(name):
+        raise ImportError(name)
+
+    monkeypatch.setattr(controller_manager.importlib, "import_module", missing)
+    watch = controller_manager.ControllerManagerWatch(node=None, topics=["/effort_controller/commands"])
+    watch.poll()
+    assert watch.not_active() == [] and "controller_manager_msgs is not installed" in watch.summary()
+    watch.destroy()
+
+
+def test_commands_to_a_controller_its_manager_lists_as_not_active_are_an_error(
+        rclpy_context, monkeypatch, controller_manager_interfaces):
+    """A forward controller subscribes to its topic once configured, active or not (a spawner's --inactive, a
+    controller switched off to jog the arm): the graph looks right and the torques reach no joint. ros2_control's
+    controller manager (here a test double of its list_controllers service: no ros2_control runs here) says so."""
+    import rclpy
+    from controller_manager_msgs.msg import ControllerState
+    from controller_manager_msgs.srv import ListControllers
+    from std_msgs.msg import Float64MultiArray
+
+    from idyn_ros.nodes import controller as controller_module
+    from idyn_ros.nodes import controller_manager
+    from idyn_ros.nodes.common import COMMAND_OUT, Diagnostics
+
+    monkeypatch.setattr(controller_module, "NO_LISTENER_S", 0.0)  # said at once (else after 2 s)
+    monkeypatch.setattr(controller_manager, "POLL_S", 0.0)  # asked at every diagnostics period (else every 2 s)
+    topic, manager_name = "/idyn_test_cm/effort_controller/commands", "/idyn_test_cm/controller_manager"
+    states = {"effort_controller": "inactive", "joint_state_broadcaster": "active"}
+
+    def list_controllers(request, response):
+        response.controller = [ControllerState(name=n, state=s) for n, s in states.items()]
+        return response
+
+    manager = rclpy.create_node("controller_manager", namespace="/idyn_test_cm", context=rclpy_context)
+    service = manager.create_service(ListControllers, f"{manager_name}/list_controllers", list_controllers)
+    manager.create_subscription(Float64MultiArray, topic, lambda msg: None, COMMAND_OUT)  # configured: subscribes
+    rig = Rig(rclpy_context, {"command_topic": topic}, extra_nodes=(manager,))
+    try:
+        errors, warnings = [], []
+        rig.ctrl.get_logger().error = errors.append
+        rig.ctrl.get_logger().warning = warnings.append
+
+        def diagnose_until(done, timeout=10.0):
+            end = time.monotonic() + timeout
+            while time.monotonic() < end:
+                rig.tick(wait=0.02)
+                rig.ctrl._on_diagnostics_timer()
+                if done():
+                    return True
+                rig.spin(0.05)  # the manager's answer arrives through the executor
+            return False
+
+        assert diagnose_until(lambda: rig.ctrl.diag.level == Diagnostics.ERROR), rig.ctrl.diag.message
+        said = [e for e in errors if "effort_controller is inactive in /idyn_test_cm/controller_manager" in e]
+        assert len(said) == 1 and f"switch_controllers -c {manager_name} --activate effort_controller" in said[0]
+        assert rig.ctrl.diag.values["controller_manager"] == "effort_controller: inactive"
+        for _ in range(3):  # said once per episode
+            rig.ctrl._on_diagnostics_timer()
+        assert len([e for e in errors if "is inactive in" in e]) == 1, errors
+
+        states["effort_controller"] = "active"
+        assert diagnose_until(lambda: rig.ctrl.diag.level != Diagnostics.ERROR), rig.ctrl.diag.message
+        assert any(f"the commands on {topic} reach a robot's controller again" in w for w in warnings), warnings
+        assert rig.ctrl.diag.values["controller_manager"] == "effort_controller: active"
+
+        del states["effort_controller"]  # a manager that does not list it: someone else executes the topic
+        assert diagnose_until(lambda: "not listed" in rig.ctrl.diag.values["controller_manager"])
+        assert rig.ctrl.diag.level != Diagnostics.ERROR
+
+        states["effort_controller"] = "unconfigured"
+        manager.destroy_service(service)  # no manager to ask (a simulator, a vendor's own driver): nothing known
+        assert diagnose_until(lambda: rig.ctrl.diag.values["controller_manager"]
+                              == f"effort_controller: no answer from {manager_name}")
+        assert rig.ctrl.diag.level != Diagnostics.ERROR
+    finally:
+        rig.ctrl.destroy_node()
+        rig.node.destroy_node()
+        manager.destroy_node()
 
 
 def test_stale_state_goes_safe_within_a_tick_of_the_deadline(rclpy_context):
