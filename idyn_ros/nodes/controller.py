@@ -186,6 +186,8 @@ class ControllerNode(LifecycleNode):
                              if p.position_command_topic else None)
         self._pubs = [self.cmd_pub, self.state_pub, *([self.position_pub] if self.position_pub else [])]
         self._cm_watch = ControllerManagerWatch(self, self._command_topics())
+        if self._cm_watch.unusable:
+            self.get_logger().warning(self._cm_watch.unusable)
         self._subs = [  # the 1 kHz inputs: on the process's hot loop when run as a node (see nodes.hot_loop)
             hot_loop.subscribe_joint_states(self, p.joint_states_topic, self._on_joint_state, urgent=True),
             hot_loop.subscribe(self, JointReference, p.reference_topic, self._on_reference, HOT_IN),

@@ -53,13 +53,19 @@ class ControllerManagerWatch:
         self._pending: dict[str, tuple[Any, float]] = {}  # manager -> (future, asked at)
         self._asked: dict[str, float] = {}
         self._states: dict[str, dict[str, str]] = {}  # manager -> {controller: state} from its last answer
+        self.unusable = ""  # why installed interfaces could not be used (built for another ROS or Python)
+        self._srv = None
         try:
             self._srv = importlib.import_module("controller_manager_msgs.srv").ListControllers
-        except ImportError:
+            for manager in sorted({m for m, _ in self._watched.values()}):
+                self._clients[manager] = node.create_client(self._srv, f"{manager}/list_controllers")
+        except Exception as exc:  # e.g. UnsupportedTypeSupport: the check is lost, never the node's configure
+            if isinstance(exc, ModuleNotFoundError) and (exc.name or "").startswith("controller_manager_msgs"):
+                return  # no ros2_control here (the simulators): nothing to ask
+            self.destroy()
             self._srv = None
-            return
-        for manager in sorted({m for m, _ in self._watched.values()}):
-            self._clients[manager] = node.create_client(self._srv, f"{manager}/list_controllers")
+            self.unusable = (f"controller_manager_msgs is installed but cannot be used here ({type(exc).__name__}: "
+                             f"{exc}): an inactive forward controller is not seen")
 
     def poll(self) -> None:
         """Collect the answers that came; ask the managers that are up and were not asked for ``POLL_S``."""
@@ -96,6 +102,8 @@ class ControllerManagerWatch:
 
     def summary(self) -> str:
         """One line for /diagnostics: what is known of each watched controller."""
+        if self.unusable:
+            return f"not asked ({self.unusable})"
         if self._srv is None:
             return "not asked (controller_manager_msgs is not installed: an inactive forward controller is not seen)"
         if not self._watched:

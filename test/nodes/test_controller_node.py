@@ -4,6 +4,7 @@ same tick, nothing raises, the reason is on ControllerState and /diagnostics; pa
 from __future__ import annotations
 
 import time
+import types
 
 import numpy as np
 import pytest
@@ -270,17 +271,29 @@ def test_the_controller_manager_of_a_command_topic_is_named_as_ros2_control_name
         assert controller_for_topic(other) is None
 
 
-def test_without_ros2_controls_interfaces_nothing_is_asked_and_diagnostics_say_so(monkeypatch):
+def test_without_usable_ros2_control_interfaces_nothing_is_asked_and_diagnostics_say_so(monkeypatch):
     from idyn_ros.nodes import controller_manager
 
     def missing(name):
-        raise ImportError(name)
+        raise ModuleNotFoundError(f"No module named {name!r}", name=name)
 
     monkeypatch.setattr(controller_manager.importlib, "import_module", missing)
     watch = controller_manager.ControllerManagerWatch(node=None, topics=["/effort_controller/commands"])
     watch.poll()
     assert watch.not_active() == [] and "controller_manager_msgs is not installed" in watch.summary()
     watch.destroy()
+
+    from rosidl_generator_py.import_type_support_impl import UnsupportedTypeSupport
+
+    class Node:  # rclpy's answer to interfaces built for another ROS or Python
+        def create_client(self, srv_type, name):
+            raise UnsupportedTypeSupport("controller_manager_msgs")
+
+    interfaces = types.SimpleNamespace(ListControllers=object)
+    monkeypatch.setattr(controller_manager.importlib, "import_module", lambda name: interfaces)
+    watch = controller_manager.ControllerManagerWatch(Node(), topics=["/effort_controller/commands"])
+    watch.poll()
+    assert watch.not_active() == [] and "installed but cannot be used here (UnsupportedTypeSupport" in watch.summary()
 
 
 def test_commands_to_a_controller_its_manager_lists_as_not_active_are_an_error(
