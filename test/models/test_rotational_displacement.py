@@ -85,3 +85,21 @@ def test_step_state_starts_fresh_from_zeros():
     assert (r == 0).all() and (state[0, 0] == q[0]).all() and (state[0, 3] == 1).all()
     r, _ = rotational_displacement_step(q + 0.01, state)
     np.testing.assert_allclose(r.numpy(), [[0.01, 0.01]])
+
+
+def test_the_sequence_form_is_the_step_form_stepped(trajectories):
+    """Training computes r over whole recordings on floats (fast); the exported graph steps the tensor form: the same
+    r and state to the bit, from a fresh start and from a state carried across a split."""
+    for name, q in trajectories.items():
+        q_t = torch.as_tensor(q, dtype=torch.float64)[None].repeat(2, 1, 1)
+        q_t[1] = -q_t[1]  # two sequences in a batch, each its own state
+        state = q_t.new_zeros(2, 4, q.shape[1])
+        stepped = []
+        for t in range(q_t.shape[1]):
+            r_t, state = rotational_displacement_step(q_t[:, t], state)
+            stepped.append(r_t)
+        half = q_t.shape[1] // 2
+        r1, carried = rotational_displacement(q_t[:, :half])
+        r2, final = rotational_displacement(q_t[:, half:], carried)
+        np.testing.assert_array_equal(torch.cat([r1, r2], 1).numpy(), torch.stack(stepped, 1).numpy(), err_msg=name)
+        np.testing.assert_array_equal(final.numpy(), state.numpy(), err_msg=name)
