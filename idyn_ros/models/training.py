@@ -26,11 +26,13 @@
 
 from __future__ import annotations
 
+import contextlib
+import copy
 import dataclasses
 import math
 import time
 import warnings
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -138,10 +140,34 @@ def _physics_init(cfg: ModelConfig, pin_model: Any,
                     ia[j] = max(float(x[B]), 0.0)
         what = "nominal" + ("+friction" if B else "") + ("+armature" if e2e else "") + ("-ls" if B or e2e else "")
         return pi_nom, fr, ia, {"method": what, "armature": ia.tolist()}
-    res = identification.identify(pin_model, recs, cfg.id_method, kinds, reg=cfg.reg, seed=cfg.seed,
-                                  prior=cfg.id_prior)
+    args = (cfg.id_method, tuple(kinds), cfg.reg, cfg.seed, cfg.id_prior)
+    key = None if _identified is None else (id(pin_model), rbd.inertial_parameters(pin_model).tobytes(),
+                                            fingerprint(recs), args)
+    res = None if key is None else _identified.get(key)
+    if res is None:
+        res = identification.identify(pin_model, recs, cfg.id_method, kinds, reg=cfg.reg, seed=cfg.seed,
+                                      prior=cfg.id_prior)
+        if key is not None:
+            _identified[key] = res
+    res = copy.deepcopy(res)  # a model may hold the arrays it starts from (a fixed inertial module shares them)
     info = {"method": res.method, **{k: v for k, v in res.info.items() if k != "seconds"}}
     return res.pi, res.friction, res.armature, info
+
+
+_identified: dict[tuple, Any] | None = None  # identifications by their inputs, while ``identify_each_once`` is on
+
+
+@contextlib.contextmanager
+def identify_each_once() -> Iterator[None]:
+    """Within it, fits that identify the same physics on the same data (auto's physics candidates and the learned
+    candidates on them; SDP ~10 s each) reuse the first identification (keyed by the robot model object, its
+    inertial parameters, the data's fingerprint and every identification setting)."""
+    global _identified
+    outer, _identified = _identified, ({} if _identified is None else _identified)
+    try:
+        yield
+    finally:
+        _identified = outer
 
 
 def _features_stats(cfg: ModelConfig, model: TorqueModel, data: Sequence[Prepared]) -> None:

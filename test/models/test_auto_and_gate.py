@@ -273,6 +273,40 @@ def test_the_per_joint_residual_is_fitted_on_every_physics_candidate(iiwa, synth
     assert res.cfg.extra["candidate"] == expect
 
 
+def test_auto_identifies_each_physics_base_once_and_its_fits_start_where_they_would_alone(iiwa, synth,
+                                                                                         monkeypatch):
+    """The learned candidates reuse their physics candidate's SDP identification (~10 s each on a demo's data): the
+    same start as a fit of their own, whatever was fitted on it before (here an E2E fit, which trains physics)."""
+    from idyn_ros.models import identification
+
+    train, val, _ = synth
+    calls = []
+    real = identification.identify
+
+    def counted(*args, **kwargs):
+        calls.append((args[2], kwargs.get("reg"), kwargs.get("prior")))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(identification, "identify", counted)
+    base = ModelConfig(kind="auto", epochs=2, **TINY)
+    cands = (("rbd-friction", {"kind": "rbd-friction"}),
+             ("rbd-friction ridge 1e-4", {"kind": "rbd-friction", "id_method": "sdp", "id_prior": "ridge",
+                                         "reg": 1e-4}),
+             ("hybrid-j E2E", {"kind": "hybrid-j", "mode": "e2e"}), ("hybrid-j 2S", {"kind": "hybrid-j", "mode": "2s"}))
+    _, done = fit_auto(base, iiwa, [train], [val], progress=False, candidates=cands)
+    fitted = {c.name: c for c in done if c.result is not None}
+    assert {"hybrid-j E2E", "hybrid-j 2S", "hybrid-j 2S on rbd-friction ridge 1e-4"} <= set(fitted)
+    assert len(calls) == len(set(calls)) == 2, calls  # the two SDP bases, once each
+    for name in ("hybrid-j 2S", "hybrid-j 2S on rbd-friction ridge 1e-4"):  # 2S: the physics stays where it started
+        model = fitted[name].result
+        alone = fit(dataclasses.replace(model.cfg, epochs=0), iiwa, [train], [val], progress=False)
+        np.testing.assert_array_equal(model.model.pi().detach().numpy(), alone.model.pi().detach().numpy())
+        np.testing.assert_array_equal(model.model.friction.detach().numpy(), alone.model.friction.detach().numpy())
+    assert len(calls) == 4  # outside auto nothing is reused
+    np.testing.assert_array_equal(fitted["hybrid-j 2S"].result.model.pi().detach().numpy(),
+                                  fitted["rbd-friction"].result.model.pi().detach().numpy())
+
+
 def test_validation_that_repeats_training_does_not_choose_the_physics(iiwa, synth):
     """On the training states the weaker prior always fits better: the default's base, the others only averaged."""
     train, _, _ = synth
