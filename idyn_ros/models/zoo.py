@@ -297,8 +297,8 @@ def rotational_displacement(q: torch.Tensor, state: torch.Tensor | None = None) 
 
 def _rotational_displacement_floats(q: np.ndarray, state: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """``rotational_displacement_step``'s branches on Python floats, one joint at a time: the same float64 results
-    (tested) ~70x faster than stepping tensors per sample (20 s -> 0.3 s on a 70 s recording at 1 kHz, which every
-    hybrid-j fit prepares)."""
+    (tested), ~100x faster than stepping tensors per sample (the demo's 70k samples x 7 joints, which every hybrid-j
+    fit prepares: 21.9 s -> 0.18 s)."""
     B, T, n = q.shape
     r = np.zeros((B, T, n), dtype=np.float64)
     after = np.array(state, dtype=np.float64)
