@@ -81,6 +81,44 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None):
 
 
 @pytest.fixture(scope="session")
+def _turns_dir(tmp_path_factory: pytest.TempPathFactory) -> Path | None:
+    """Where the xdist workers of this run take turns (their base temp folders' common parent); None without xdist."""
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        return None
+    folder = tmp_path_factory.getbasetemp().parent / "cpu-turns"
+    folder.mkdir(exist_ok=True)
+    return folder
+
+
+@pytest.fixture(autouse=True)
+def _cpu_turn(request: pytest.FixtureRequest, _turns_dir: Path | None) -> Any:
+    """A test marked ``alone`` (a live 1 kHz loop whose assertion is about keeping time) runs with no test in the
+    other worker: while it waits, that worker starts none, and it waits for the one running there."""
+    import fcntl
+
+    if _turns_dir is None:
+        yield
+        return
+    alone = request.node.get_closest_marker("alone") is not None
+    waiting = _turns_dir / f"waiting-{os.environ['PYTEST_XDIST_WORKER']}"
+    with open(_turns_dir / "lock", "a") as lock:
+        if alone:
+            waiting.touch()
+            try:
+                fcntl.flock(lock, fcntl.LOCK_EX)
+            finally:
+                waiting.unlink(missing_ok=True)
+        else:
+            while any(_turns_dir.glob("waiting-*")):
+                time.sleep(0.05)
+            fcntl.flock(lock, fcntl.LOCK_SH)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+@pytest.fixture(scope="session")
 def shared_data() -> Path:
     """../shared/data (real robot recordings); tests needing it skip with a reason when absent."""
     from idyn_ros.paths import shared_data_dir

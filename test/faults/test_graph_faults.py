@@ -106,6 +106,7 @@ def test_a_dead_monitoring_node_does_not_stop_control(graph_probe):
             proc.wait()
 
 
+@pytest.mark.alone  # beside another worker's test the plant's 1 kHz loop fell to ~110 states/s: stale throughout
 def test_the_real_time_plant_is_controlled(graph_probe):
     """`--clock realtime` never controlled: the first ~20 ms input gap latched safe damping for good."""
     probe = graph_probe
