@@ -1,5 +1,5 @@
 """The whole loop on the embedded MuJoCo plant (true-robot profile), end to end in about --minutes (default 10;
-611 s measured on 2 cores):
+528 s measured on 2 cores, every row trained):
 
   1. design optimised Fourier excitations (min cond(Y_b))
   2. record them over DDS: plant node (lockstep sim clock) + controller node (a drive's PD in torque
