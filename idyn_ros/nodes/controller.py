@@ -113,7 +113,7 @@ class ControllerNode(LifecycleNode):
         self._second_source_noted = False  # and the one on a second publisher of the robot's joints
         self._rivals_said: list[str] = []  # other publishers on the command topic, as last said
         self._unheard_since: float | None = None  # monotonic s since which nothing subscribes to the command topic
-        self._unheard_said = ""  # ... and the topic it was said of (once per episode)
+        self._unheard_said = self._unheard_what = ""  # ... and the topic and reason last said (once per episode)
         self._cm_watch: ControllerManagerWatch | None = None  # asks ros2_control whether our controllers are active
         self._clipped_seen = 0  # core.reference_clipped at the last diagnostics report
         self._payload: Any = None  # the last payload accepted by ~/set_payload: re-applied at every configure
@@ -443,7 +443,7 @@ class ControllerNode(LifecycleNode):
         if not topic:
             if self._unheard_said:
                 self.get_logger().warning(f"the commands on {self._unheard_said} reach a robot's controller again")
-            self._unheard_since, self._unheard_said = None, ""
+            self._unheard_since, self._unheard_said, self._unheard_what = None, "", ""
             return
         now = time.monotonic()
         if self._unheard_since is None:
@@ -451,9 +451,9 @@ class ControllerNode(LifecycleNode):
         if now - self._unheard_since < NO_LISTENER_S:
             return
         diag.set(Diagnostics.ERROR, what)
-        if self._unheard_said != topic:
+        if self._unheard_what != what:  # a new topic or a new reason (not loaded -> inactive) is said again
             self.get_logger().error(what)
-            self._unheard_said = topic
+            self._unheard_said, self._unheard_what = topic, what
 
     def _command_topics(self) -> list[str]:
         """Our command topics: torques, then positions when sent."""

@@ -321,7 +321,6 @@ def test_commands_to_a_controller_its_manager_lists_as_not_active_are_an_error(
 
     manager = rclpy.create_node("controller_manager", namespace="/idyn_test_cm", context=rclpy_context)
     service = manager.create_service(ListControllers, f"{manager_name}/list_controllers", list_controllers)
-    manager.create_subscription(Float64MultiArray, topic, lambda msg: None, COMMAND_OUT)  # configured: subscribes
     rig = Rig(rclpy_context, {"command_topic": topic}, extra_nodes=(manager,))
     try:
         errors, warnings = [], []
@@ -338,7 +337,12 @@ def test_commands_to_a_controller_its_manager_lists_as_not_active_are_an_error(
                 rig.spin(0.05)  # the manager's answer arrives through the executor
             return False
 
-        assert diagnose_until(lambda: rig.ctrl.diag.level == Diagnostics.ERROR), rig.ctrl.diag.message
+        # not configured yet: nothing subscribes; then configured (it subscribes) but inactive: each said once
+        assert diagnose_until(lambda: "nothing subscribes" in rig.ctrl.diag.message), rig.ctrl.diag.message
+        manager.create_subscription(Float64MultiArray, topic, lambda msg: None, COMMAND_OUT)
+        assert diagnose_until(lambda: "is inactive in" in rig.ctrl.diag.message), rig.ctrl.diag.message
+        assert rig.ctrl.diag.level == Diagnostics.ERROR
+        assert len([e for e in errors if "nothing subscribes" in e]) == 1, errors
         said = [e for e in errors if "effort_controller is inactive in /idyn_test_cm/controller_manager" in e]
         assert len(said) == 1 and f"switch_controllers -c {manager_name} --activate effort_controller" in said[0]
         assert rig.ctrl.diag.values["controller_manager"] == "effort_controller: inactive"
