@@ -151,7 +151,8 @@ def controller_manager_interfaces() -> None:
     root = REPO_ROOT / "build" / "test_doubles"
     prefix = root / "prefix"
     sources = sorted(p for p in CONTROLLER_MANAGER_DOUBLE.rglob("*") if p.is_file())
-    digest = hashlib.sha256(b"".join(p.read_bytes() for p in sources)).hexdigest()
+    built_for = f"{sys.prefix} {sys.version}".encode()  # another venv or Python builds it again
+    digest = hashlib.sha256(b"".join(p.read_bytes() for p in sources) + built_for).hexdigest()
     root.mkdir(parents=True, exist_ok=True)
     with open(root / ".lock", "w") as lock:  # the xdist workers build it once between them
         fcntl.flock(lock, fcntl.LOCK_EX)
