@@ -35,7 +35,7 @@ KNOWN_PIP_CHECK="launch-ros 0.28.0 requires ament-index-python, which is not ins
 
 inputs_hash() {
   { cat requirements.in requirements.lock setup.py pyproject.toml package.xml CMakeLists.txt \
-        scripts/setup_env.sh scripts/build_msgs.sh scripts/patch_wheel_cmake.sh msg/*.msg srv/*.srv 2>/dev/null
+        scripts/setup_env.sh scripts/build_msgs.sh scripts/build_interfaces.sh scripts/patch_wheel_cmake.sh msg/*.msg srv/*.srv 2>/dev/null
     find launch config urdf -type f | sort
     [ -d "$ROS2_WHEELS" ] && ls -l "$ROS2_WHEELS"; } | sha256sum | cut -c1-16
 }
@@ -59,11 +59,7 @@ install_launch_stack() {
     local build="$ROOT/build/composition_interfaces"
     rm -rf "$build" && mkdir -p "$build"
     tar -xzf "$ROS2_WHEELS/composition_interfaces-2.2.0-src.tar.gz" -C "$build"
-    AMENT_PREFIX_PATH="$VENV" PATH="$VENV/bin:$PATH" cmake -S "$build/composition_interfaces" -B "$build/build" \
-      -Wno-dev -DCMAKE_INSTALL_PREFIX="$VENV" -DCMAKE_PREFIX_PATH="$VENV" -DPython3_EXECUTABLE="$VENV/bin/python" \
-      -DBUILD_TESTING=OFF >"$build/configure.log" 2>&1 || { cat "$build/configure.log"; return 1; }
-    cmake --build "$build/build" -j "$(nproc)" >"$build/build.log" 2>&1 || { tail -40 "$build/build.log"; return 1; }
-    cmake --install "$build/build" >"$build/install.log" 2>&1 || { tail -40 "$build/install.log"; return 1; }
+    bash "$ROOT/scripts/build_interfaces.sh" "$VENV" "$build/composition_interfaces" "$build/build" "$VENV" || return 1
   fi
 }
 

@@ -158,15 +158,11 @@ def controller_manager_interfaces() -> None:
         fcntl.flock(lock, fcntl.LOCK_EX)
         stamp = root / "built.sha256"
         if not stamp.is_file() or stamp.read_text() != digest:
-            env = dict(os.environ, AMENT_PREFIX_PATH=sys.prefix, PATH=f"{sys.prefix}/bin:{os.environ['PATH']}")
-            steps = [["cmake", "-S", str(CONTROLLER_MANAGER_DOUBLE), "-B", str(root / "build"), "-Wno-dev",
-                      f"-DCMAKE_INSTALL_PREFIX={prefix}", f"-DCMAKE_PREFIX_PATH={sys.prefix}",
-                      f"-DPython3_EXECUTABLE={sys.executable}", "-DBUILD_TESTING=OFF"],
-                     ["cmake", "--build", str(root / "build"), "-j", "2"], ["cmake", "--install", str(root / "build")]]
-            for step in steps:
-                done = subprocess.run(step, env=env, capture_output=True, text=True, timeout=600)
-                assert done.returncode == 0, f"building the controller_manager_msgs double: {done.stdout[-3000:]}" \
-                                             f"{done.stderr[-3000:]}"
+            done = subprocess.run(["bash", str(REPO_ROOT / "scripts" / "build_interfaces.sh"), sys.prefix,
+                                   str(CONTROLLER_MANAGER_DOUBLE), str(root / "build"), str(prefix)],
+                                  capture_output=True, text=True, timeout=600)
+            assert done.returncode == 0, f"building the controller_manager_msgs double: {done.stdout[-3000:]}" \
+                                         f"{done.stderr[-3000:]}"
             stamp.write_text(digest)
     lib = prefix / "lib"
     # typesupport is found by name along LD_LIBRARY_PATH (read when first looked up) and links the generated C
