@@ -218,6 +218,7 @@ def refit(winner: Candidate, done: Sequence[Candidate], robot: Any, data: Sequen
     return out
 
 
+@identify_each_once()
 def fit_auto(base: ModelConfig, robot: Any, train: Sequence[Recording], val: Sequence[Recording],
              max_minutes: float | None = None, progress: bool = True,
              candidates: Sequence[tuple[str, dict[str, Any]]] = CANDIDATES,
@@ -227,14 +228,6 @@ def fit_auto(base: ModelConfig, robot: Any, train: Sequence[Recording], val: Seq
     ``overlap``: ``metrics.state_overlap(train, val)`` when the caller has it already; ``score``: the validation
     metric that ranks the physics bases and the candidates; ``refit_on``: fit the winner again on these recordings
     (``refit``) before export. Each physics base is identified once (``training.identify_each_once``)."""
-    with identify_each_once():
-        return _fit_auto(base, robot, train, val, max_minutes, progress, candidates, overlap, score, refit_on)
-
-
-def _fit_auto(base: ModelConfig, robot: Any, train: Sequence[Recording], val: Sequence[Recording],
-              max_minutes: float | None, progress: bool, candidates: Sequence[tuple[str, dict[str, Any]]],
-              overlap: float | None, score: str, refit_on: Sequence[Recording] | None
-              ) -> tuple[TrainResult, list[Candidate]]:
     if not val:
         raise ParameterError("auto selection needs validation recordings (idyn train holds out a tail without --val)")
     t0 = time.perf_counter()

@@ -143,13 +143,14 @@ def _physics_init(cfg: ModelConfig, pin_model: Any,
     args = (cfg.id_method, tuple(kinds), cfg.reg, cfg.seed, cfg.id_prior)
     key = None if _identified is None else (id(pin_model), rbd.inertial_parameters(pin_model).tobytes(),
                                             fingerprint(recs), args)
-    res = None if key is None else _identified.get(key)
-    if res is None:
+    # copies in and out of the memo: a model may hold the arrays it starts from (a fixed inertial module shares them)
+    if key is not None and key in _identified:
+        res = copy.deepcopy(_identified[key])
+    else:
         res = identification.identify(pin_model, recs, cfg.id_method, kinds, reg=cfg.reg, seed=cfg.seed,
                                       prior=cfg.id_prior)
         if key is not None:
-            _identified[key] = res
-    res = copy.deepcopy(res)  # a model may hold the arrays it starts from (a fixed inertial module shares them)
+            _identified[key] = copy.deepcopy(res)
     info = {"method": res.method, **{k: v for k, v in res.info.items() if k != "seconds"}}
     return res.pi, res.friction, res.armature, info
 
