@@ -64,7 +64,8 @@ def read_joint_states(path: str | Path, joint_names: tuple[str, ...] | list[str]
                       effort_kind: str | None = None, recover: bool = False) -> JointStateSeries:
     """Joint states of a bag (or a dataset .npz) reordered by name; samples missing a joint are refused; ``recover``:
     read what a damaged or unfinished bag holds (``BagReader``)."""
-    from idyn_ros.data.importers import messages_with_joints, read_as_robot, read_bag
+    from idyn_ros.data.importers import messages_with_joints, read_as_robot
+    from idyn_ros.data.read_bag import read_bag
 
     path = Path(path)
     names = list(joint_names)

@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 
 from idyn_ros.data import Dataset, load_dataset
-from idyn_ros.data.importers import RawRecording, import_source, parse_joint_map, to_dataset
+from idyn_ros.data.importers import import_source, parse_joint_map, to_dataset
+from idyn_ros.data.raw import RawRecording
 from idyn_ros.errors import DatasetError
 
 from .helpers import JOINTS, synthetic_motion

@@ -133,7 +133,7 @@ def test_a_discovered_topic_of_a_type_it_cannot_record_is_skipped_and_the_record
 @pytest.mark.ros
 def test_the_bag_says_what_its_effort_is_and_the_importer_reads_it(tmp_path: Path) -> None:
     """A UR user had to pass --effort-kind current to import, train and wrench, every time: the bag did not say."""
-    from idyn_ros.data.importers import bag_effort_kind
+    from idyn_ros.data.read_bag import bag_effort_kind
 
     run_recorder(tmp_path / "ur", ["/joint_states"], duration=1.0, effort_kind="current")
     assert bag_effort_kind(tmp_path / "ur") == ("current", "effort_kind: current")

@@ -23,7 +23,8 @@ import pytest
 from idyn_ros.cli import main
 from idyn_ros.data import Dataset, load_dataset
 from idyn_ros.data.bag import BagWarning, BagWriter
-from idyn_ros.data.importers import RawRecording, import_source, to_dataset
+from idyn_ros.data.importers import import_source, to_dataset
+from idyn_ros.data.raw import RawRecording
 from idyn_ros.errors import BagReadError, DatasetError
 
 
