@@ -96,6 +96,7 @@ def run(args: argparse.Namespace) -> int:
     from idyn_ros.errors import ParameterError
     from idyn_ros.nodes.graph import GraphSettings, essential_processes, select_nodes
     from idyn_ros.nodes.launcher import Launcher
+    from idyn_ros.progress import progress_bar
 
     if not args.duration >= 0.0:  # also NaN
         raise ParameterError(f"--duration must be >= 0 s (0: until Ctrl-C or SIGTERM), got {args.duration:g}")
@@ -144,7 +145,8 @@ def run(args: argparse.Namespace) -> int:
         with launcher:
             start = time.monotonic()
             total = args.duration if args.duration > 0 else None
-            with tqdm(total=total, unit="s", desc="running", bar_format="{l_bar}{bar}| {n:.0f}/{total_fmt} s") as bar:
+            shape = "{l_bar}{bar}| {n:.0f}/{total_fmt} s"
+            with progress_bar(total=total, unit="s", desc="running", bar_format=shape) as bar:
                 while not stop and (total is None or time.monotonic() - start < total):
                     time.sleep(0.2)
                     elapsed = time.monotonic() - start

@@ -208,14 +208,13 @@ def _check_positions(dataset, robot: str, source: str) -> list[str]:
 def _run_import(args: argparse.Namespace) -> int:
     import warnings
 
-    from tqdm import tqdm
-
     from idyn_ros.data.importers import import_source
+    from idyn_ros.progress import progress_bar
 
     targets = _targets(args)
     _check_source_options(args, args.sources)
     many = len(args.sources) > 1
-    for src, target in zip(tqdm(args.sources, desc="import", unit="file", disable=not many), targets, strict=True):
+    for src, target in zip(progress_bar(args.sources, desc="import", unit="file", enabled=many), targets, strict=True):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # the report lists them
             dataset, report = import_source(

@@ -114,13 +114,13 @@ def _output_path(text: str) -> Path:
 
 def run(args: argparse.Namespace) -> int:
     import numpy as np
-    from tqdm import tqdm
 
     from idyn_ros.commands import writable_output
     from idyn_ros.data.trajectories import JointLimits, check_limits, fine_motion, optimize_excitation
     from idyn_ros.data.workspace import Workspace, WorkspaceGuard, problem, workspace_arrays
     from idyn_ros.dynamics import RobotModel
     from idyn_ros.errors import ParameterError
+    from idyn_ros.progress import progress_bar
 
     _check_options(args)
     output = writable_output(str(_output_path(args.output)), "-o", [args.robot])  # before the optimiser's budget
@@ -160,7 +160,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"fine motion: {args.scaffolds} scaffolds, {traj.duration:.1f} s")
     else:
         desc = "optimising cond(J^T Y)" if args.payload else "optimising cond(Y_b)"
-        with tqdm(total=round(args.budget), desc=desc, unit="s") as bar:
+        with progress_bar(total=round(args.budget), desc=desc, unit="s") as bar:
 
             def progress(elapsed: float, cond: float) -> None:
                 bar.set_postfix_str(f"best cond {cond:.1f}")

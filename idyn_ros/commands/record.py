@@ -38,18 +38,17 @@ def run(args: argparse.Namespace) -> int:
     import sys
     from pathlib import Path
 
-    from tqdm import tqdm
-
     from idyn_ros.commands import writable_output
     from idyn_ros.errors import ParameterError
     from idyn_ros.nodes.recorder import parse_topic, run_recorder
+    from idyn_ros.progress import progress_bar
 
     if args.output:  # else the ROS parameter output:= names it (the recorder checks that one)
         writable_output(args.output, "-o", folder=True)
         if Path(args.output).exists():  # before the progress bar, which the recorder's own refusal came after
             raise ParameterError(f"-o {args.output} exists already; choose a new output folder (bags are never "
                                  "overwritten)")
-    bar = tqdm(desc="recorded", unit="msg", disable=args.quiet)
+    bar = progress_bar(desc="recorded", unit="msg", enabled=not args.quiet)
 
     def progress(counts: dict[str, int]) -> None:
         bar.update(sum(counts.values()) - bar.n)

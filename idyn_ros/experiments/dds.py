@@ -87,9 +87,8 @@ def run_pipeline(robot: str, bag: Path, sim_seconds: float, controller: dict[str
     once they all subscribe). Raises IdynError when the loop does
     not reach ``sim_seconds`` within ``wall_timeout`` s (wall), naming the logs to read.
     """
-    from tqdm import tqdm
-
     from idyn_ros.nodes.launcher import GraphSettings, Launcher
+    from idyn_ros.progress import progress_bar
 
     env = ensure_ros_env()
     log_dir.mkdir(parents=True, exist_ok=True)
@@ -131,7 +130,7 @@ def run_pipeline(robot: str, bag: Path, sim_seconds: float, controller: dict[str
         plant_proc.start()
         started = time.monotonic()
         discovery_s = started - t0
-        with tqdm(total=round(sim_seconds, 1), desc=desc, unit="sim s", disable=not progress,
+        with progress_bar(total=round(sim_seconds, 1), desc=desc, unit="sim s", enabled=progress,
                   bar_format="{l_bar}{bar}| {n:.1f}/{total:.1f} sim s [{elapsed}<{remaining}]") as bar:
             while time.monotonic() < deadline:
                 watcher.spin(0.2)

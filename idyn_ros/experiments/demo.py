@@ -131,15 +131,14 @@ def run_demo(robot: str = "panda", out: Path | None = None, minutes: float = 10.
 
     # 4. closed loop --------------------------------------------------------------------------------
     t0 = time.monotonic()
-    from tqdm import tqdm
-
+    from idyn_ros.progress import progress_bar
     from idyn_ros.sim import Plant
 
     plant = Plant(robot, "true")
     moves = tracking.moves_for(robot_model, n_moves, (2.0,))
     table: dict[str, dict[str, dict]] = {r: {} for r in DEMO_ROWS}
     curves: dict[str, tuple[np.ndarray, np.ndarray]] = {}
-    with tqdm(total=len(DEMO_ROWS) * 3, desc="closed loop", unit="cell", disable=not progress) as bar:
+    with progress_bar(total=len(DEMO_ROWS) * 3, desc="closed loop", unit="cell", enabled=progress) as bar:
         for row in DEMO_ROWS:
             for gain in ("soft", "medium", "stiff"):
                 cell = tracking.run_cell(robot, robot_model, plant, row, gain, moves, paths,

@@ -92,9 +92,8 @@ def sweep(robot: str = "panda", etas: Sequence[float] = ETAS, alphas: Sequence[f
           gammas: Sequence[float] = GAMMAS, payload: dict[str, Any] | None = None, gain: str = "medium",
           n_moves: int = 3, duration: float = 2.0, progress: bool = True) -> dict[str, Any]:
     """The grid on the true plant with the payload; returns the JSON payload (``doomed_sweep.json``)."""
-    from tqdm import tqdm
-
     from idyn_ros.dynamics import RobotModel
+    from idyn_ros.progress import progress_bar
     from idyn_ros.sim import Payload, Plant
 
     payload = payload or DEFAULT_PAYLOAD
@@ -103,7 +102,7 @@ def sweep(robot: str = "panda", etas: Sequence[float] = ETAS, alphas: Sequence[f
     plant.set_payload(Payload(float(payload["mass"]), tuple(payload["com"])))
     grid = [(e, a, g) for g in gammas for a in alphas for e in etas]
     results = []
-    for e, a, g in tqdm(grid, desc=f"{robot}: DOOMED sweep", unit="run", disable=not progress):
+    for e, a, g in progress_bar(grid, desc=f"{robot}: DOOMED sweep", unit="run", enabled=progress):
         results.append(run_setting(robot, robot_model, plant, e, a, g, gain, n_moves=n_moves, duration=duration))
     mark_oscillation(results)
     onset = {}

@@ -320,11 +320,10 @@ def ensure_models(robot: str, workdir: Path, rows: Sequence[str], data: DataSpec
                   epochs: int = 200, progress: bool = True) -> dict[str, Path]:
     """Record the data (cached) and train every row in ``rows`` that needs a model (cached): the ``AUTO_ROWS``
     among them in one auto fit of ``minutes_per_model`` per learned candidate, the others one by one."""
-    from tqdm import tqdm
-
     from idyn_ros.models.auto import CANDIDATES
+    from idyn_ros.progress import progress_bar
 
-    with tqdm(total=data.count, desc=f"{robot}: excitation data", unit="traj", disable=not progress) as bar:
+    with progress_bar(total=data.count, desc=f"{robot}: excitation data", unit="traj", enabled=progress) as bar:
         paths = record_dataset(robot, workdir, data, bar)
         bar.update(data.count - bar.n)
     train, val = split_paths(paths)

@@ -168,9 +168,8 @@ def tracking_table(robot: str, model_paths: dict[str, Path], rows: Sequence[str]
                    durations: Sequence[float] = PAPER_DURATIONS, progress: bool = True,
                    on_cell: Callable[[str, str, dict], None] | None = None) -> dict[str, dict[str, dict]]:
     """The table as the JSON contract (cells without the per-move extras)."""
-    from tqdm import tqdm
-
     from idyn_ros.dynamics import RobotModel
+    from idyn_ros.progress import progress_bar
     from idyn_ros.sim import Plant
 
     robot_model = RobotModel.from_robot(robot)
@@ -178,8 +177,8 @@ def tracking_table(robot: str, model_paths: dict[str, Path], rows: Sequence[str]
     moves = moves_for(robot_model, n_moves, durations)
     table: dict[str, dict[str, dict]] = {row: {} for row in rows}
     sim_s = sum(m.duration + 0.5 for m in moves)
-    with tqdm(total=len(rows) * len(gains), desc=f"{robot}: tracking ({sim_s:.0f} s sim per cell)",
-              unit="cell", disable=not progress) as bar:
+    with progress_bar(total=len(rows) * len(gains), desc=f"{robot}: tracking ({sim_s:.0f} s sim per cell)",
+              unit="cell", enabled=progress) as bar:
         for row in rows:
             for gain in gains:
                 cell = run_cell(robot, robot_model, plant, row, gain, moves, model_paths)
@@ -204,9 +203,8 @@ def feedback_mass_decomposition(robot: str, model_paths: dict[str, Path], table:
     Cells equal to table cells (same ff and M) are copied, not rerun. Returns ``{label: {gain: cell},
     "ratios": {...}}``; ratio = hybrid RMSE / nominal_rbd RMSE with the same M at that gain (None if a cell failed).
     """
-    from tqdm import tqdm
-
     from idyn_ros.dynamics import RobotModel
+    from idyn_ros.progress import progress_bar
     from idyn_ros.sim import Plant
 
     robot_model = RobotModel.from_robot(robot)
@@ -219,7 +217,7 @@ def feedback_mass_decomposition(robot: str, model_paths: dict[str, Path], table:
                  (f"{h}+M_of_{h}", h, h, h)]
     out: dict[str, Any] = {}
     todo = sum(1 for *_, same in plan for g in gains if not (same and g in table.get(same, {})))
-    with tqdm(total=todo, desc=f"{robot}: feedback-M decomposition", unit="cell", disable=not progress) as bar:
+    with progress_bar(total=todo, desc=f"{robot}: feedback-M decomposition", unit="cell", enabled=progress) as bar:
         for label, row, fb, same in plan:
             out[label] = {}
             for g in gains:

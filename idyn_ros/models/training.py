@@ -448,9 +448,9 @@ def fit(
     windows = _windows(tr, cfg.window, cfg.stride)
     rng = np.random.default_rng(cfg.seed)
     t0 = time.perf_counter()
-    from tqdm import tqdm
+    from idyn_ros.progress import progress_bar
 
-    bar = tqdm(range(start_epoch, cfg.epochs), desc=f"train {cfg.kind}", disable=not progress, unit="ep")
+    bar = progress_bar(range(start_epoch, cfg.epochs), desc=f"train {cfg.kind}", enabled=progress, unit="ep")
     for epoch in bar:
         train_loss = _train_epoch(cfg, model, opt, params, tr, windows, rng.permutation(len(windows)), tau_range)
         val_loss = evaluate_scaled(model, va, tau_range)
