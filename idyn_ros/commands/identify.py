@@ -10,10 +10,11 @@ The consistent methods regularise toward the nominal URDF parameters (--prior, -
 with the geometric prior (each link's pseudo-inertia held relative to its own size, strength 1e-2), the
 others with a ridge relative to the mean excitation (1e-4 keeps unexcited directions at their nominal values).
 The written URDF (--urdf-out) reloads in pinocchio; for ols/wls it is only written if every link is
-physically consistent. Friction coefficients go to --params-out (JSON) since URDF cannot hold them. Both are written
-together at the end, after every check (a URDF refused writes neither; both are complete on disk before either replaces
-an old file): a run that fails, is refused or is interrupted leaves no part of a file, no empty folder it created, and
-the files it was to write as they were.
+physically consistent. Friction coefficients go to --params-out (JSON) since URDF cannot hold them. --profile-out
+writes all of it as a plant profile: the embedded simulator then runs the robot as identified (a preset robot only).
+The files are written together at the end, after every check (a URDF refused writes none; all are complete on disk
+before any replaces an old file): a run that fails, is refused or is interrupted leaves no part of a file, no empty
+folder it created, and the files it was to write as they were.
 Recordings of motor currents (UR drivers) are refused: `idyn train --model rbd-friction` identifies their gains.
 """
 
@@ -30,6 +31,8 @@ EPILOG = """examples:
   idyn identify --robot kuka_lwr4.urdf --data measurements_1.npz --method sdp --urdf-out kuka_id.urdf
   idyn identify --robot iiwa14 --data excite.mcap --method diffbary --friction coulomb,viscous \\
       --urdf-out iiwa_id.urdf --params-out iiwa_id.json --test excite_val.mcap
+  idyn identify --robot panda --data excite.mcap --profile-out my_panda.yaml   # a simulator of your arm:
+  idyn bringup --robot panda --set profile=my_panda.yaml
 """
 
 
@@ -63,6 +66,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="write the identified model as a URDF (an ols or wls fit with a physically inconsistent "
                              "body is refused, and then --params-out is not written either)")
     parser.add_argument("--params-out", metavar="X.json", help="write all identified parameters as JSON")
+    parser.add_argument("--profile-out", metavar="X.yaml",
+                        help="write the identified robot as a plant profile (bodies, rotor inertia, friction; ideal "
+                             "sensors) for the embedded simulator: idyn bringup --robot R --set profile=X.yaml; "
+                             "preset robots only (panda, iiwa14, ur5)")
     parser.add_argument("--test", nargs="*", default=[], metavar="F", help="recordings to report nMSE on")
 
 
@@ -75,11 +82,22 @@ def run(args: argparse.Namespace) -> int:
 
     inputs = [args.robot, *args.data, *args.test]
     with contextlib.ExitStack() as stack:
-        for option, out in (("--urdf-out", args.urdf_out), ("--params-out", args.params_out)):
+        outputs = {"--urdf-out": args.urdf_out, "--params-out": args.params_out, "--profile-out": args.profile_out}
+        for option, out in outputs.items():
             if out:  # checked before the identification, which can take minutes
                 stack.enter_context(output_file(out, option, inputs))
-        if args.urdf_out and args.params_out and Path(args.urdf_out).resolve() == Path(args.params_out).resolve():
-            raise ParameterError(f"--urdf-out and --params-out are the same file {args.urdf_out}; give two names")
+        named = [(option, Path(out).resolve()) for option, out in outputs.items() if out]
+        for i, (option, path) in enumerate(named):
+            twin = next((other for other, p in named[:i] if p == path), None)
+            if twin:
+                raise ParameterError(f"{twin} and {option} are the same file {path}; give each its own name")
+        if args.profile_out:
+            from idyn_ros.robots import ROBOT_NAMES
+
+            if args.robot not in ROBOT_NAMES:
+                raise ParameterError(f"--profile-out: the embedded plant simulates the presets {', '.join(ROBOT_NAMES)}"
+                                     f", not {args.robot}; identify with --robot <preset> (its URDF is the one the "
+                                     f"plant builds on)")
         stack.enter_context(one_line_warnings("identify"))
         return _run(args)
 
@@ -136,14 +154,24 @@ def _run(args: argparse.Namespace) -> int:
                            np.concatenate([rec.tau for rec in segments]))
         print(f"test {path}: nMSE [%] " + " ".join(f"{100 * v:.2f}" for v in m["nmse"])
               + f" (mean {100 * m['nmse_mean']:.2f})")
-    xml = None
-    if args.urdf_out:  # refused before either file is written: a failed run changes neither
-        if problems:
-            raise IdentificationError(
-                f"{args.method} gave physically inconsistent bodies ({'; '.join(problems[:3])}); a URDF cannot hold "
-                f"them. Use --method sdp, diffbary or logchol"
-                + ("; nothing written (drop --urdf-out to write --params-out alone)" if args.params_out else "")
-            )
+    xml = profile = None
+    if (args.urdf_out or args.profile_out) and problems:  # refused before any file is written: nothing changes
+        what = "a URDF cannot hold them" if args.urdf_out else "a simulator cannot move them"
+        raise IdentificationError(
+            f"{args.method} gave physically inconsistent bodies ({'; '.join(problems[:3])}); {what}. Use --method "
+            f"sdp, diffbary or logchol" + ("; nothing written (drop --urdf-out and --profile-out to write "
+                                          "--params-out alone)" if args.params_out else "")
+        )
+    if args.profile_out:
+        from idyn_ros.sim.profile import IDENTIFIED_HEADER, identified_profile, profile_yaml
+
+        data, notes = identified_profile(robot.name, tuple(robot.joint_names), res.pi, res.armature,
+                                         tuple(res.friction_kinds), res.friction)
+        header = IDENTIFIED_HEADER.format(robot=robot.name, method=args.method)
+        profile = profile_yaml(data, header + "".join(f"# note: {n}\n" for n in notes))
+        for note in notes:
+            say(note)
+    if args.urdf_out:
         xml = write_urdf(robot.urdf_xml, robot.pin_model, res.pi, res.armature)
         from idyn_ros.dynamics import RobotModel
 
@@ -153,10 +181,13 @@ def _run(args: argparse.Namespace) -> int:
         "method": res.method, "robot": robot.name, "joint_names": list(robot.joint_names),
         "inertial": res.pi.tolist(), "friction_kinds": list(res.friction_kinds),
         "friction": res.friction.tolist(), "armature": res.armature.tolist(), "info": res.info}, indent=2)
-    write_together({args.params_out: params, args.urdf_out: xml})
+    write_together({args.params_out: params, args.urdf_out: xml, args.profile_out: profile})
     if params is not None:
         print(f"wrote {args.params_out}")
     if xml is not None:
         print(f"wrote {args.urdf_out} (reloaded: max parameter difference {err:.2e}, "
               f"consistency check: {len(check_physical_consistency(check.inertial_parameters()))} problems)")
+    if profile is not None:
+        print(f"wrote {args.profile_out}: simulate it with idyn bringup --robot {robot.name} --set "
+              f"profile={args.profile_out}")
     return 0

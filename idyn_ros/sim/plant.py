@@ -43,8 +43,9 @@ from idyn_ros.errors import ParameterError, RobotDescriptionError
 from idyn_ros.robots.spec import Payload
 from idyn_ros.sim.friction import SmoothFriction, smooth_friction
 from idyn_ros.sim.joint_effects import JointEffectState
-from idyn_ros.sim.profile import PlantProfile, load_profile
+from idyn_ros.sim.profile import BodyInertial, PlantProfile, load_profile
 from idyn_ros.sim.urdf import (
+    EMPTY_LINK,
     LinkInertial,
     add_fixed_link,
     effort_limits,
@@ -225,10 +226,15 @@ class Plant:
                     f"plant profile {self.profile.source}: inertial entries for unknown joints {unknown}"
                 )
             changed: dict[str, LinkInertial] = {}
-            for joint, pert in self.profile.inertial.items():
-                for link in bodies[joint]:
+            for joint, entry in self.profile.inertial.items():
+                links = bodies[joint]
+                if isinstance(entry, BodyInertial):  # identified as one body: all on the child link, the rest empty
+                    changed[links[0]] = entry.link()
+                    changed.update({link: EMPTY_LINK for link in links[1:]})
+                    continue
+                for link in links:
                     if link in self._nominal_inertials:
-                        changed[link] = pert.apply(self._nominal_inertials[link])
+                        changed[link] = entry.apply(self._nominal_inertials[link])
             xml = write_inertials(xml, changed)
         total = self._attached_payload()
         if total is not None:

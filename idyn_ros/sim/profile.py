@@ -66,6 +66,21 @@ class InertialPerturbation:
 
 
 @dataclass(frozen=True)
+class BodyInertial:
+    """The whole rigid body a joint moves (child link + fixed descendants) in the child link's frame: an identified
+    body, which replaces the URDF's links of that body instead of scaling them (``idyn identify --profile-out``)."""
+
+    mass: float
+    com: tuple[float, float, float]
+    inertia: tuple[float, float, float, float, float, float]  # kg m^2 about the CoM: ixx ixy ixz iyy iyz izz
+
+    def link(self) -> LinkInertial:
+        ixx, ixy, ixz, iyy, iyz, izz = self.inertia
+        return LinkInertial(self.mass, np.asarray(self.com, float),
+                            np.array([[ixx, ixy, ixz], [ixy, iyy, iyz], [ixz, iyz, izz]]))
+
+
+@dataclass(frozen=True)
 class Elasticity:
     """Series-elastic joints: motor (rotor, reflected) inertia B, spring K (Nm/rad), damper D (Nm s/rad).
 
@@ -83,7 +98,7 @@ class PlantProfile:
 
     kind: str
     joint_names: tuple[str, ...]
-    inertial: dict[str, InertialPerturbation] = field(default_factory=dict)  # key: moving joint
+    inertial: dict[str, InertialPerturbation | BodyInertial] = field(default_factory=dict)  # key: moving joint
     armature: np.ndarray | None = None  # kg m^2 reflected rotor inertia (n,)
     friction: FrictionParameters | None = None
     effects: JointEffects | None = None  # load friction, ripple, hysteresis, temperature (joint_effects.py)
@@ -214,16 +229,7 @@ def profile_from_dict(data: dict[str, Any], joint_names: tuple[str, ...], source
         if np.any(elasticity.stiffness <= 0) or np.any(elasticity.motor_inertia <= 0):
             raise ParameterError(f"plant profile {source}: elastic joints need stiffness > 0 and armature > 0")
     effects = _effects_from_dict(joints, joint_names, data.get("temperature") or {}, source)
-    inertial = {}
-    for joint, p in (data.get("inertial") or {}).items():
-        pert = InertialPerturbation(
-            float(p.get("mass_scale", 1.0)),
-            tuple(float(v) for v in p.get("com_shift", (0, 0, 0))),
-            tuple(float(v) for v in p.get("second_moment_scale", (1, 1, 1))),
-        )
-        if pert.mass_scale <= 0 or min(pert.second_moment_scale) <= 0:
-            raise ParameterError(f"plant profile {source}: joint {joint}: scales must be > 0")
-        inertial[joint] = pert
+    inertial = {joint: _inertial_entry(joint, p, source) for joint, p in (data.get("inertial") or {}).items()}
     sensors = data.get("sensors") or {}
     payload = data.get("payload")
     return PlantProfile(
@@ -244,6 +250,49 @@ def profile_from_dict(data: dict[str, Any], joint_names: tuple[str, ...], source
         seed=int(data.get("seed", 0)),
         source=source,
     )
+
+
+_PERTURBATION_KEYS = ("mass_scale", "com_shift", "second_moment_scale")
+_BODY_KEYS = ("mass", "com", "inertia")
+
+
+def _inertial_entry(joint: str, entry: Any, source: str) -> InertialPerturbation | BodyInertial:
+    """One ``inertial`` entry: a perturbation of the URDF's body (scales) or the whole body given outright (mass)."""
+    where = f"plant profile {source}: inertial of joint {joint}"
+    if not isinstance(entry, dict) or not entry:
+        raise ParameterError(f"{where} must be a mapping with {' / '.join(_PERTURBATION_KEYS)} or "
+                             f"{' / '.join(_BODY_KEYS)}, got {entry!r}")
+    unknown = sorted(set(entry) - set(_PERTURBATION_KEYS) - set(_BODY_KEYS))
+    if unknown:
+        raise ParameterError(f"{where}: unknown keys {unknown}")
+    try:
+        if "mass" not in entry:
+            pert = InertialPerturbation(
+                float(entry.get("mass_scale", 1.0)),
+                tuple(float(v) for v in entry.get("com_shift", (0, 0, 0))),
+                tuple(float(v) for v in entry.get("second_moment_scale", (1, 1, 1))),
+            )
+            if not (pert.mass_scale > 0 and min(pert.second_moment_scale) > 0 and len(pert.com_shift) == 3
+                    and len(pert.second_moment_scale) == 3 and np.all(np.isfinite(pert.com_shift))):
+                raise ValueError("scales must be > 0, com_shift and second_moment_scale three numbers")
+            return pert
+        if set(entry) & set(_PERTURBATION_KEYS):
+            raise ValueError(f"give either {', '.join(_PERTURBATION_KEYS)} or {', '.join(_BODY_KEYS)}, not both")
+        body = BodyInertial(float(entry["mass"]), tuple(float(v) for v in entry.get("com", (0, 0, 0))),
+                            tuple(float(v) for v in entry.get("inertia", ())))
+        if len(body.com) != 3 or len(body.inertia) != 6:
+            raise ValueError("com takes 3 numbers, inertia 6 (ixx ixy ixz iyy iyz izz about the CoM)")
+    except (TypeError, ValueError) as exc:
+        raise ParameterError(f"{where}: {exc}") from None
+    from idyn_ros.dynamics.inertia import barycentric_to_pi, check_physical_consistency
+
+    link = body.link()
+    problems = (["not finite"] if not (np.all(np.isfinite(link.inertia)) and np.all(np.isfinite(link.com))) else
+                check_physical_consistency(barycentric_to_pi(link.mass, link.com, link.inertia), names=[joint]))
+    if not body.mass > 0 or problems:
+        raise ParameterError(f"{where}: not a physical body (mass {body.mass:g} kg; {'; '.join(problems)}): "
+                             "a simulator cannot move it")
+    return body
 
 
 def _effects_from_dict(joints: dict[str, Any], joint_names: tuple[str, ...], temperature: dict[str, Any],
@@ -447,14 +496,80 @@ _HEADER = """\
 """
 
 
-def write_profile_yaml(data: dict[str, Any], path: Path) -> None:
+def profile_yaml(data: dict[str, Any], header: str | None = None) -> str:
+    """A profile as YAML text under a comment header (the generator's by default)."""
     import yaml
 
-    text = _HEADER.format(robot=data["robot"], seed=data["seed"]) + yaml.safe_dump(
-        data, sort_keys=False, default_flow_style=None, width=110
-    )
+    header = _HEADER.format(robot=data["robot"], seed=data["seed"]) if header is None else header
+    return header + yaml.safe_dump(data, sort_keys=False, default_flow_style=None, width=110)
+
+
+def write_profile_yaml(data: dict[str, Any], path: Path) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text)
+    path.write_text(profile_yaml(data))
+
+
+IDENTIFIED_HEADER = """\
+# Plant profile of an identified {robot} ({method}), written by `idyn identify --profile-out`.
+# Simulate it: idyn bringup --robot {robot} --set profile=<this file>   (schema: config/profiles/README.md)
+# inertial: each joint's whole body (child link + fixed links) as identified, in the child link's frame.
+# joints.<j>: armature and friction as identified, mapped to the plant's friction (notes below); ideal sensors
+#   (the identification's residual is model error, not sensor noise) and no command latency.
+"""
+
+
+def _g(x: float) -> float:
+    """Plain float to 9 significant digits: an identified value written as it was fitted, small inertias too."""
+    return float(f"{float(x):.9g}")
+
+
+def identified_profile(robot: str, joint_names: tuple[str, ...], pi: np.ndarray, armature: np.ndarray,
+                       friction_kinds: tuple[str, ...], friction: np.ndarray) -> tuple[dict[str, Any], list[str]]:
+    """The plant profile (YAML-ready) of an identified model, and notes on what the plant cannot hold as identified.
+
+    Friction (``idyn_ros.dynamics.friction`` kinds -> the plant's): coulomb -> static (MuJoCo's frictionloss, which
+    also holds a joint at rest); stribeck c_s -> static + c_s breaking away, falling by c_s once sliding; sigmoid c
+    tanh(dq / v_t) -> Gaz phi1 = 2 c, phi2 = 2 / v_t, phi3 = 0 (the same curve); viscous -> viscous; offset -> the
+    torque sensor's offset; asymmetric -> static at the mean of its two levels (the plant's dry friction is symmetric).
+    A negative level is set to 0: friction in a simulator that drives its joint would make it run away.
+    """
+    from idyn_ros.dynamics.friction import KIND_COLUMNS, V_STRIBECK, V_TANH
+    from idyn_ros.dynamics.inertia import pi_to_barycentric
+
+    notes: list[str] = []
+    inertial: dict[str, Any] = {}
+    joints: dict[str, Any] = {}
+    for i, name in enumerate(joint_names):
+        mass, com, ic = pi_to_barycentric(pi[i])
+        inertial[name] = {"mass": _g(mass), "com": [_g(v) for v in com],
+                          "inertia": [_g(ic[a, b]) for a, b in ((0, 0), (0, 1), (0, 2), (1, 1), (1, 2), (2, 2))]}
+        columns = iter(friction[i])
+        level: dict[str, Any] = {}
+        for kind in friction_kinds:
+            values = [float(next(columns)) for _ in range(KIND_COLUMNS[kind])]
+            level[kind] = values if kind == "asymmetric" else values[0]
+        if "asymmetric" in level:
+            up, down = level.pop("asymmetric")
+            level["coulomb"] = level.get("coulomb", 0.0) + 0.5 * (up + down)
+            notes.append(f"{name}: asymmetric dry friction {up:.3g} / {down:.3g} Nm simulated as "
+                         f"{0.5 * (up + down):.3g} Nm both ways")
+        for kind in ("coulomb", "stribeck", "sigmoid", "viscous"):
+            if level.get(kind, 0.0) < 0:
+                notes.append(f"{name}: identified {kind} {level[kind]:.3g} is negative, simulated as 0")
+                level[kind] = 0.0
+        coulomb, drop, sigmoid = level.get("coulomb", 0.0), level.get("stribeck", 0.0), level.get("sigmoid", 0.0)
+        joints[name] = {
+            "armature": _g(armature[i]),
+            "friction": {"static": _g(coulomb + drop), "phi1": _g(2 * sigmoid), "phi2": 2.0 / V_TANH,
+                         "phi3": 0.0, "viscous": _g(level.get("viscous", 0.0)), "stribeck_drop": _g(drop),
+                         "stribeck_velocity": V_STRIBECK},
+            "sensor": {"torque_noise_std": 0.0, "torque_offset": _g(level.get("offset", 0.0))},
+            "elasticity": None,
+        }
+    data = {"robot": robot, "kind": "identified", "seed": 0, "inertial": inertial, "joints": joints,
+            "sensors": {"encoder_resolution": 0.0, "velocity_noise_std": 0.0}, "command": {"latency_ticks": 0},
+            "payload": None}
+    return data, notes
 
 
 def main(argv: list[str] | None = None) -> int:

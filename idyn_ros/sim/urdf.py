@@ -103,6 +103,10 @@ def strip_for_mujoco(xml: str) -> str:
     return ET.tostring(root, encoding="unicode")
 
 
+#: A link that carries no mass: a fixed link whose mass an identified body (``BodyInertial``) already includes.
+EMPTY_LINK = LinkInertial(0.0, np.zeros(3), np.zeros((3, 3)))
+
+
 def read_inertials(xml: str) -> dict[str, LinkInertial]:
     """All link inertials expressed in the link frame (the URDF ``<inertial><origin rpy>`` rotated out)."""
     out: dict[str, LinkInertial] = {}
