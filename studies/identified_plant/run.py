@@ -62,12 +62,18 @@ def run_robot(robot: str, work: Path, n_moves: int, durations: tuple[float, ...]
         for row in ROWS:
             for gain in gains:
                 cell = run_cell(robot, robot_model, plant, row, gain, moves, models)
-                cells[row][gain][name] = None if cell.get("failed") else round(cell["rmse_deg"], 4)
+                cells[row][gain][name] = cell["reason"] if cell.get("failed") else round(cell["rmse_deg"], 4)
                 print(f"{robot} {name:10s} {row:24s} {gain:6s} {cells[row][gain][name]}", flush=True)
+    def ran(value: object) -> bool:
+        return isinstance(value, float)
+
     gaps = {name: [abs(np.log(c[name] / c["true"])) for g in cells.values() for c in g.values()
-                   if c.get(name) and c.get("true")] for name in ("identified", "nominal")}
+                   if ran(c.get(name)) and ran(c.get("true"))] for name in ("identified", "nominal")}
+    failed_where_true_ran = {name: sum(ran(c.get("true")) and not ran(c.get(name)) for g in cells.values()
+                                       for c in g.values()) for name in ("identified", "nominal")}
     return {"identify": identified, "cells_rmse_deg": cells,
             "mean_abs_log_ratio_to_true": {k: float(np.mean(v)) for k, v in gaps.items()},
+            "cells_failed_where_the_true_plant_ran": failed_where_true_ran,
             "moves": {"n": n_moves, "durations_s": list(durations)}}
 
 
