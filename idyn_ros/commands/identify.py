@@ -157,10 +157,11 @@ def _run(args: argparse.Namespace) -> int:
     xml = profile = None
     if (args.urdf_out or args.profile_out) and problems:  # refused before any file is written: nothing changes
         what = "a URDF cannot hold them" if args.urdf_out else "a simulator cannot move them"
+        refused = " and ".join(o for o, v in (("--urdf-out", args.urdf_out), ("--profile-out", args.profile_out)) if v)
         raise IdentificationError(
             f"{args.method} gave physically inconsistent bodies ({'; '.join(problems[:3])}); {what}. Use --method "
-            f"sdp, diffbary or logchol" + ("; nothing written (drop --urdf-out and --profile-out to write "
-                                          "--params-out alone)" if args.params_out else "")
+            f"sdp, diffbary or logchol"
+            + (f"; nothing written (drop {refused} to write --params-out alone)" if args.params_out else "")
         )
     if args.profile_out:
         from idyn_ros.sim.profile import IDENTIFIED_HEADER, identified_profile, profile_yaml

@@ -383,6 +383,12 @@ def test_identify_that_refuses_its_urdf_writes_no_parameters_either(files, tmp_p
     assert rc == 2 and params.read_text() == "the user's" and not (tmp_path / "new").exists()
     err = _one_line(capsys)
     assert "physically inconsistent" in err and "nothing written (drop --urdf-out to write --params-out alone)" in err
+    profile = tmp_path / "arm.yaml"
+    rc = main(["identify", "--robot", "iiwa14", "--data", files[0], "--method", "ols", "--params-out", str(params),
+               "--profile-out", str(profile)])
+    assert rc == 2 and params.read_text() == "the user's" and not profile.exists()
+    err = _one_line(capsys)
+    assert "a simulator cannot move them" in err and "(drop --profile-out to write --params-out alone)" in err
 
 
 def test_identify_writes_both_files_or_neither(files, tmp_path, capsys, monkeypatch):
